@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs every test: the release build's CTest suite (unit, golden, CLI and the
+# node-reference suites), then the unit and golden tests again under
+# AddressSanitizer + UndefinedBehaviorSanitizer. Run scripts/setup.sh first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=$(nproc)
+
+cmake --build build -j "$JOBS"
+(cd build && ctest -j "$JOBS" --output-on-failure --timeout 900)
+
+cmake --build build-asan -j "$JOBS"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd build-asan && ctest -j "$JOBS" --output-on-failure --timeout 1800 -L 'unit|golden|asan')

@@ -1,0 +1,30 @@
+// Subcommands of the sluice binary. Each command lives in its own cmd_*.cpp and
+// registers itself with SLUICE_COMMAND, so adding a command touches no other file.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace sluice::cli {
+
+// The action chosen on the command line; set by the subcommand's callback.
+using Action = std::function<int()>;
+using CommandSetup = void (*)(CLI::App& app, Action& action);
+
+// Registers a subcommand; `order` sorts the --help listing.
+struct CommandRegistrar {
+  CommandRegistrar(int order, CommandSetup setup);
+};
+std::vector<std::pair<int, CommandSetup>>& command_registry();
+
+// "5,17,9" -> {5, 17, 9}; throws sluice::Error naming the bad item.
+std::vector<int32_t> parse_token_list(const std::string& s);
+
+}  // namespace sluice::cli
+
+#define SLUICE_COMMAND_CAT2(a, b) a##b
+#define SLUICE_COMMAND_CAT(a, b) SLUICE_COMMAND_CAT2(a, b)
+#define SLUICE_COMMAND(order, fn) \
+  static ::sluice::cli::CommandRegistrar SLUICE_COMMAND_CAT(sluice_command_, __LINE__)(order, fn)

@@ -1,0 +1,41 @@
+// sluice: run Mixture-of-Experts models larger than memory.
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace sluice::cli {
+std::vector<std::pair<int, CommandSetup>>& command_registry() {
+  static std::vector<std::pair<int, CommandSetup>> r;
+  return r;
+}
+CommandRegistrar::CommandRegistrar(int order, CommandSetup setup) { command_registry().push_back({order, setup}); }
+}  // namespace sluice::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"sluice: exact Mixture-of-Experts inference with experts streamed from disk"};
+  app.require_subcommand(1);
+  int threads = 0;
+  app.add_option("--threads", threads, "Worker threads (default: one per hardware thread)");
+  sluice::cli::Action action;
+  auto reg = sluice::cli::command_registry();
+  std::sort(reg.begin(), reg.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  for (auto& [_, setup] : reg) setup(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (threads > 0) sluice::ThreadPool::set_default_threads(threads);
+  try {
+    return action ? action() : 2;
+  } catch (const sluice::Error& e) {
+    std::fprintf(stderr, "sluice: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sluice: internal error: %s\n", e.what());
+    return 3;
+  }
+}

@@ -1,0 +1,31 @@
+// Parsing of --tokens lists shared by the commands that take token ids.
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+namespace sluice::cli {
+
+std::vector<int32_t> parse_token_list(const std::string& s) {
+  std::vector<int32_t> out;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    std::string item = s.substr(i, j - i);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    char* end = nullptr;
+    errno = 0;
+    long long v = item.empty() ? 0 : std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno == ERANGE || v < 0 || v > INT32_MAX)
+      fail("--tokens: item {} ('{}') is not a token id (non-negative integer)", out.size() + 1, item);
+    out.push_back(int32_t(v));
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace sluice::cli

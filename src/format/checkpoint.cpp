@@ -1,0 +1,63 @@
+#include "format/checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+
+namespace sluice {
+
+namespace fs = std::filesystem;
+
+Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
+  fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  fs::path single = fs::path(dir) / "model.safetensors";
+  if (fs::exists(index)) {
+    std::ifstream in(index);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: not valid JSON: {}", index.string(), e.what());
+    }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      fail("{}: missing object field 'weight_map'", index.string());
+    std::map<std::string, const SafetensorsFile*> opened;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      if (!it.value().is_string()) fail("{}: weight_map entry '{}' must be a file name", index.string(), it.key());
+      std::string shard = it.value().get<std::string>();
+      if (shard.find('/') != std::string::npos || shard == ".." || shard.empty())
+        fail("{}: weight_map entry '{}' names '{}', which is not a file in the checkpoint directory",
+             index.string(), it.key(), shard);
+      auto f = opened.find(shard);
+      if (f == opened.end()) {
+        files_.push_back(std::make_unique<SafetensorsFile>((fs::path(dir) / shard).string()));
+        f = opened.emplace(shard, files_.back().get()).first;
+      }
+      if (!f->second->has(it.key()))
+        fail("{}: weight_map says tensor '{}' is in {}, but that shard does not contain it", index.string(),
+             it.key(), shard);
+      where_[it.key()] = f->second;
+    }
+  } else if (fs::exists(single)) {
+    files_.push_back(std::make_unique<SafetensorsFile>(single.string()));
+    for (const auto& [name, _] : files_.back()->tensors()) where_[name] = files_.back().get();
+  } else {
+    fail("{}: no model.safetensors or model.safetensors.index.json", dir);
+  }
+}
+
+TensorView Checkpoint::get(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail("{}: checkpoint has no tensor '{}'", dir_, name);
+  return it->second->get(name);
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  for (const auto& [n, _] : where_) out.push_back(n);
+  return out;
+}
+
+}  // namespace sluice

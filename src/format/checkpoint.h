@@ -1,0 +1,30 @@
+// A Hugging Face checkpoint directory: config.json plus either one
+// model.safetensors or shards listed in model.safetensors.index.json.
+// Shard file names are only ever taken from the index's weight_map.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/safetensors.h"
+
+namespace sluice {
+
+class Checkpoint {
+ public:
+  explicit Checkpoint(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  bool has(const std::string& name) const { return where_.count(name) != 0; }
+  TensorView get(const std::string& name) const;  // throws naming the tensor and directory
+  std::vector<std::string> names() const;
+  const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+
+ private:
+  std::string dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const SafetensorsFile*> where_;
+};
+
+}  // namespace sluice

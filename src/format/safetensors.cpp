@@ -1,0 +1,193 @@
+#include "format/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+
+namespace sluice {
+
+namespace {
+constexpr uint64_t kMaxHeader = 100ull << 20;  // the format's own limit
+
+uint64_t read_u64le(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+}  // namespace
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::map<std::string, TensorInfo> SafetensorsFile::parse_header(const uint8_t* bytes, uint64_t file_size,
+                                                                const std::string& path, uint64_t* data_start,
+                                                                std::map<std::string, std::string>* metadata) {
+  if (file_size < 8) fail("{}: truncated safetensors file: {} bytes, the header length alone needs 8", path, file_size);
+  uint64_t n = read_u64le(bytes);
+  if (n > kMaxHeader) fail("{}: header length {} exceeds the 100 MiB limit (corrupt file?)", path, n);
+  if (n > file_size - 8)
+    fail("{}: header length {} runs past the end of the file ({} bytes)", path, n, file_size);
+  *data_start = 8 + n;
+  const uint64_t data_size = file_size - 8 - n;
+
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(reinterpret_cast<const char*>(bytes + 8), reinterpret_cast<const char*>(bytes + 8 + n));
+  } catch (const nlohmann::json::parse_error& e) {
+    fail("{}: header is not valid JSON (byte {} of the header): {}", path, e.byte, e.what());
+  }
+  if (!j.is_object()) fail("{}: header must be a JSON object", path);
+
+  std::map<std::string, TensorInfo> out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& name = it.key();
+    const auto& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) fail("{}: __metadata__ must be an object", path);
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string()) fail("{}: __metadata__ value '{}' must be a string", path, m.key());
+        if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    if (!v.is_object()) fail("{}: tensor '{}': entry must be an object", path, name);
+    auto dt = v.find("dtype");
+    auto sh = v.find("shape");
+    auto off = v.find("data_offsets");
+    if (dt == v.end() || !dt->is_string()) fail("{}: tensor '{}': missing or non-string 'dtype'", path, name);
+    if (sh == v.end() || !sh->is_array()) fail("{}: tensor '{}': missing or non-array 'shape'", path, name);
+    if (off == v.end() || !off->is_array() || off->size() != 2)
+      fail("{}: tensor '{}': 'data_offsets' must be an array of two integers", path, name);
+    TensorInfo t;
+    t.name = name;
+    auto d = parse_dtype(dt->get<std::string>());
+    if (!d) fail("{}: tensor '{}': unknown dtype '{}'", path, name, dt->get<std::string>());
+    t.dtype = *d;
+    uint64_t count = 1;
+    bool overflow = false;
+    for (const auto& s : *sh) {
+      if (!s.is_number_unsigned()) fail("{}: tensor '{}': shape entries must be non-negative integers", path, name);
+      uint64_t dim = s.get<uint64_t>();
+      if (dim > (1ull << 48)) fail("{}: tensor '{}': dimension {} is implausibly large", path, name, dim);
+      if (dim != 0 && count > UINT64_MAX / dim) overflow = true;
+      count *= dim;
+      t.shape.push_back(int64_t(dim));
+    }
+    for (const auto& o : *off)
+      if (!o.is_number_unsigned()) fail("{}: tensor '{}': data_offsets must be non-negative integers", path, name);
+    t.begin = (*off)[0].get<uint64_t>();
+    t.end = (*off)[1].get<uint64_t>();
+    if (t.end < t.begin) fail("{}: tensor '{}': data_offsets [{}, {}] end before begin", path, name, t.begin, t.end);
+    if (t.end > data_size)
+      fail("{}: tensor '{}': data_offsets [{}, {}] past the end of the data section ({} bytes; file truncated?)", path,
+           name, t.begin, t.end, data_size);
+    uint64_t esz = uint64_t(dtype_size(t.dtype));
+    if (overflow || count > UINT64_MAX / esz || count * esz != t.end - t.begin)
+      fail("{}: tensor '{}': {} bytes stored but dtype {} and shape {} need {}", path, name, t.end - t.begin,
+           dtype_name(t.dtype), sh->dump(), overflow ? std::string("more than 2^64") : std::to_string(count * esz));
+    out.emplace(name, std::move(t));
+  }
+
+  // Overlap check over the byte ranges (zero-sized tensors take no space).
+  std::vector<const TensorInfo*> by_begin;
+  for (const auto& [_, t] : out)
+    if (t.end > t.begin) by_begin.push_back(&t);
+  std::sort(by_begin.begin(), by_begin.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_begin.size(); ++i)
+    if (by_begin[i]->begin < by_begin[i - 1]->end)
+      fail("{}: tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", path, by_begin[i - 1]->name, by_begin[i - 1]->begin,
+           by_begin[i - 1]->end, by_begin[i]->name, by_begin[i]->begin, by_begin[i]->end);
+  return out;
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+  struct stat st;
+  if (fstat(fd_, &st) != 0) {
+    int e = errno;
+    ::close(fd_);
+    fail("{}: cannot stat: {}", path, std::strerror(e));
+  }
+  size_ = uint64_t(st.st_size);
+  if (size_ > 0) {
+    void* m = mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
+    if (m == MAP_FAILED) {
+      int e = errno;
+      ::close(fd_);
+      fail("{}: mmap failed: {}", path, std::strerror(e));
+    }
+    map_ = static_cast<const uint8_t*>(m);
+  }
+  try {
+    tensors_ = parse_header(map_, size_, path_, &data_start_, &metadata_);
+  } catch (...) {
+    if (map_) munmap(const_cast<uint8_t*>(map_), size_);
+    ::close(fd_);
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_) munmap(const_cast<uint8_t*>(map_), size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+TensorView SafetensorsFile::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) fail("{}: no tensor named '{}'", path_, name);
+  TensorView v;
+  v.info = &it->second;
+  v.data = map_ + data_start_ + it->second.begin;
+  v.file = &path_;
+  v.file_offset = data_start_ + it->second.begin;
+  return v;
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorData>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t off = 0;
+  for (const auto& t : tensors) {
+    uint64_t need = uint64_t(dtype_size(t.dtype));
+    for (auto d : t.shape) need *= uint64_t(d);
+    if (need != t.bytes.size())
+      fail("write_safetensors {}: tensor '{}' has {} bytes, shape needs {}", path, t.name, t.bytes.size(), need);
+    h[t.name] = {{"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"data_offsets", {off, off + need}}};
+    off += need;
+  }
+  std::string js = h.dump();
+  while ((js.size() + 8) % 8) js.push_back(' ');
+  std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail("{}: cannot create: {}", tmp, std::strerror(errno));
+  uint8_t len[8];
+  uint64_t n = js.size();
+  for (int i = 0; i < 8; ++i) len[i] = uint8_t(n >> (8 * i));
+  bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(js.data(), 1, js.size(), f) == js.size();
+  for (const auto& t : tensors)
+    ok = ok && (t.bytes.empty() || std::fwrite(t.bytes.data(), 1, t.bytes.size(), f) == t.bytes.size());
+  ok = (std::fflush(f) == 0) && ok;
+  ok = (fsync(fileno(f)) == 0) && ok;
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    fail("{}: write failed: {}", path, std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("{}: rename failed: {}", path, std::strerror(errno));
+}
+
+}  // namespace sluice

@@ -1,0 +1,119 @@
+// DeepSeek-V3 / Kimi K2 (model_type deepseek_v3, kimi_k2): MLA with YaRN and
+// interleaved RoPE, sigmoid group-limited router with selection bias, shared
+// experts, dense first layers. Weights may be bf16, FP8 block-scaled or INT4
+// pack-quantized; WeightLoader picks the format per tensor.
+#include <cmath>
+
+#include "format/checkpoint.h"
+#include "model/architectures.h"
+#include "model/mla_attention.h"
+#include "model/moe.h"
+#include "model/residual_decoder.h"
+#include "util/error.h"
+
+namespace sluice {
+
+std::unique_ptr<Model> build_deepseek_v3(const std::string& dir, const Config& cfg) {
+  ModelInfo info = basic_model_info(cfg, cfg.req_string("model_type"));
+  auto ckpt = std::make_unique<Checkpoint>(dir);
+  auto model = std::make_unique<ResidualDecoder>(info, std::move(ckpt), "");
+  WeightLoader& W = model->weights();
+  const int64_t D = info.hidden;
+  const float eps = float(cfg.req_double("rms_norm_eps"));
+
+  MlaSpec mla;
+  mla.n_heads = cfg.req_int("num_attention_heads");
+  mla.q_lora = cfg.get_int("q_lora_rank", 0);
+  mla.kv_lora = cfg.req_int("kv_lora_rank");
+  mla.nope = cfg.req_int("qk_nope_head_dim");
+  mla.rope_dim = cfg.req_int("qk_rope_head_dim");
+  mla.v_dim = cfg.req_int("v_head_dim");
+  mla.rope = rope_from_config(cfg, mla.rope_dim, /*interleaved=*/true);
+  mla.scale = float(1.0 / std::sqrt(double(mla.nope + mla.rope_dim)));
+  if (mla.rope.yarn) {
+    auto rs = cfg.opt_sub("rope_scaling") ? cfg.sub("rope_scaling") : cfg.sub("rope_parameters");
+    const double mscale_all = rs.get_double("mscale_all_dim", 0.0);
+    if (mscale_all != 0.0) {
+      const double m = yarn_get_mscale(mla.rope.yarn_factor, mscale_all);
+      mla.scale = float(double(mla.scale) * m * m);
+    }
+  }
+  const int64_t H = mla.n_heads, qh = mla.nope + mla.rope_dim;
+
+  const int64_t E = cfg.get_int("n_routed_experts", 0);
+  RouterSpec router;
+  if (E > 0) {
+    const std::string scoring = cfg.get_string("scoring_func", "sigmoid");
+    if (scoring != "sigmoid") fail("{}: scoring_func '{}' is not supported (sigmoid is)", cfg.source(), scoring);
+    const std::string method = cfg.get_string("topk_method", "noaux_tc");
+    if (method != "noaux_tc") fail("{}: topk_method '{}' is not supported (noaux_tc is)", cfg.source(), method);
+    router.scoring = RouterSpec::SigmoidBiased;
+    router.n_experts = E;
+    router.top_k = cfg.req_int("num_experts_per_tok");
+    router.n_group = cfg.get_int("n_group", 1);
+    router.topk_group = cfg.get_int("topk_group", 1);
+    router.renormalize = cfg.get_bool("norm_topk_prob", true);
+    router.scaling = float(cfg.get_double("routed_scaling_factor", 1.0));
+    if (router.n_group < 1 || E % router.n_group || router.topk_group < 1 || router.topk_group > router.n_group ||
+        router.top_k < 1 || router.top_k > E)
+      fail("{}: inconsistent routing: n_routed_experts {}, n_group {}, topk_group {}, num_experts_per_tok {}",
+           cfg.source(), E, router.n_group, router.topk_group, router.top_k);
+  }
+  const int64_t first_dense = cfg.get_int("first_k_dense_replace", 0);
+  const int64_t freq = cfg.get_int("moe_layer_freq", 1);
+  GatedActivation act;
+  if (cfg.get_string("hidden_act", "silu") != "silu")
+    fail("{}: hidden_act '{}' is not supported (silu is)", cfg.source(), cfg.get_string("hidden_act", ""));
+
+  for (int64_t l = 0; l < info.n_layers; ++l) {
+    const std::string P = fmt::format("model.layers.{}.", l);
+    ResidualDecoder::Layer L;
+    L.attn_norm = W.vec(P + "input_layernorm.weight", D);
+    L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
+    MlaWeights mw;
+    if (mla.q_lora > 0) {
+      mw.q_a = W.linear(P + "self_attn.q_a_proj", mla.q_lora, D);
+      mw.q_a_norm = W.vec(P + "self_attn.q_a_layernorm.weight", mla.q_lora);
+      mw.q_b = W.linear(P + "self_attn.q_b_proj", H * qh, mla.q_lora);
+    } else {
+      mw.q = W.linear(P + "self_attn.q_proj", H * qh, D);
+    }
+    mw.kv_a = W.linear(P + "self_attn.kv_a_proj_with_mqa", mla.kv_lora + mla.rope_dim, D);
+    mw.kv_a_norm = W.vec(P + "self_attn.kv_a_layernorm.weight", mla.kv_lora);
+    mw.kv_b = W.linear(P + "self_attn.kv_b_proj", H * (mla.nope + mla.v_dim), mla.kv_lora);
+    mw.o = W.linear(P + "self_attn.o_proj", D, H * mla.v_dim);
+    L.attn = std::make_unique<MlaAttention>(mla, mw);
+
+    const bool moe = E > 0 && l >= first_dense && l % freq == 0;
+    if (moe) {
+      const int64_t I = cfg.req_int("moe_intermediate_size");
+      RouterSpec rs = router;
+      rs.selection_bias = W.opt_vec(P + "mlp.gate.e_score_correction_bias", E);
+      std::vector<ExpertWeights> experts(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string X = fmt::format("{}mlp.experts.{}.", P, e);
+        experts[size_t(e)].gate = W.linear(X + "gate_proj", I, D);
+        experts[size_t(e)].up = W.linear(X + "up_proj", I, D);
+        experts[size_t(e)].down = W.linear(X + "down_proj", D, I);
+      }
+      std::unique_ptr<GatedMlp> shared;
+      const int64_t ns = cfg.get_int("n_shared_experts", 0);
+      if (ns > 0)
+        shared = std::make_unique<GatedMlp>(W.linear(P + "mlp.shared_experts.gate_proj", I * ns, D),
+                                            W.linear(P + "mlp.shared_experts.up_proj", I * ns, D),
+                                            W.linear(P + "mlp.shared_experts.down_proj", D, I * ns), act);
+      L.ffn = std::make_unique<MoeBlock>(W.linear(P + "mlp.gate", E, D), nullptr, rs, std::move(experts), act,
+                                         std::move(shared), nullptr);
+    } else {
+      const int64_t I = cfg.req_int("intermediate_size");
+      L.ffn = std::make_unique<GatedMlp>(W.linear(P + "mlp.gate_proj", I, D), W.linear(P + "mlp.up_proj", I, D),
+                                         W.linear(P + "mlp.down_proj", D, I), act);
+    }
+    model->add_layer(std::move(L));
+  }
+  model->set_embedding(W.matrix("model.embed_tokens.weight", info.vocab, D),
+                       W.linear("lm_head", info.vocab, D), W.vec("model.norm.weight", D), eps);
+  return model;
+}
+
+}  // namespace sluice

@@ -1,0 +1,95 @@
+// gpt-oss (model_type gpt_oss): GQA with biases, attention sinks, alternating
+// sliding-window / full layers, NeoX RoPE with YaRN, top-k router with softmax
+// over the picked logits, clamped SwiGLU experts with biases stored as MXFP4.
+#include <cmath>
+
+#include "format/checkpoint.h"
+#include "model/architectures.h"
+#include "model/gqa_attention.h"
+#include "model/moe.h"
+#include "model/residual_decoder.h"
+#include "util/error.h"
+
+namespace sluice {
+
+std::unique_ptr<Model> build_gpt_oss(const std::string& dir, const Config& cfg) {
+  ModelInfo info = basic_model_info(cfg, "gpt_oss");
+  auto model = std::make_unique<ResidualDecoder>(info, std::make_unique<Checkpoint>(dir), "");
+  WeightLoader& W = model->weights();
+  const int64_t D = info.hidden;
+  const float eps = float(cfg.req_double("rms_norm_eps"));
+
+  GqaSpec gs;
+  gs.n_heads = cfg.req_int("num_attention_heads");
+  gs.n_kv_heads = cfg.req_int("num_key_value_heads");
+  gs.head_dim = cfg.get_int("head_dim", D / gs.n_heads);
+  if (gs.n_kv_heads <= 0 || gs.n_heads % gs.n_kv_heads)
+    fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", cfg.source(), gs.n_heads,
+         gs.n_kv_heads);
+  gs.scale = float(1.0 / std::sqrt(double(gs.head_dim)));
+  gs.rope = rope_from_config(cfg, gs.head_dim, /*interleaved=*/false);
+  auto layer_types = cfg.get_strings("layer_types");
+  if (!layer_types.empty() && int64_t(layer_types.size()) != info.n_layers)
+    fail("{}: layer_types has {} entries for {} layers", cfg.source(), layer_types.size(), info.n_layers);
+  const int64_t window = cfg.get_int("sliding_window", 0);
+
+  const int64_t E = cfg.req_int("num_local_experts");
+  const int64_t I = cfg.req_int("intermediate_size");
+  RouterSpec router;
+  router.scoring = RouterSpec::TopkSoftmax;
+  router.n_experts = E;
+  router.top_k = cfg.has("num_experts_per_tok") ? cfg.req_int("num_experts_per_tok") : cfg.req_int("experts_per_token");
+  if (router.top_k < 1 || router.top_k > E)
+    fail("{}: num_experts_per_tok {} must be in [1, {}]", cfg.source(), router.top_k, E);
+  GatedActivation act;
+  act.kind = GatedActivation::ClampedSwiGLU;
+  act.limit = float(cfg.get_double("swiglu_limit", 7.0));
+  act.alpha = 1.702f;
+  if (D % 32 || I % 32) fail("{}: hidden_size and intermediate_size must be multiples of 32 for MXFP4 experts", cfg.source());
+
+  for (int64_t l = 0; l < info.n_layers; ++l) {
+    const std::string P = fmt::format("model.layers.{}.", l);
+    ResidualDecoder::Layer L;
+    L.attn_norm = W.vec(P + "input_layernorm.weight", D);
+    L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
+    GqaSpec ls = gs;
+    const std::string type = layer_types.empty() ? (l % 2 == 0 ? "sliding_attention" : "full_attention")
+                                                 : layer_types[size_t(l)];
+    if (type == "sliding_attention") ls.window = window;
+    else if (type != "full_attention")
+      fail("{}: layer_types[{}] is '{}' (sliding_attention or full_attention expected)", cfg.source(), l, type);
+    GqaWeights gw;
+    const int64_t qw = gs.n_heads * gs.head_dim, kw = gs.n_kv_heads * gs.head_dim;
+    gw.q = W.linear(P + "self_attn.q_proj", qw, D);
+    gw.k = W.linear(P + "self_attn.k_proj", kw, D);
+    gw.v = W.linear(P + "self_attn.v_proj", kw, D);
+    gw.o = W.linear(P + "self_attn.o_proj", D, qw);
+    gw.q_bias = W.opt_vec(P + "self_attn.q_proj.bias", qw);
+    gw.k_bias = W.opt_vec(P + "self_attn.k_proj.bias", kw);
+    gw.v_bias = W.opt_vec(P + "self_attn.v_proj.bias", kw);
+    gw.o_bias = W.opt_vec(P + "self_attn.o_proj.bias", D);
+    gw.sinks = W.vec(P + "self_attn.sinks", gs.n_heads);
+    L.attn = std::make_unique<GqaAttention>(ls, gw);
+
+    const std::string X = P + "mlp.experts.";
+    const float* gu_bias = W.vec(X + "gate_up_proj_bias", E * 2 * I);
+    const float* down_bias = W.vec(X + "down_proj_bias", E * D);
+    std::vector<ExpertWeights> experts(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) {
+      ExpertWeights& ew = experts[size_t(e)];
+      ew.gate_up_interleaved = true;
+      ew.gate = W.mxfp4_stack_slice(X + "gate_up_proj_blocks", X + "gate_up_proj_scales", e, 2 * I, D);
+      ew.down = W.mxfp4_stack_slice(X + "down_proj_blocks", X + "down_proj_scales", e, D, I);
+      ew.gate_up_bias = gu_bias + e * 2 * I;
+      ew.down_bias = down_bias + e * D;
+    }
+    L.ffn = std::make_unique<MoeBlock>(W.linear(P + "mlp.router", E, D), W.vec(P + "mlp.router.bias", E), router,
+                                       std::move(experts), act, nullptr, nullptr);
+    model->add_layer(std::move(L));
+  }
+  model->set_embedding(W.matrix("model.embed_tokens.weight", info.vocab, D), W.linear("lm_head", info.vocab, D),
+                       W.vec("model.norm.weight", D), eps);
+  return model;
+}
+
+}  // namespace sluice

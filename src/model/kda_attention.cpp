@@ -1,0 +1,119 @@
+#include "model/kda_attention.h"
+
+#include <cmath>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace sluice {
+
+namespace {
+struct KdaState : LayerState {
+  // Last (kernel-1) projection rows of q, k, v (oldest first), and the recurrent state.
+  std::vector<float> hist_q, hist_k, hist_v;
+  std::vector<float> S;  // [H][D][D]
+  int64_t bytes() const override {
+    return int64_t((hist_q.size() + hist_k.size() + hist_v.size() + S.size()) * sizeof(float));
+  }
+};
+
+// Causal depthwise convolution over [history; x] followed by SiLU; updates the history.
+void conv_silu(const float* w, int64_t K, int64_t C, std::vector<float>& hist, float* x, int64_t T) {
+  std::vector<float> seq(size_t((K - 1 + T) * C));
+  std::copy(hist.begin(), hist.end(), seq.begin());
+  std::copy(x, x + T * C, seq.begin() + (K - 1) * C);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t c = 0; c < C; ++c) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < K; ++j) acc += w[c * K + j] * seq[size_t((t + j) * C + c)];
+      x[t * C + c] = ops::silu(acc);
+    }
+  std::copy(seq.end() - (K - 1) * C, seq.end(), hist.begin());
+}
+
+void l2norm(float* x, int64_t n, float eps, float mul) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float inv = float(1.0 / std::sqrt(ss + eps)) * mul;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+}  // namespace
+
+std::unique_ptr<LayerState> KdaAttention::new_state() const {
+  auto st = std::make_unique<KdaState>();
+  const int64_t C = s_.n_heads * s_.head_dim;
+  st->hist_q.assign(size_t((s_.conv_kernel - 1) * C), 0.0f);
+  st->hist_k = st->hist_q;
+  st->hist_v = st->hist_q;
+  st->S.assign(size_t(s_.n_heads * s_.head_dim * s_.head_dim), 0.0f);
+  return st;
+}
+
+void KdaAttention::forward(const float* x, int64_t T, int64_t /*pos*/, LayerState& state, float* out) const {
+  auto& st = static_cast<KdaState&>(state);
+  const int64_t H = s_.n_heads, Dh = s_.head_dim, C = H * Dh, D = w_.q.cols, K = s_.conv_kernel;
+  std::vector<float> q(size_t(T * C)), k(size_t(T * C)), v(size_t(T * C));
+  matmul(w_.q, x, T, D, q.data(), C);
+  matmul(w_.k, x, T, D, k.data(), C);
+  matmul(w_.v, x, T, D, v.data(), C);
+  conv_silu(w_.q_conv, K, C, st.hist_q, q.data(), T);
+  conv_silu(w_.k_conv, K, C, st.hist_k, k.data(), T);
+  conv_silu(w_.v_conv, K, C, st.hist_v, v.data(), T);
+
+  // Decay gate g [T, C] and beta [T, H].
+  const int64_t r = w_.f_a.rows;
+  std::vector<float> fa(size_t(T * r)), z(size_t(T * C)), beta(size_t(T * H));
+  matmul(w_.f_a, x, T, D, fa.data(), r);
+  matmul(w_.f_b, fa.data(), T, r, z.data(), C);
+  matmul(w_.b, x, T, D, beta.data(), H);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < H; ++h) {
+      const float A = std::exp(w_.a_log[size_t(h)]);
+      for (int64_t c = 0; c < Dh; ++c) {
+        float& zz = z[size_t(t * C + h * Dh + c)];
+        const float zb = zz + w_.dt_bias[h * Dh + c];
+        zz = s_.gate == KdaSpec::Softplus ? -A * ops::softplus(zb) : s_.lower_bound * ops::sigmoid(A * zb);
+      }
+      beta[size_t(t * H + h)] = ops::sigmoid(beta[size_t(t * H + h)]);
+    }
+  }
+  // Output gate [T, C].
+  std::vector<float> gate(size_t(T * C));
+  if (w_.g.rows > 0) {
+    matmul(w_.g, x, T, D, gate.data(), C);
+  } else {
+    const int64_t gr = w_.g_a.rows;
+    std::vector<float> ga(size_t(T * gr));
+    matmul(w_.g_a, x, T, D, ga.data(), gr);
+    matmul(w_.g_b, ga.data(), T, gr, gate.data(), C);
+  }
+
+  std::vector<float> o(static_cast<size_t>(T * C)), u(static_cast<size_t>(Dh));
+  const float qscale = 1.0f / std::sqrt(float(Dh));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < H; ++h) {
+      float* qh = q.data() + t * C + h * Dh;
+      float* kh = k.data() + t * C + h * Dh;
+      const float* vh = v.data() + t * C + h * Dh;
+      const float* gh = z.data() + t * C + h * Dh;
+      l2norm(qh, Dh, s_.l2_eps, qscale);
+      l2norm(kh, Dh, s_.l2_eps, 1.0f);
+      float* S = st.S.data() + h * Dh * Dh;  // S[i][j]: key channel i, value channel j
+      for (int64_t i = 0; i < Dh; ++i) ops::scale(S + i * Dh, std::exp(gh[i]), Dh);
+      // u = v - S^T k
+      std::copy(vh, vh + Dh, u.begin());
+      for (int64_t i = 0; i < Dh; ++i) ops::axpy(-kh[i], S + i * Dh, u.data(), Dh);
+      const float b = beta[size_t(t * H + h)];
+      for (int64_t i = 0; i < Dh; ++i) ops::axpy(b * kh[i], u.data(), S + i * Dh, Dh);
+      float* oh = o.data() + t * C + h * Dh;
+      std::fill(oh, oh + Dh, 0.0f);
+      for (int64_t i = 0; i < Dh; ++i) ops::axpy(qh[i], S + i * Dh, oh, Dh);
+      ops::rmsnorm(oh, w_.o_norm, s_.norm_eps, Dh, oh);
+      const float* gg = gate.data() + t * C + h * Dh;
+      for (int64_t c = 0; c < Dh; ++c) oh[c] *= ops::sigmoid(gg[c]);
+    }
+  }
+  matmul(w_.o, o.data(), T, C, out, w_.o.rows);
+}
+
+}  // namespace sluice

@@ -1,0 +1,40 @@
+// Multi-head latent attention (DeepSeek-V3 / Kimi) in the absorbed form: the
+// cache holds only the normalised latent c_kv and the shared rope key per
+// token; queries are mapped into the latent space through W_UK and the
+// attention result back out through W_UV. Optional NoPE (Kimi Linear / K3)
+// and sigmoid output gate (K3).
+#pragma once
+#include "kernels/qmatrix.h"
+#include "model/blocks.h"
+#include "model/rope.h"
+
+namespace sluice {
+
+struct MlaSpec {
+  int64_t n_heads = 0, q_lora = 0, kv_lora = 0, nope = 0, rope_dim = 0, v_dim = 0;
+  float scale = 0.0f;          // softmax scale (YaRN mscale^2 included)
+  float low_rank_eps = 1e-6f;  // q_a_layernorm / kv_a_layernorm epsilon
+  bool use_rope = true;        // false: the pe dimensions are used unrotated
+  Rope rope;
+};
+
+struct MlaWeights {
+  QMatrix q_a, q_b;  // with q_lora
+  QMatrix q;         // without q_lora
+  QMatrix kv_a, kv_b, o;
+  QMatrix gate;      // output gate (rows == 0: none)
+  const float *q_a_norm = nullptr, *kv_a_norm = nullptr;
+};
+
+class MlaAttention : public AttentionBlock {
+ public:
+  MlaAttention(MlaSpec spec, MlaWeights w) : s_(std::move(spec)), w_(w) {}
+  std::unique_ptr<LayerState> new_state() const override;
+  void forward(const float* x, int64_t T, int64_t pos, LayerState& state, float* out) const override;
+
+ private:
+  MlaSpec s_;
+  MlaWeights w_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,58 @@
+// The model interface every architecture implements, and the loader that
+// dispatches on config.json's model_type.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sluice {
+
+struct ModelInfo {
+  std::string arch;  // model_type as dispatched
+  int64_t vocab = 0;
+  int64_t hidden = 0;
+  int64_t n_layers = 0;
+  int64_t max_positions = 0;  // 0: unbounded
+  std::vector<int32_t> eos_ids;
+};
+
+// Per-layer cached state: KV cache, latent cache, or recurrent state.
+class LayerState {
+ public:
+  virtual ~LayerState() = default;
+  virtual int64_t bytes() const = 0;
+};
+
+// A sequence being decoded: position plus every layer's state.
+struct State {
+  int64_t pos = 0;
+  std::vector<std::unique_ptr<LayerState>> layers;
+  int64_t bytes() const {
+    int64_t b = 0;
+    for (const auto& l : layers) b += l ? l->bytes() : 0;
+    return b;
+  }
+};
+
+// Optional capture of intermediate values for verification.
+struct ForwardTrace {
+  std::vector<std::vector<float>> hidden;  // [layer] -> T*hidden, output of each decoder layer
+  std::vector<float> final_hidden;         // T*hidden, output of the final norm
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelInfo& info() const = 0;
+  virtual std::unique_ptr<State> new_state() const = 0;
+  // Feeds T tokens at positions state.pos .. state.pos+T-1 and advances state.pos.
+  // logits: [T, vocab] when all_logits, else [vocab] for the last token only; may be null.
+  virtual void forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
+                       ForwardTrace* trace = nullptr) const = 0;
+};
+
+// Reads DIR/config.json, dispatches on model_type and maps the weights.
+std::unique_ptr<Model> load_model(const std::string& dir);
+
+}  // namespace sluice

@@ -1,0 +1,95 @@
+// Qwen3-MoE (model_type qwen3_moe): GQA with per-head q/k RMSNorm and NeoX
+// RoPE, softmax top-k router with optional renormalisation, no shared experts.
+#include <algorithm>
+#include <cmath>
+
+#include "format/checkpoint.h"
+#include "model/architectures.h"
+#include "model/gqa_attention.h"
+#include "model/moe.h"
+#include "model/residual_decoder.h"
+#include "util/error.h"
+
+namespace sluice {
+
+std::unique_ptr<Model> build_qwen3_moe(const std::string& dir, const Config& cfg) {
+  ModelInfo info = basic_model_info(cfg, "qwen3_moe");
+  auto model = std::make_unique<ResidualDecoder>(info, std::make_unique<Checkpoint>(dir), "");
+  WeightLoader& W = model->weights();
+  const int64_t D = info.hidden;
+  const float eps = float(cfg.req_double("rms_norm_eps"));
+
+  GqaSpec gs;
+  gs.n_heads = cfg.req_int("num_attention_heads");
+  gs.n_kv_heads = cfg.get_int("num_key_value_heads", gs.n_heads);
+  gs.head_dim = cfg.get_int("head_dim", D / gs.n_heads);
+  if (gs.n_kv_heads <= 0 || gs.n_heads % gs.n_kv_heads)
+    fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", cfg.source(), gs.n_heads,
+         gs.n_kv_heads);
+  gs.scale = float(1.0 / std::sqrt(double(gs.head_dim)));
+  gs.norm_eps = eps;
+  gs.rope = rope_from_config(cfg, gs.head_dim, /*interleaved=*/false);
+  if (cfg.get_bool("use_sliding_window", false))
+    fail("{}: use_sliding_window is not supported for qwen3_moe", cfg.source());
+  const bool bias = cfg.get_bool("attention_bias", false);
+
+  const int64_t E = cfg.get_int("num_experts", 0);
+  RouterSpec router;
+  router.scoring = RouterSpec::SoftmaxAll;
+  router.n_experts = E;
+  router.top_k = cfg.get_int("num_experts_per_tok", 0);
+  router.renormalize = cfg.get_bool("norm_topk_prob", false);
+  if (E > 0 && (router.top_k < 1 || router.top_k > E))
+    fail("{}: num_experts_per_tok {} must be in [1, num_experts={}]", cfg.source(), router.top_k, E);
+  const int64_t step = cfg.get_int("decoder_sparse_step", 1);
+  const auto mlp_only = cfg.get_ints("mlp_only_layers");
+  if (cfg.get_string("hidden_act", "silu") != "silu")
+    fail("{}: hidden_act '{}' is not supported (silu is)", cfg.source(), cfg.get_string("hidden_act", ""));
+  GatedActivation act;
+
+  for (int64_t l = 0; l < info.n_layers; ++l) {
+    const std::string P = fmt::format("model.layers.{}.", l);
+    ResidualDecoder::Layer L;
+    L.attn_norm = W.vec(P + "input_layernorm.weight", D);
+    L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
+    GqaWeights gw;
+    const int64_t qw = gs.n_heads * gs.head_dim, kw = gs.n_kv_heads * gs.head_dim;
+    gw.q = W.linear(P + "self_attn.q_proj", qw, D);
+    gw.k = W.linear(P + "self_attn.k_proj", kw, D);
+    gw.v = W.linear(P + "self_attn.v_proj", kw, D);
+    gw.o = W.linear(P + "self_attn.o_proj", D, qw);
+    if (bias) {
+      gw.q_bias = W.vec(P + "self_attn.q_proj.bias", qw);
+      gw.k_bias = W.vec(P + "self_attn.k_proj.bias", kw);
+      gw.v_bias = W.vec(P + "self_attn.v_proj.bias", kw);
+    }
+    gw.q_norm = W.vec(P + "self_attn.q_norm.weight", gs.head_dim);
+    gw.k_norm = W.vec(P + "self_attn.k_norm.weight", gs.head_dim);
+    L.attn = std::make_unique<GqaAttention>(gs, gw);
+
+    const bool dense_only = std::find(mlp_only.begin(), mlp_only.end(), l) != mlp_only.end();
+    if (!dense_only && E > 0 && (l + 1) % step == 0) {
+      const int64_t I = cfg.req_int("moe_intermediate_size");
+      std::vector<ExpertWeights> experts(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string X = fmt::format("{}mlp.experts.{}.", P, e);
+        experts[size_t(e)].gate = W.linear(X + "gate_proj", I, D);
+        experts[size_t(e)].up = W.linear(X + "up_proj", I, D);
+        experts[size_t(e)].down = W.linear(X + "down_proj", D, I);
+      }
+      L.ffn = std::make_unique<MoeBlock>(W.linear(P + "mlp.gate", E, D), nullptr, router, std::move(experts), act,
+                                         nullptr, nullptr);
+    } else {
+      const int64_t I = cfg.req_int("intermediate_size");
+      L.ffn = std::make_unique<GatedMlp>(W.linear(P + "mlp.gate_proj", I, D), W.linear(P + "mlp.up_proj", I, D),
+                                         W.linear(P + "mlp.down_proj", D, I), act);
+    }
+    model->add_layer(std::move(L));
+  }
+  const bool tied = cfg.get_bool("tie_word_embeddings", false);
+  QMatrix embed = W.matrix("model.embed_tokens.weight", info.vocab, D);
+  model->set_embedding(embed, tied ? embed : W.linear("lm_head", info.vocab, D), W.vec("model.norm.weight", D), eps);
+  return model;
+}
+
+}  // namespace sluice

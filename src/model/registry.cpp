@@ -1,0 +1,39 @@
+// load_model: dispatch on config.json's model_type.
+#include "format/config.h"
+#include "model/architectures.h"
+#include "util/error.h"
+
+namespace sluice {
+
+ModelInfo basic_model_info(const Config& cfg, const std::string& arch) {
+  ModelInfo info;
+  info.arch = arch;
+  info.vocab = cfg.req_int("vocab_size");
+  info.hidden = cfg.req_int("hidden_size");
+  info.n_layers = cfg.req_int("num_hidden_layers");
+  if (info.vocab <= 0 || info.hidden <= 0 || info.n_layers <= 0)
+    fail("{}: vocab_size, hidden_size and num_hidden_layers must be positive", cfg.source());
+  if (cfg.has("eos_token_id")) {
+    const auto& e = cfg.json()["eos_token_id"];
+    if (e.is_number_integer()) info.eos_ids.push_back(e.get<int32_t>());
+    else info.eos_ids = [&] {
+        std::vector<int32_t> v;
+        for (auto x : cfg.get_ints("eos_token_id")) v.push_back(int32_t(x));
+        return v;
+      }();
+  }
+  return info;
+}
+
+std::unique_ptr<Model> load_model(const std::string& dir) {
+  Config cfg = Config::load(dir);
+  const std::string type = cfg.req_string("model_type");
+  if (type == "deepseek_v3" || type == "kimi_k2") return build_deepseek_v3(dir, cfg);
+  if (type == "qwen3_moe") return build_qwen3_moe(dir, cfg);
+  if (type == "gpt_oss") return build_gpt_oss(dir, cfg);
+  if (type == "kimi_linear") return build_kimi_linear(dir, cfg);
+  fail("{}: model_type '{}' is not supported (deepseek_v3, kimi_k2, qwen3_moe, gpt_oss, kimi_linear are)",
+       cfg.source(), type);
+}
+
+}  // namespace sluice

@@ -1,0 +1,49 @@
+// Turns checkpoint tensors into kernel-ready weights, with shape checks whose
+// errors name the tensor. Recognises every released weight layout:
+//   <base>.weight                 BF16 / F16 / F32
+//   <base>.weight + .weight_scale_inv   F8_E4M3 with 128x128 block scales
+//   <base>.weight_packed (I32) + .weight_scale (BF16) [+ .weight_shape]   INT4 pack-quantized
+//   <base>.weight_packed (U8)  + .weight_scale (U8)                        MXFP4 compressed-tensors
+#pragma once
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/checkpoint.h"
+#include "kernels/qmatrix.h"
+
+namespace sluice {
+
+class WeightLoader {
+ public:
+  // `prefix` is prepended to every name (e.g. "language_model." for Kimi K3).
+  WeightLoader(const Checkpoint& ckpt, std::string prefix = "") : ckpt_(ckpt), prefix_(std::move(prefix)) {}
+
+  const Checkpoint& checkpoint() const { return ckpt_; }
+  bool has(const std::string& name) const { return ckpt_.has(prefix_ + name); }
+  bool has_linear(const std::string& base) const;
+  TensorView tensor(const std::string& name) const { return ckpt_.get(prefix_ + name); }
+
+  // A linear layer's weight; rows/cols < 0 skip that check.
+  QMatrix linear(const std::string& base, int64_t rows, int64_t cols) const;
+  // A 2-D tensor viewed as a matrix (e.g. embeddings), same formats as linear().
+  QMatrix matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  // Any float tensor converted to f32; `numel` < 0 skips the size check. The
+  // returned pointer stays valid for the loader's lifetime.
+  const float* vec(const std::string& name, int64_t numel) const;
+  // Same, but returns null when the tensor is absent.
+  const float* opt_vec(const std::string& name, int64_t numel) const;
+
+  // MXFP4 expert stacks in the gpt-oss layout: blocks [E, rows, cols/32, 16], scales [E, rows, cols/32].
+  QMatrix mxfp4_stack_slice(const std::string& blocks, const std::string& scales, int64_t expert, int64_t rows,
+                            int64_t cols) const;
+
+ private:
+  [[noreturn]] void shape_error(const TensorView& t, const std::string& want) const;
+  const Checkpoint& ckpt_;
+  std::string prefix_;
+  mutable std::deque<std::vector<float>> owned_;  // stable addresses
+};
+
+}  // namespace sluice

@@ -1,0 +1,50 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace sluice {
+
+const std::vector<float>& Session::feed(const std::vector<int32_t>& tokens) {
+  if (tokens.empty()) fail("nothing to feed: empty token list");
+  logits_.resize(size_t(model_.info().vocab));
+  model_.forward(*state_, tokens.data(), int64_t(tokens.size()), logits_.data(), false);
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  return logits_;
+}
+
+std::vector<float> Session::feed_all(const std::vector<int32_t>& tokens, ForwardTrace* trace) {
+  if (tokens.empty()) fail("nothing to feed: empty token list");
+  const int64_t V = model_.info().vocab, T = int64_t(tokens.size());
+  std::vector<float> all(size_t(T * V));
+  model_.forward(*state_, tokens.data(), T, all.data(), true, trace);
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  logits_.assign(all.end() - V, all.end());
+  return all;
+}
+
+int32_t argmax(const float* v, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (v[i] > v[best]) best = i;
+  return int32_t(best);
+}
+
+std::vector<int32_t> generate_greedy(Session& s, const std::vector<int32_t>& prompt, int64_t max_new, bool ignore_eos,
+                                     const std::function<void(int32_t)>& on_token) {
+  std::vector<int32_t> out;
+  if (max_new <= 0) return out;
+  const auto& eos = s.model().info().eos_ids;
+  const std::vector<float>* lg = &s.feed(prompt);
+  for (int64_t i = 0; i < max_new; ++i) {
+    int32_t next = argmax(lg->data(), int64_t(lg->size()));
+    out.push_back(next);
+    if (on_token) on_token(next);
+    if (!ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) break;
+    if (i + 1 < max_new) lg = &s.feed({next});
+  }
+  return out;
+}
+
+}  // namespace sluice

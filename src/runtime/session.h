@@ -1,0 +1,40 @@
+// A conversation with a model: the token history and the cached state.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+
+namespace sluice {
+
+class Session {
+ public:
+  explicit Session(const Model& model) : model_(model), state_(model.new_state()) {}
+
+  const Model& model() const { return model_; }
+  int64_t position() const { return state_->pos; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+
+  // Feeds tokens; returns the logits of the last one ([vocab]).
+  const std::vector<float>& feed(const std::vector<int32_t>& tokens);
+  // Feeds tokens and returns logits for every one of them ([T, vocab]).
+  std::vector<float> feed_all(const std::vector<int32_t>& tokens, ForwardTrace* trace = nullptr);
+  const std::vector<float>& last_logits() const { return logits_; }
+
+ private:
+  const Model& model_;
+  std::unique_ptr<State> state_;
+  std::vector<int32_t> tokens_;
+  std::vector<float> logits_;
+};
+
+int32_t argmax(const float* v, int64_t n);  // lowest index among ties
+
+// Greedy decoding: feeds `prompt`, then appends up to max_new argmax tokens,
+// stopping after an end-of-sequence id unless ignore_eos. on_token is called per token.
+std::vector<int32_t> generate_greedy(Session& s, const std::vector<int32_t>& prompt, int64_t max_new, bool ignore_eos,
+                                     const std::function<void(int32_t)>& on_token = {});
+
+}  // namespace sluice

@@ -1,0 +1,103 @@
+#include "support/test_support.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "format/safetensors.h"
+#include "util/numeric.h"
+
+namespace sluice::test {
+
+std::string fixture(const std::string& rel) { return std::string(SLUICE_FIXTURES) + "/" + rel; }
+std::string sluice_binary() { return SLUICE_BINARY; }
+
+std::vector<double> read_f64(const std::string& file, const std::string& name, std::vector<int64_t>* shape) {
+  SafetensorsFile f(file);
+  TensorView t = f.get(name);
+  if (shape) *shape = t.shape();
+  std::vector<double> out(size_t(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (t.dtype()) {
+      case DType::F32: { float v; std::memcpy(&v, t.data + 4 * i, 4); out[size_t(i)] = v; break; }
+      case DType::F64: { double v; std::memcpy(&v, t.data + 8 * i, 8); out[size_t(i)] = v; break; }
+      case DType::BF16: { uint16_t v; std::memcpy(&v, t.data + 2 * i, 2); out[size_t(i)] = bf16_to_f32(v); break; }
+      default: throw std::runtime_error("read_f64: unsupported dtype for " + name);
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> read_i64(const std::string& file, const std::string& name) {
+  SafetensorsFile f(file);
+  TensorView t = f.get(name);
+  std::vector<int64_t> out(size_t(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (t.dtype() == DType::I64) std::memcpy(&out[size_t(i)], t.data + 8 * i, 8);
+    else if (t.dtype() == DType::I32) { int32_t v; std::memcpy(&v, t.data + 4 * i, 4); out[size_t(i)] = v; }
+    else throw std::runtime_error("read_i64: unsupported dtype for " + name);
+  }
+  return out;
+}
+
+double max_row_rel_error(const std::vector<double>& a, const std::vector<double>& b, int64_t cols) {
+  if (a.size() != b.size() || cols <= 0 || b.size() % size_t(cols)) return INFINITY;
+  double worst = 0.0;
+  for (size_t r = 0; r < b.size() / size_t(cols); ++r) {
+    double num = 0, den = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      double d = a[r * size_t(cols) + size_t(c)] - b[r * size_t(cols) + size_t(c)];
+      num += d * d;
+      den += b[r * size_t(cols) + size_t(c)] * b[r * size_t(cols) + size_t(c)];
+    }
+    double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    if (!(rel <= worst)) worst = rel;  // NaN propagates as a failure
+  }
+  return worst;
+}
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "sluice-test-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+namespace {
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+std::string slurp(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+CommandResult run_sluice(const std::vector<std::string>& args) {
+  TempDir tmp;
+  std::string cmd = quote(sluice_binary());
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " >" + quote(tmp.file("out")) + " 2>" + quote(tmp.file("err")) + " </dev/null";
+  int rc = std::system(cmd.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+  r.out = slurp(tmp.file("out"));
+  r.err = slurp(tmp.file("err"));
+  return r;
+}
+
+}  // namespace sluice::test

@@ -1,0 +1,39 @@
+// Helpers shared by the test binaries: fixture paths, reading reference
+// tensors, relative-error checks, temporary directories, running the CLI.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sluice::test {
+
+std::string fixture(const std::string& rel);  // path under tests/fixtures
+std::string sluice_binary();
+
+// Reads a whole tensor converted to double / int64 (F32, F64, BF16, I64, I32).
+std::vector<double> read_f64(const std::string& file, const std::string& name, std::vector<int64_t>* shape = nullptr);
+std::vector<int64_t> read_i64(const std::string& file, const std::string& name);
+
+// max over rows of ||a_row - b_row|| / ||b_row|| for [rows, cols] data.
+double max_row_rel_error(const std::vector<double>& a, const std::vector<double>& b, int64_t cols);
+
+// A fresh directory removed at destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+// Runs the sluice binary with the given arguments (shell-quoted here).
+CommandResult run_sluice(const std::vector<std::string>& args);
+
+}  // namespace sluice::test
