@@ -8,7 +8,7 @@
 #include "model/architectures.h"
 #include "model/mla_attention.h"
 #include "model/moe.h"
-#include "model/residual_decoder.h"
+#include "model/decoder.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -16,7 +16,7 @@ namespace sluice {
 std::unique_ptr<Model> build_deepseek_v3(const std::string& dir, const Config& cfg) {
   ModelInfo info = basic_model_info(cfg, cfg.req_string("model_type"));
   auto ckpt = std::make_unique<Checkpoint>(dir);
-  auto model = std::make_unique<ResidualDecoder>(info, std::move(ckpt), "");
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
   WeightLoader& W = model->weights();
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
@@ -67,7 +67,7 @@ std::unique_ptr<Model> build_deepseek_v3(const std::string& dir, const Config& c
 
   for (int64_t l = 0; l < info.n_layers; ++l) {
     const std::string P = fmt::format("model.layers.{}.", l);
-    ResidualDecoder::Layer L;
+    Decoder::Layer L;
     L.attn_norm = W.vec(P + "input_layernorm.weight", D);
     L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
     MlaWeights mw;

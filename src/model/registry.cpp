@@ -31,8 +31,8 @@ std::unique_ptr<Model> load_model(const std::string& dir) {
   if (type == "deepseek_v3" || type == "kimi_k2") return build_deepseek_v3(dir, cfg);
   if (type == "qwen3_moe") return build_qwen3_moe(dir, cfg);
   if (type == "gpt_oss") return build_gpt_oss(dir, cfg);
-  if (type == "kimi_linear") return build_kimi_linear(dir, cfg);
-  fail("{}: model_type '{}' is not supported (deepseek_v3, kimi_k2, qwen3_moe, gpt_oss, kimi_linear are)",
+  if (type == "kimi_linear" || type == "kimi_k3") return build_kimi(dir, cfg);
+  fail("{}: model_type '{}' is not supported (deepseek_v3, kimi_k2, qwen3_moe, gpt_oss, kimi_linear, kimi_k3 are)",
        cfg.source(), type);
 }
 

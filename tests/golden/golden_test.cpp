@@ -104,7 +104,7 @@ TEST_P(Golden, GreedyGeneration) {
 
 INSTANTIATE_TEST_SUITE_P(Models, Golden,
                          ::testing::Values("deepseek_v3_tiny", "deepseek_v3_tiny_fp8", "deepseek_v3_tiny_int4",
-                                           "qwen3_moe_tiny", "gpt_oss_tiny", "kimi_linear_tiny"));
+                                           "qwen3_moe_tiny", "gpt_oss_tiny", "kimi_linear_tiny", "kimi_k3_tiny"));
 
 // The CLI contract: `sluice logits` writes [T, vocab] F32 logits matching the reference.
 TEST(GoldenCli, LogitsCommandWritesReferenceLogits) {
