@@ -18,7 +18,35 @@ void embed_tokens(const QMatrix& embed, const int32_t* tokens, int64_t T, float*
 }
 
 Decoder::Decoder(ModelInfo info, std::unique_ptr<Checkpoint> ckpt, std::string prefix)
-    : info_(std::move(info)), ckpt_(std::move(ckpt)), weights_(std::make_unique<WeightLoader>(*ckpt_, prefix)) {}
+    : info_(std::move(info)),
+      ckpt_(std::move(ckpt)),
+      weights_(std::make_unique<WeightLoader>(*ckpt_, prefix)),
+      slot_(std::make_shared<ExpertSourceSlot>()) {
+  slot_->source = &table_;
+}
+
+uint64_t Decoder::routed_expert_bytes() const {
+  uint64_t n = 0;
+  for (int32_t l = 0; l < table_.layers(); ++l)
+    for (int32_t e = 0; e < table_.experts(l); ++e) n += expert_bytes(table_.at(l, e));
+  return n;
+}
+
+uint64_t Decoder::spine_bytes() const { return weights_->accessed_bytes() - routed_expert_bytes(); }
+
+void Decoder::set_expert_source(std::unique_ptr<ExpertSource> source) {
+  installed_source_ = std::move(source);
+  slot_->source = installed_source_ ? installed_source_.get() : &table_;
+}
+
+void Decoder::prefetch_next(size_t l, const float* h, int64_t T) const {
+  if (!prefetch_ || l + 1 >= layers_.size()) return;
+  const Layer& next = layers_[l + 1];
+  const int64_t D = info_.hidden;
+  std::vector<float> xn(static_cast<size_t>(T * D));
+  for (int64_t t = 0; t < T; ++t) ops::rmsnorm(h + t * D, next.ffn_norm, eps_, D, xn.data() + t * D);
+  next.ffn->prefetch_hint(xn.data(), T);
+}
 
 void Decoder::set_embedding(QMatrix embed, QMatrix lm_head, const float* final_norm, float eps) {
   embed_ = embed;
@@ -44,6 +72,7 @@ void Decoder::forward_residual(State& state, float* h, int64_t T, ForwardTrace* 
     for (int64_t t = 0; t < T; ++t) ops::rmsnorm(h + t * D, L.ffn_norm, eps_, D, xn.data() + t * D);
     L.ffn->forward(xn.data(), T, tmp.data());
     ops::add(tmp.data(), h, T * D);
+    prefetch_next(l, h, T);
     if (trace) trace->hidden[l].insert(trace->hidden[l].end(), h, h + T * D);
   }
 }
@@ -105,6 +134,7 @@ void Decoder::forward_attn_res(State& state, float* h, int64_t T, ForwardTrace* 
     for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x.data() + t * D, L.ffn_norm, eps_, D, xn.data() + t * D);
     L.ffn->forward(xn.data(), T, f.data());
     for (size_t i = 0; i < TD; ++i) h[i] = p[i] + f[i];
+    prefetch_next(l, h, T);
     if (trace) trace->hidden[l].insert(trace->hidden[l].end(), h, h + TD);
   }
   std::vector<float> last(h, h + TD);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "format/checkpoint.h"
+#include "io/expert_source.h"
 #include "model/blocks.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -36,11 +37,24 @@ class Decoder : public Model {
   Decoder(ModelInfo info, std::unique_ptr<Checkpoint> ckpt, std::string prefix);
 
   WeightLoader& weights() { return *weights_; }
+  // Routed experts as mapped from the checkpoint, and the slot MoE blocks read
+  // them through (the table itself unless another source is installed).
+  ExpertTable& experts() { return table_; }
+  const ExpertTable& experts() const { return table_; }
+  std::shared_ptr<ExpertSourceSlot> expert_slot() const { return slot_; }
+  void set_expert_source(std::unique_ptr<ExpertSource> source);
+  ExpertSource& expert_source() const { return *slot_->source; }
+  const Checkpoint& checkpoint() const { return *ckpt_; }
+  // Prefetch the next MoE layer's experts from a guess of its router input.
+  void set_prefetch(bool on) { prefetch_ = on; }
   void set_embedding(QMatrix embed, QMatrix lm_head, const float* final_norm, float eps);
   void add_layer(Layer layer) { layers_.push_back(std::move(layer)); }
   void set_attn_res(AttnRes a) { attn_res_ = a; }
 
   const ModelInfo& info() const override { return info_; }
+  ExpertStats expert_stats() const override { return slot_->source->stats(); }
+  uint64_t spine_bytes() const override;
+  uint64_t routed_expert_bytes() const override;
   std::unique_ptr<State> new_state() const override;
   void forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
                ForwardTrace* trace) const override;
@@ -54,6 +68,12 @@ class Decoder : public Model {
   float eps_ = 1e-6f;
   std::vector<Layer> layers_;
   AttnRes attn_res_;
+  ExpertTable table_;
+  std::shared_ptr<ExpertSourceSlot> slot_;
+  std::unique_ptr<ExpertSource> installed_source_;
+  bool prefetch_ = false;
+
+  void prefetch_next(size_t layer, const float* h, int64_t T) const;
 
   void forward_residual(State& state, float* h, int64_t T, ForwardTrace* trace) const;
   void forward_attn_res(State& state, float* h, int64_t T, ForwardTrace* trace) const;

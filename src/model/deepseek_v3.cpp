@@ -13,7 +13,7 @@
 
 namespace sluice {
 
-std::unique_ptr<Model> build_deepseek_v3(const std::string& dir, const Config& cfg) {
+std::unique_ptr<Decoder> build_deepseek_v3(const std::string& dir, const Config& cfg) {
   ModelInfo info = basic_model_info(cfg, cfg.req_string("model_type"));
   auto ckpt = std::make_unique<Checkpoint>(dir);
   auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
@@ -102,7 +102,8 @@ std::unique_ptr<Model> build_deepseek_v3(const std::string& dir, const Config& c
         shared = std::make_unique<GatedMlp>(W.linear(P + "mlp.shared_experts.gate_proj", I * ns, D),
                                             W.linear(P + "mlp.shared_experts.up_proj", I * ns, D),
                                             W.linear(P + "mlp.shared_experts.down_proj", D, I * ns), act);
-      L.ffn = std::make_unique<MoeBlock>(W.linear(P + "mlp.gate", E, D), nullptr, rs, std::move(experts), act,
+      model->experts().set_layer(int32_t(l), std::move(experts));
+      L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(P + "mlp.gate", E, D), nullptr, rs, act,
                                          std::move(shared), nullptr);
     } else {
       const int64_t I = cfg.req_int("intermediate_size");

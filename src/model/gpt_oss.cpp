@@ -12,7 +12,7 @@
 
 namespace sluice {
 
-std::unique_ptr<Model> build_gpt_oss(const std::string& dir, const Config& cfg) {
+std::unique_ptr<Decoder> build_gpt_oss(const std::string& dir, const Config& cfg) {
   ModelInfo info = basic_model_info(cfg, "gpt_oss");
   auto model = std::make_unique<Decoder>(info, std::make_unique<Checkpoint>(dir), "");
   WeightLoader& W = model->weights();
@@ -83,8 +83,8 @@ std::unique_ptr<Model> build_gpt_oss(const std::string& dir, const Config& cfg) 
       ew.gate_up_bias = gu_bias + e * 2 * I;
       ew.down_bias = down_bias + e * D;
     }
-    L.ffn = std::make_unique<MoeBlock>(W.linear(P + "mlp.router", E, D), W.vec(P + "mlp.router.bias", E), router,
-                                       std::move(experts), act, nullptr, nullptr);
+    model->experts().set_layer(int32_t(l), std::move(experts));
+    L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(P + "mlp.router", E, D), W.vec(P + "mlp.router.bias", E), router, act, nullptr, nullptr);
     model->add_layer(std::move(L));
   }
   model->set_embedding(W.matrix("model.embed_tokens.weight", info.vocab, D), W.linear("lm_head", info.vocab, D),

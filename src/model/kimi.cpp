@@ -72,7 +72,7 @@ GatedActivation activation(const Config& cfg) {
 
 }  // namespace
 
-std::unique_ptr<Model> build_kimi(const std::string& dir, const Config& top) {
+std::unique_ptr<Decoder> build_kimi(const std::string& dir, const Config& top) {
   const std::string arch = top.req_string("model_type");
   const bool nested = top.has("text_config");
   const Config cfg = nested ? top.sub("text_config") : top;
@@ -218,7 +218,8 @@ std::unique_ptr<Model> build_kimi(const std::string& dir, const Config& top) {
         shared = std::make_unique<GatedMlp>(W.linear(M + "shared_experts.gate_proj", I * ns, D),
                                             W.linear(M + "shared_experts.up_proj", I * ns, D),
                                             W.linear(M + "shared_experts.down_proj", D, I * ns), act);
-      L.ffn = std::make_unique<MoeBlock>(W.linear(M + "gate", E, D), nullptr, rs, std::move(experts), act,
+      model->experts().set_layer(int32_t(l), std::move(experts));
+      L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(M + "gate", E, D), nullptr, rs, act,
                                          std::move(shared), std::move(lp));
     } else {
       const int64_t I = cfg.req_int("intermediate_size");

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "io/expert_source.h"
+#include "io/streaming_experts.h"
+
 namespace sluice {
 
 struct ModelInfo {
@@ -50,9 +53,21 @@ class Model {
   // logits: [T, vocab] when all_logits, else [vocab] for the last token only; may be null.
   virtual void forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
                        ForwardTrace* trace = nullptr) const = 0;
+  // Counters of the routed-expert source (reads, cache hits, prefetch).
+  virtual ExpertStats expert_stats() const { return {}; }
+  // Bytes of resident (non-routed-expert) weights the model uses, and of all routed experts.
+  virtual uint64_t spine_bytes() const { return 0; }
+  virtual uint64_t routed_expert_bytes() const { return 0; }
+};
+
+struct LoadOptions {
+  bool stream_experts = false;  // read routed experts on demand into a bounded cache
+  StreamingOptions streaming;
+  bool prefetch = false;        // predict the next layer's experts from the current hidden state
 };
 
 // Reads DIR/config.json, dispatches on model_type and maps the weights.
-std::unique_ptr<Model> load_model(const std::string& dir);
+std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts = {});
+
 
 }  // namespace sluice

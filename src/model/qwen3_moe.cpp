@@ -12,7 +12,7 @@
 
 namespace sluice {
 
-std::unique_ptr<Model> build_qwen3_moe(const std::string& dir, const Config& cfg) {
+std::unique_ptr<Decoder> build_qwen3_moe(const std::string& dir, const Config& cfg) {
   ModelInfo info = basic_model_info(cfg, "qwen3_moe");
   auto model = std::make_unique<Decoder>(info, std::make_unique<Checkpoint>(dir), "");
   WeightLoader& W = model->weights();
@@ -77,7 +77,8 @@ std::unique_ptr<Model> build_qwen3_moe(const std::string& dir, const Config& cfg
         experts[size_t(e)].up = W.linear(X + "up_proj", I, D);
         experts[size_t(e)].down = W.linear(X + "down_proj", D, I);
       }
-      L.ffn = std::make_unique<MoeBlock>(W.linear(P + "mlp.gate", E, D), nullptr, router, std::move(experts), act,
+      model->experts().set_layer(int32_t(l), std::move(experts));
+      L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(P + "mlp.gate", E, D), nullptr, router, act,
                                          nullptr, nullptr);
     } else {
       const int64_t I = cfg.req_int("intermediate_size");

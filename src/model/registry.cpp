@@ -25,8 +25,8 @@ ModelInfo basic_model_info(const Config& cfg, const std::string& arch) {
   return info;
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir) {
-  Config cfg = Config::load(dir);
+namespace {
+std::unique_ptr<Decoder> build(const std::string& dir, const Config& cfg) {
   const std::string type = cfg.req_string("model_type");
   if (type == "deepseek_v3" || type == "kimi_k2") return build_deepseek_v3(dir, cfg);
   if (type == "qwen3_moe") return build_qwen3_moe(dir, cfg);
@@ -34,6 +34,15 @@ std::unique_ptr<Model> load_model(const std::string& dir) {
   if (type == "kimi_linear" || type == "kimi_k3") return build_kimi(dir, cfg);
   fail("{}: model_type '{}' is not supported (deepseek_v3, kimi_k2, qwen3_moe, gpt_oss, kimi_linear, kimi_k3 are)",
        cfg.source(), type);
+}
+}  // namespace
+
+std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts) {
+  auto model = build(dir, Config::load(dir));
+  if (opts.stream_experts)
+    model->set_expert_source(std::make_unique<StreamingExperts>(model->experts(), model->checkpoint(), opts.streaming));
+  model->set_prefetch(opts.prefetch);
+  return model;
 }
 
 }  // namespace sluice

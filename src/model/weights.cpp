@@ -12,6 +12,18 @@ void WeightLoader::shape_error(const TensorView& t, const std::string& want) con
        fmt::join(t.shape(), ", "), want);
 }
 
+TensorView WeightLoader::tensor(const std::string& name) const {
+  TensorView t = ckpt_.get(prefix_ + name);
+  accessed_[name] = t.nbytes();
+  return t;
+}
+
+uint64_t WeightLoader::accessed_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [_, b] : accessed_) n += b;
+  return n;
+}
+
 bool WeightLoader::has_linear(const std::string& base) const {
   return has(base + ".weight") || has(base + ".weight_packed");
 }
