@@ -26,6 +26,7 @@ struct ExpertStats {
   uint64_t bytes_needed = 0;                    // size of every acquired expert, cached or not
   double stall_seconds = 0;                     // time acquire() spent waiting for reads
   uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0, prefetch_bytes = 0;
+  uint64_t prefetch_wasted_bytes = 0;
   uint64_t reads_submitted = 0;
   uint64_t evictions = 0;
   uint64_t duplicate_loads = 0;  // an expert read twice for the same request (cache too small)

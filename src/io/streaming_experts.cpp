@@ -160,7 +160,10 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
   if (s < 0) return -1;
   Slot& slot = slots_[size_t(s)];
   if (slot.state == SlotState::Ready) {
-    if (slot.prefetched && !slot.used) ++stats_.prefetch_wasted;
+    if (slot.prefetched && !slot.used) {
+      ++stats_.prefetch_wasted;
+      stats_.prefetch_wasted_bytes += plan(int32_t(slot.key >> 32), int32_t(uint32_t(slot.key))).read_bytes;
+    }
     where_.erase(slot.key);
     ++stats_.evictions;
   }
