@@ -13,9 +13,8 @@
 
 namespace sluice {
 
-std::unique_ptr<Decoder> build_deepseek_v3(const std::string& dir, const Config& cfg) {
+std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, const Config& cfg) {
   ModelInfo info = basic_model_info(cfg, cfg.req_string("model_type"));
-  auto ckpt = std::make_unique<Checkpoint>(dir);
   auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
   WeightLoader& W = model->weights();
   const int64_t D = info.hidden;

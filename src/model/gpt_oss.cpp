@@ -12,9 +12,9 @@
 
 namespace sluice {
 
-std::unique_ptr<Decoder> build_gpt_oss(const std::string& dir, const Config& cfg) {
+std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const Config& cfg) {
   ModelInfo info = basic_model_info(cfg, "gpt_oss");
-  auto model = std::make_unique<Decoder>(info, std::make_unique<Checkpoint>(dir), "");
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
   WeightLoader& W = model->weights();
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));

@@ -72,7 +72,7 @@ GatedActivation activation(const Config& cfg) {
 
 }  // namespace
 
-std::unique_ptr<Decoder> build_kimi(const std::string& dir, const Config& top) {
+std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Config& top) {
   const std::string arch = top.req_string("model_type");
   const bool nested = top.has("text_config");
   const Config cfg = nested ? top.sub("text_config") : top;
@@ -81,7 +81,7 @@ std::unique_ptr<Decoder> build_kimi(const std::string& dir, const Config& top) {
     const auto& e = top.json()["eos_token_id"];
     info.eos_ids = e.is_array() ? e.get<std::vector<int32_t>>() : std::vector<int32_t>{e.get<int32_t>()};
   }
-  auto model = std::make_unique<Decoder>(info, std::make_unique<Checkpoint>(dir), nested ? "language_model." : "");
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), nested ? "language_model." : "");
   WeightLoader& W = model->weights();
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));

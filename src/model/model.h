@@ -64,6 +64,7 @@ struct LoadOptions {
   bool stream_experts = false;  // read routed experts on demand into a bounded cache
   StreamingOptions streaming;
   bool prefetch = false;        // predict the next layer's experts from the current hidden state
+  bool use_prepared_spine = true;  // use sluice-spine.safetensors from `sluice prepare` when present
 };
 
 // Reads DIR/config.json, dispatches on model_type and maps the weights.

@@ -12,9 +12,9 @@
 
 namespace sluice {
 
-std::unique_ptr<Decoder> build_qwen3_moe(const std::string& dir, const Config& cfg) {
+std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const Config& cfg) {
   ModelInfo info = basic_model_info(cfg, "qwen3_moe");
-  auto model = std::make_unique<Decoder>(info, std::make_unique<Checkpoint>(dir), "");
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
   WeightLoader& W = model->weights();
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));

@@ -27,6 +27,8 @@ class WeightLoader {
   TensorView tensor(const std::string& name) const;
   // Total bytes of the distinct tensors looked up so far (what the model uses).
   uint64_t accessed_bytes() const;
+  // Checkpoint names (prefix included) of every tensor looked up so far.
+  std::vector<std::string> accessed_names() const;
 
   // A linear layer's weight; rows/cols < 0 skip that check.
   QMatrix linear(const std::string& base, int64_t rows, int64_t cols) const;
