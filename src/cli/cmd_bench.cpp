@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "format/config.h"
+#include "model/architectures.h"
 #include "model/model.h"
 #include "runtime/session.h"
 #include "util/error.h"
@@ -23,13 +25,69 @@ struct BenchOpts {
   double ram_gb = 0;
   int64_t tokens = 16, prompt_tokens = 16, chunk = 64;
   uint64_t seed = 1;
-  bool no_prefetch = false, buffered = false;
+  bool no_prefetch = false, buffered = false, io_only = false;
+  int queue_depth = 128;
+  uint32_t chunk_kb = 1024;
 };
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Reads only: for each token and MoE layer, top-k uniformly random experts are
+// requested and acquired through the same reader and cache, with no compute,
+// the next step's experts prefetched while the current ones are consumed.
+// This is the reader's raw throughput on the model's real expert extents.
+int run_io_only(const BenchOpts& o, const StreamingOptions& so) {
+  using clock = std::chrono::steady_clock;
+  auto dec = load_decoder(o.model, true);
+  const ExpertTable& table = dec->experts();
+  StreamingExperts src(table, dec->checkpoint(), so);
+  const Config cfg = Config::load(o.model);
+  const Config text = cfg.has("text_config") ? cfg.sub("text_config") : cfg;
+  const int64_t k = text.has("num_experts_per_token") ? text.req_int("num_experts_per_token")
+                                                       : text.req_int("num_experts_per_tok");
+  std::mt19937_64 rng(o.seed);
+  std::vector<std::pair<int32_t, std::vector<int32_t>>> steps;  // (layer, experts) in decode order
+  for (int64_t t = 0; t < o.tokens; ++t)
+    for (int32_t l = 0; l < table.layers(); ++l) {
+      if (table.experts(l) == 0) continue;
+      std::vector<int32_t> ids;
+      while (int64_t(ids.size()) < std::min<int64_t>(k, table.experts(l))) {
+        int32_t e = int32_t(rng() % uint64_t(table.experts(l)));
+        if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+      }
+      std::sort(ids.begin(), ids.end());
+      steps.push_back({l, ids});
+    }
+  // Each step's experts are requested, the next step's are prefetched (as a
+  // perfect predictor would), then the step's experts are consumed.
+  const auto t0 = clock::now();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto& [l, ids] = steps[i];
+    src.request(l, ids.data(), int64_t(ids.size()));
+    if (i + 1 < steps.size()) src.prefetch(steps[i + 1].first, steps[i + 1].second.data(), int64_t(steps[i + 1].second.size()));
+    for (int32_t e : ids) {
+      src.acquire(l, e);
+      src.release(l, e);
+    }
+  }
+  const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+  ExpertStats st = src.stats();
+  nlohmann::json j = {{"model", o.model}, {"io_only", true}, {"tokens", o.tokens}, {"experts_per_layer", k},
+                      {"reader", src.queue_name()}, {"direct_io", src.direct_io()}, {"queue_depth", so.queue_depth},
+                      {"read_chunk_bytes", so.chunk_bytes}, {"cache_bytes", src.cache_bytes()},
+                      {"expert_bytes_read", st.bytes_read}, {"seconds", secs},
+                      {"read_gbps", double(st.bytes_read) / secs / 1e9}, {"cache_hit_rate",
+                      st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0.0}};
+  std::printf("%s: io-only %s read in %.2f s = %.2f GB/s (%s, %s, queue depth %d, %u KiB reads, hit rate %.1f%%)\n",
+              o.model.c_str(), human_bytes(double(st.bytes_read)).c_str(), secs, j["read_gbps"].get<double>(),
+              src.queue_name().c_str(), src.direct_io() ? "O_DIRECT" : "buffered", so.queue_depth, so.chunk_bytes / 1024,
+              100 * j["cache_hit_rate"].get<double>());
+  if (!o.json_out.empty()) std::ofstream(o.json_out) << j.dump(2) << "\n";
+  return 0;
 }
 
 int run_bench(const BenchOpts& o) {
@@ -59,6 +117,10 @@ int run_bench(const BenchOpts& o) {
                        : o.queue == "threads" ? ReadQueue::Kind::Threads
                                               : ReadQueue::Kind::Auto;
   if (o.queue != "auto" && o.queue != "uring" && o.queue != "threads") fail("--queue must be auto, uring or threads");
+  if (o.queue_depth < 1 || o.chunk_kb < 4 || o.chunk_kb % 4) fail("--queue-depth must be >= 1 and --read-kb a multiple of 4");
+  lo.streaming.queue_depth = o.queue_depth;
+  lo.streaming.chunk_bytes = o.chunk_kb * 1024;
+  if (o.io_only) return run_io_only(o, lo.streaming);
   auto model = load_model(o.model, lo);
   const int64_t V = model->info().vocab;
   std::mt19937_64 rng(o.seed);
@@ -161,6 +223,10 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_flag("--no-prefetch", o->no_prefetch, "Do not predict the next layer's experts");
   cmd->add_flag("--buffered", o->buffered, "Use the page cache instead of O_DIRECT");
   cmd->add_option("--seed", o->seed, "Seed of the random prompt")->capture_default_str();
+  cmd->add_option("--queue-depth", o->queue_depth, "Reads in flight at most")->capture_default_str();
+  cmd->add_option("--read-kb", o->chunk_kb, "Size of each read in KiB (experts are split into reads of this size)")
+      ->capture_default_str();
+  cmd->add_flag("--io-only", o->io_only, "Only read experts (random top-k per layer and token), no compute");
   cmd->callback([o, &action] { action = [o] { return run_bench(*o); }; });
 }
 
