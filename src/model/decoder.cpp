@@ -9,6 +9,13 @@
 
 namespace sluice {
 
+void State::rollback(int64_t keep) {
+  if (checkpoint_pos < 0 || keep < 0 || checkpoint_pos + keep > pos)
+    fail("rollback to {} tokens after the checkpoint at {} is not possible at position {}", keep, checkpoint_pos, pos);
+  for (auto& l : layers) l->rollback(keep);
+  pos = checkpoint_pos + keep;
+}
+
 void embed_tokens(const QMatrix& embed, const int32_t* tokens, int64_t T, float* out) {
   for (int64_t t = 0; t < T; ++t) {
     if (tokens[t] < 0 || tokens[t] >= embed.rows)

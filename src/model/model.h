@@ -21,21 +21,32 @@ struct ModelInfo {
 };
 
 // Per-layer cached state: KV cache, latent cache, or recurrent state.
+// Speculative decoding feeds a batch of guesses and then keeps only a prefix:
+// checkpoint() marks the rollback point, rollback(keep) returns the state to
+// "checkpoint + the first `keep` tokens fed since", bit for bit.
 class LayerState {
  public:
   virtual ~LayerState() = default;
   virtual int64_t bytes() const = 0;
+  virtual void checkpoint() = 0;
+  virtual void rollback(int64_t keep) = 0;
 };
 
 // A sequence being decoded: position plus every layer's state.
 struct State {
   int64_t pos = 0;
+  int64_t checkpoint_pos = -1;
   std::vector<std::unique_ptr<LayerState>> layers;
   int64_t bytes() const {
     int64_t b = 0;
     for (const auto& l : layers) b += l ? l->bytes() : 0;
     return b;
   }
+  void checkpoint() {
+    checkpoint_pos = pos;
+    for (auto& l : layers) l->checkpoint();
+  }
+  void rollback(int64_t keep);  // keep <= tokens fed since checkpoint()
 };
 
 // Optional capture of intermediate values for verification.

@@ -39,6 +39,16 @@ std::vector<float> Session::feed_all(const std::vector<int32_t>& tokens, Forward
   return all;
 }
 
+void Session::checkpoint() {
+  state_->checkpoint();
+  checkpoint_tokens_ = tokens_.size();
+}
+
+void Session::rollback(int64_t keep) {
+  state_->rollback(keep);
+  tokens_.resize(checkpoint_tokens_ + size_t(keep));
+}
+
 int32_t argmax(const float* v, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)
