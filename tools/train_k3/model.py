@@ -31,20 +31,24 @@ E2M1_GRID = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 # ------------------------------------------------------------------------------------------------
 # MXFP4 (E2M1 values, E8M0 scale per 32 inputs)
 # ------------------------------------------------------------------------------------------------
+E2M1_BOUNDS = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]   # midpoints between consecutive E2M1 magnitudes
+
+
 def mxfp4_quantize(w):
     """w [..., out, in] float -> (codes int64 [..., out, in] in 0..15, scale_exp int64 [..., out, in/32]).
-    Scale: the smallest power of two with amax/scale <= 6 (no clipping); values rounded to the nearest E2M1
-    value (ties to the even code, i.e. the smaller magnitude index that is even)."""
+    Per group of 32 inputs: scale = 2^e with e = ceil(log2(amax / 6)) (the smallest power of two for which
+    amax / scale <= 6, so nothing is clipped; computed exactly with frexp); x / scale is rounded to the nearest
+    E2M1 magnitude, ties toward the smaller magnitude; -0 is stored as code 0. All steps are exact in float32,
+    so the GPU (QAT forward) and CPU (export) give identical codes."""
     shp = w.shape
-    g = w.detach().to(torch.float64).reshape(*shp[:-1], shp[-1] // 32, 32)
+    g = w.detach().float().reshape(*shp[:-1], shp[-1] // 32, 32)
     amax = g.abs().amax(-1, keepdim=True)
-    e = torch.ceil(torch.log2(torch.where(amax > 0, amax / 6.0, torch.ones_like(amax))))
-    e = torch.where(amax > 0, e, torch.full_like(e, -127.0)).clamp(-127, 127)
-    x = g / torch.pow(2.0, e)
-    grid = torch.tensor(E2M1_GRID, dtype=torch.float64, device=w.device)
-    d = (x.abs()[..., None] - grid).abs()                         # [..., 32, 8]
-    # nearest; on an exact tie prefer the even index (round-half-to-even on the code)
-    mag = torch.argmin(d * 4 + (torch.arange(8, device=w.device) % 2) * 1e-9, dim=-1)
+    m, ex = torch.frexp(amax / 6.0)                            # amax/6 = m * 2^ex, m in [0.5, 1)
+    e = torch.where(m == 0.5, ex - 1, ex)
+    e = torch.where(amax > 0, e, torch.full_like(e, -127)).clamp(-127, 127)
+    x = torch.ldexp(g, -e.float())
+    bounds = torch.tensor(E2M1_BOUNDS, dtype=torch.float32, device=w.device)
+    mag = torch.bucketize(x.abs(), bounds, right=False)          # b[i-1] < |x| <= b[i] -> i
     sign = (x < 0) & (mag > 0)
     codes = (mag + 8 * sign.long()).reshape(shp)
     return codes, e.squeeze(-1).long()
@@ -60,7 +64,8 @@ def mxfp4_dequant(codes, scale_exp):
 def mxfp4_fake_quant(w):
     """Straight-through estimator: forward = exact MXFP4 value, backward = identity."""
     c, e = mxfp4_quantize(w)
-    q = mxfp4_dequant(c, e).to(w.dtype)
+    grid = torch.tensor(E2M1_GRID + [-v for v in E2M1_GRID], dtype=torch.float32, device=w.device)
+    q = torch.ldexp(grid[c], e.float().repeat_interleave(32, dim=-1)).to(w.dtype)
     return w + (q - w).detach()
 
 

@@ -59,28 +59,46 @@ def hf_tokenizer_check(tok, c):
 
 
 @torch.no_grad()
-def evaluate(model, held_docs, eot, dev, autocast=False, collect_routing=False):
-    """Per held-out chapter: [eot] + chapter + [eot]; NLL of every token after the first eot."""
+def evaluate(model, held_docs, eot, dev, autocast=False, collect_routing=False, max_tokens=40000):
+    """Per held-out chapter: [eot] + chapter + [eot]; NLL of every token after the first eot. Chapters are
+    batched (sorted by length, right-padded with eot; padding cannot affect earlier positions: causal model,
+    per-token routing) and padded positions are masked out."""
     model.eval()
     nll, n = 0.0, 0
     moes = model.moes()
-    E = model.c["experts"]
+    E, K = model.c["experts"], model.c["top_k"]
     hist = torch.zeros(len(moes), E, dtype=torch.long)
     reuse = torch.zeros(len(moes), dtype=torch.float64)
     reuse_n = 0
-    for d in held_docs:
-        ids = torch.tensor([eot] + d + [eot], device=dev)
+    seqs = sorted(([eot] + d + [eot] for d in held_docs), key=len)
+    i = 0
+    while i < len(seqs):
+        j = i + 1
+        while j < len(seqs) and (j + 1 - i) * len(seqs[j]) <= max_tokens:
+            j += 1
+        grp = seqs[i:j]
+        i = j
+        Lm = max(map(len, grp))
+        ids = torch.full((len(grp), Lm), eot, dtype=torch.long)
+        mask = torch.zeros(len(grp), Lm - 1, dtype=torch.bool)
+        for r, s in enumerate(grp):
+            ids[r, :len(s)] = torch.tensor(s)
+            mask[r, :len(s) - 1] = True
+        ids, mask = ids.to(dev), mask.to(dev)
         with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=autocast):
-            lg = model(ids[None, :-1])[0].float()
-        nll += float(F.cross_entropy(lg, ids[1:], reduction="sum"))
-        n += len(d) + 1
+            lg = model(ids[:, :-1]).float()
+        ce = F.cross_entropy(lg.reshape(-1, lg.shape[-1]), ids[:, 1:].reshape(-1), reduction="none")
+        nll += float((ce * mask.reshape(-1)).sum())
+        n += int(mask.sum())
         if collect_routing:
-            for i, m in enumerate(moes):
-                idx = m.last_idx.cpu()
-                hist[i] += torch.bincount(idx.reshape(-1), minlength=E)
-                s = torch.zeros(idx.shape[0], E, dtype=torch.bool).scatter_(1, idx, True)
-                reuse[i] += float((s[1:] & s[:-1]).sum()) / model.c["top_k"]
-            reuse_n += ids.numel() - 2
+            for li, m in enumerate(moes):
+                idx = m.last_idx.view(len(grp), Lm - 1, K).cpu()
+                for r, s in enumerate(grp):
+                    x = idx[r, :len(s) - 1]
+                    hist[li] += torch.bincount(x.reshape(-1), minlength=E)
+                    sel = torch.zeros(x.shape[0], E, dtype=torch.bool).scatter_(1, x, True)
+                    reuse[li] += float((sel[1:] & sel[:-1]).sum()) / K
+            reuse_n += sum(len(s) - 2 for s in grp)
     model.train()
     out = {"nll": nll / n, "ppl": math.exp(nll / n), "tokens": n}
     if collect_routing:
@@ -94,7 +112,7 @@ def evaluate(model, held_docs, eot, dev, autocast=False, collect_routing=False):
             "normalised_entropy": ent.tolist(),
             "top8_share": frac.sort(1, descending=True).values[:, :8].sum(1).tolist(),
             "consecutive_token_reuse": (reuse / reuse_n).tolist(),
-            "reuse_if_independent_uniform": model.c["top_k"] / E,
+            "reuse_if_independent_uniform": K / E,
         }
     return out
 
@@ -140,6 +158,7 @@ def main():
     ap.add_argument("--eval-every", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--debug-small", action="store_true", help="debug: a 4-layer, 32-expert, hidden-128 model")
     ap.add_argument("--heldout-limit", type=int, default=0, help="debug: evaluate on the first N held-out chapters only")
     args = ap.parse_args()
     t_start = time.time()
@@ -149,6 +168,8 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     c = dict(PRESET)
+    if args.debug_small:
+        c.update(hidden=128, layers=4, mla=[3], experts=32, latent=64, moe_inter=64, dense_inter=256, q_lora=64, kv_lora=32)
     report = {"args": vars(args), "preset": c, "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
               "torch": torch.__version__}
     tot, exp = count_params(c)
@@ -233,7 +254,7 @@ def main():
             for m in moes:
                 load = torch.bincount(m.last_idx.reshape(-1), minlength=E).float()
                 m.gate.e_score_correction_bias += args.bias_gamma * torch.sign(load.mean() - load)
-        run_loss += float(loss)
+        run_loss += loss.item()
         run_n += 1
         if (step + 1) % 10 == 0:
             losses.append([step + 1, run_loss / run_n])
@@ -267,6 +288,19 @@ def main():
     mq = K3Model(c).float()
     load_release_into(mq, read_release(exp_dir))
     mq.to(dev)
+    try:
+        final_sections(args, report, c, dev, tok, corpus, held_docs, eot, mq, fin_bf16, held_bytes, total, exp_dir, cfg)
+    except Exception:
+        import traceback
+        report["error"] = traceback.format_exc()
+        log(report["error"])
+    report["total_seconds"] = time.time() - t_start
+    with open(os.path.join(args.out, "report.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    log(f"done in {report['total_seconds']:.0f}s")
+
+
+def final_sections(args, report, c, dev, tok, corpus, held_docs, eot, mq, fin_bf16, held_bytes, total, exp_dir, cfg):
     fin_q = evaluate(mq, held_docs, eot, dev, collect_routing=True)
     nb = held_bytes
     report["final"] = {
@@ -341,10 +375,6 @@ def main():
         "reference_seconds": time.time() - t0,
     }
     log("reference check:", json.dumps(report["reference_check"]))
-    report["total_seconds"] = time.time() - t_start
-    with open(os.path.join(args.out, "report.json"), "w") as f:
-        json.dump(report, f, indent=1)
-    log(f"done in {report['total_seconds']:.0f}s")
 
 
 if __name__ == "__main__":
