@@ -5,7 +5,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from model import K3Model, init_weights, count_params, kda_chunk, kda_recurrent
 from export import PRESET, k3_config, to_release, write_release, read_release, load_release_into
-sys.path.insert(0, os.environ.get("K3_REF_DIR", os.path.join(HERE, "_ref")))
+sys.path.insert(0, os.environ.get("K3_REF_DIR", os.path.join(HERE, "..", "..", "tests", "fixtures", "golden")))
 import k3_reference as ref
 torch.set_default_dtype(torch.float32)
 
