@@ -104,13 +104,18 @@ int run_bench(const BenchOpts& o) {
   }
   // Scratch and state: a fixed reserve, smaller for tiny budgets.
   const uint64_t reserve = std::min<uint64_t>(ram / 5, 768ull << 20);
-  if (spine + reserve >= ram)
-    fail("the spine ({}) plus {} of working memory does not fit in --ram {} GB", human_bytes(double(spine)),
-         human_bytes(double(reserve)), o.ram_gb);
   LoadOptions lo;
   lo.stream_experts = true;
   lo.prefetch = !o.no_prefetch;
-  lo.streaming.cache_bytes = ram - spine - reserve;
+  // A spine that leaves less than a quarter of the budget to the expert cache
+  // is streamed layer by layer within three quarters of it.
+  if (spine + reserve <= ram / 4 * 3) {
+    lo.streaming.cache_bytes = ram - spine - reserve;
+  } else {
+    if (reserve >= ram) fail("--ram {} GB leaves nothing after {} of working memory", o.ram_gb, human_bytes(double(reserve)));
+    lo.spine_budget = (ram - reserve) / 4 * 3;
+    lo.streaming.cache_bytes = ram - reserve - lo.spine_budget;
+  }
   lo.streaming.policy = o.policy;
   lo.streaming.direct = !o.buffered;
   lo.streaming.queue = o.queue == "uring" ? ReadQueue::Kind::IoUring
@@ -172,6 +177,11 @@ int run_bench(const BenchOpts& o) {
       {"spine_bytes", spine},
       {"routed_expert_bytes", experts},
       {"cache_bytes", lo.streaming.cache_bytes},
+      {"spine_budget_bytes", lo.spine_budget},
+      {"spine_resident_layers", model->spine_stats().resident_layers},
+      {"spine_streamed_layers", model->spine_stats().streamed_layers},
+      {"spine_stream_bytes_read", model->spine_stats().bytes_read},
+      {"spine_stall_seconds", model->spine_stats().stall_seconds},
       {"policy", o.policy},
       {"prefetch", !o.no_prefetch},
       {"tokens", o.tokens},
@@ -195,11 +205,11 @@ int run_bench(const BenchOpts& o) {
   };
   std::printf(
       "%s: %.3f s/token (median of %lld), prefill %.2f s for %lld tokens, experts read %s/token (needed %s), "
-      "spine read %s/token, %.2f GB/s, stall %.0f%%, hit rate %.1f%%, prefetch recall %.1f%%, peak RSS %s "
+      "spine read %s/token (%lld layers streamed), %.2f GB/s, stall %.0f%%, hit rate %.1f%%, prefetch recall %.1f%%, peak RSS %s "
       "(budget %s)\n",
       o.model.c_str(), median(secs), (long long)o.tokens, prefill, (long long)o.prompt_tokens,
       human_bytes(median(ebytes)).c_str(), human_bytes(median(need)).c_str(), human_bytes(median(sbytes)).c_str(),
-      j["read_gbps"].get<double>(), 100 * j["io_stall_fraction"].get<double>(), 100 * hit_rate, 100 * recall,
+      (long long)model->spine_stats().streamed_layers, j["read_gbps"].get<double>(), 100 * j["io_stall_fraction"].get<double>(), 100 * hit_rate, 100 * recall,
       human_bytes(double(process_peak_rss())).c_str(), human_bytes(double(ram)).c_str());
   if (!o.json_out.empty()) {
     std::ofstream out(o.json_out);

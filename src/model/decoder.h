@@ -10,6 +10,7 @@
 
 #include "format/checkpoint.h"
 #include "io/expert_source.h"
+#include "io/spine_streamer.h"
 #include "model/blocks.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -45,6 +46,9 @@ class Decoder : public Model {
   void set_expert_source(std::unique_ptr<ExpertSource> source);
   ExpertSource& expert_source() const { return *slot_->source; }
   const Checkpoint& checkpoint() const { return *ckpt_; }
+  // Read the spine into private memory once, streaming layers that do not fit in `budget` bytes.
+  void stream_spine(uint64_t budget);
+  SpineStreamStats spine_stats() const override { return spine_ ? spine_->stats() : SpineStreamStats{}; }
   // Prefetch the next MoE layer's experts from a guess of its router input.
   void set_prefetch(bool on) { prefetch_ = on; }
   void set_embedding(QMatrix embed, QMatrix lm_head, const float* final_norm, float eps);
@@ -72,6 +76,8 @@ class Decoder : public Model {
   std::shared_ptr<ExpertSourceSlot> slot_;
   std::unique_ptr<ExpertSource> installed_source_;
   bool prefetch_ = false;
+  std::unique_ptr<SpineLayout> spine_layout_;
+  std::unique_ptr<SpineStreamer> spine_;
 
   void prefetch_next(size_t layer, const float* h, int64_t T) const;
 

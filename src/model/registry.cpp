@@ -52,6 +52,8 @@ std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt
     model->set_expert_source(std::make_unique<StreamingExperts>(model->experts(), model->checkpoint(), so));
   }
   model->set_prefetch(opts.prefetch);
+  if (opts.stream_experts || opts.spine_budget > 0)
+    model->stream_spine(opts.spine_budget > 0 ? opts.spine_budget : UINT64_MAX);
   return model;
 }
 

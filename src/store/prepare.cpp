@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/spine_layout.h"
 #include "model/architectures.h"
 #include "store/manifest.h"
 #include "util/error.h"
@@ -133,39 +134,11 @@ PrepareResult prepare(const PrepareOptions& o) {
   man.spine_format = o.spine;
   for (const auto& f : ck.files()) man.files.push_back({fs::path(f->path()).filename().string(), f->file_size()});
 
-  // Expert extents, and which bytes of each file they cover.
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> covered(ck.files().size());
   for (int32_t l = 0; l < table.layers(); ++l)
-    for (int32_t e = 0; e < table.experts(l); ++e) {
-      ManifestExpert me{l, e, expert_extents(ck, table.at(l, e)), 0};
-      for (const auto& x : me.extents) covered[size_t(x.file)].push_back({x.offset, x.offset + x.length});
-      man.experts.push_back(std::move(me));
-    }
-  for (auto& c : covered) {
-    std::sort(c.begin(), c.end());
-    std::vector<std::pair<uint64_t, uint64_t>> merged;
-    for (auto iv : c) {
-      if (!merged.empty() && iv.first <= merged.back().second) merged.back().second = std::max(merged.back().second, iv.second);
-      else merged.push_back(iv);
-    }
-    c = std::move(merged);
-  }
-  auto inside_experts = [&](const TensorView& t) {
-    size_t fi = 0;
-    while (fi < ck.files().size() && ck.files()[fi]->path() != *t.file) ++fi;
-    const auto& c = covered[fi];
-    auto it = std::upper_bound(c.begin(), c.end(), std::make_pair(t.file_offset, UINT64_MAX));
-    if (it == c.begin()) return false;
-    --it;
-    return it->first <= t.file_offset && t.file_offset + t.nbytes() <= it->second;
-  };
-
+    for (int32_t e = 0; e < table.experts(l); ++e) man.experts.push_back({l, e, expert_extents(ck, table.at(l, e)), 0});
   // Spine: every tensor the model uses that is not part of a routed expert.
-  std::vector<TensorView> spine;
-  for (const auto& name : model->weights().accessed_names()) {
-    TensorView t = ck.get(name);
-    if (t.nbytes() == 0 || !inside_experts(t)) spine.push_back(t);
-  }
+  const SpineLayout layout(ck, model->weights().accessed_names(), table);
+  const std::vector<TensorView>& spine = layout.tensors();
   const std::string spine_path = (fs::path(o.dir) / kSpineFile).string();
   bool reuse = false;
   if (fs::exists(spine_path)) {
