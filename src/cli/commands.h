@@ -21,6 +21,8 @@ std::vector<std::pair<int, CommandSetup>>& command_registry();
 
 // "5,17,9" -> {5, 17, 9}; throws sluice::Error naming the bad item.
 std::vector<int32_t> parse_token_list(const std::string& s);
+// Token ids from FILE:TENSOR, an integer tensor (e.g. a reference's input_ids).
+std::vector<int32_t> tokens_from_safetensors(const std::string& spec);
 
 }  // namespace sluice::cli
 
