@@ -188,9 +188,11 @@ HfTokenizer::HfTokenizer(std::string_view json_text, const std::string& path, co
 
   // vocabulary
   if (!m.contains("vocab") || !m["vocab"].is_object()) fail("{}: model.vocab must be an object", path);
+  // ids index dense tables: refuse ids far beyond the number of entries
+  const int64_t max_vocab_id = 2 * int64_t(m["vocab"].size()) + 65536;
   for (const auto& [key, val] : m["vocab"].items()) {
-    if (!val.is_number_integer() || val.get<int64_t>() < 0 || val.get<int64_t>() > 0x7FFFFFF)
-      fail("{}: model.vocab['{}'] must be a non-negative integer id", path, key);
+    if (!val.is_number_integer() || val.get<int64_t>() < 0 || val.get<int64_t>() > max_vocab_id)
+      fail("{}: model.vocab['{}'] must be an integer id in 0..{}", path, key, max_vocab_id);
     auto bytes = from_byte_level(key);
     if (!bpe_.add_token(int32_t(val.get<int64_t>()), bytes ? *bytes : key))
       fail("{}: model.vocab: id {} is used twice", path, val.get<int64_t>());
@@ -237,7 +239,8 @@ HfTokenizer::HfTokenizer(std::string_view json_text, const std::string& path, co
         fail("{}: added_tokens[{}] needs an integer 'id' and a string 'content'", path, i);
       AddedToken a;
       int64_t id = t["id"].get<int64_t>();
-      if (id < 0 || id > 0x7FFFFFF) fail("{}: added_tokens[{}].id {} is out of range", path, i, id);
+      const int64_t max_id = int64_t(bpe_.id_limit()) + 2 * int64_t(j["added_tokens"].size()) + 65536;
+      if (id < 0 || id > max_id) fail("{}: added_tokens[{}].id {} is out of range 0..{}", path, i, id, max_id);
       a.id = int32_t(id);
       a.content = t["content"].get<std::string>();
       if (a.content.empty()) fail("{}: added_tokens[{}].content is empty", path, i);

@@ -312,6 +312,8 @@ ValuePtr object_member(const ValuePtr& self, const std::string& name) {
 }
 
 class Interp {
+  int depth_ = 0;
+
  public:
   std::string block(const std::vector<AstPtr>& stmts, Env& env) {
     std::string out;
@@ -323,6 +325,13 @@ class Interp {
   }
 
   ValuePtr eval(const Ast& n, Env& env) {
+    struct Depth {
+      int& d;
+      explicit Depth(int& x, const Ast& n) : d(x) {
+        if (++d > 1000) rt(n, "recursion too deep (macro calling itself?)");
+      }
+      ~Depth() { --d; }
+    } depth(depth_, n);
     try {
       return eval_inner(n, env);
     } catch (const Error& e) {
