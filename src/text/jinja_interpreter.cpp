@@ -319,7 +319,13 @@ class Interp {
     std::string out;
     for (const auto& s : stmts) {
       ValuePtr v = eval(*s, env);
-      if (v->type != Type::Null && v->type != Type::Undefined) out += v->to_string();
+      if (v->type == Type::Null || v->type == Type::Undefined) continue;
+      try {
+        out += v->to_string();
+      } catch (const Error& e) {
+        if (std::string(e.what()).rfind("template line ", 0) == 0) throw;
+        rt(*s, e.what());
+      }
     }
     return out;
   }
