@@ -2,6 +2,7 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "text/utf8.h"
@@ -82,7 +83,35 @@ namespace {
 class UnicodeNormalizer : public Normalizer {
  public:
   explicit UnicodeNormalizer(int options) : options_(options) {}
+  // Normalizes only the stretches that contain non-ASCII text. Safe because an
+  // ASCII character is a starter that never combines with what precedes it, so
+  // normalization never crosses the position before it; the ASCII character
+  // just before a non-ASCII run is included (it may compose with a mark).
   std::string apply(std::string s) const override {
+    size_t i = 0;
+    while (i < s.size() && uint8_t(s[i]) < 0x80) ++i;
+    if (i == s.size()) return s;
+    std::string out(s, 0, i > 0 ? i - 1 : 0);
+    size_t start = i > 0 ? i - 1 : 0;
+    while (start < s.size()) {
+      size_t j = start + 1;
+      while (j < s.size() && uint8_t(s[j]) >= 0x80) ++j;  // the non-ASCII run
+      out += map(std::string_view(s).substr(start, j - start));
+      size_t k = j;
+      while (k < s.size() && uint8_t(s[k]) < 0x80) ++k;  // an ASCII run
+      if (k == s.size()) {
+        out.append(s, j, k - j);
+        break;
+      }
+      out.append(s, j, k - 1 - j);  // all but the last ASCII char, which joins the next stretch
+      start = k - 1;
+      if (k == j) start = k;  // no ASCII between runs (cannot happen: runs are maximal)
+    }
+    return out;
+  }
+
+ private:
+  std::string map(std::string_view s) const {
     utf8proc_uint8_t* out = nullptr;
     utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), utf8proc_ssize_t(s.size()),
                                       &out, utf8proc_option_t(options_));
@@ -91,8 +120,6 @@ class UnicodeNormalizer : public Normalizer {
     std::free(out);
     return r;
   }
-
- private:
   int options_;
 };
 
