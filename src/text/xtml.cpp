@@ -60,8 +60,17 @@ struct Out {
     else
       segs.push_back({s, false});
   }
-  void open(const std::string& tag_and_attrs) { t(std::string(kOpen) + tag_and_attrs + kSep); }
-  void close(const std::string& tag) { t(std::string(kClose) + tag + kSep); }
+  // Tag names and attribute values are ordinary text; only the markers are special.
+  void open(const std::string& tag_and_attrs) {
+    t(kOpen);
+    u(tag_and_attrs);
+    t(kSep);
+  }
+  void close(const std::string& tag) {
+    t(kClose);
+    u(tag);
+    t(kSep);
+  }
 };
 
 void system_message(Out& o, const std::string& type_attr, const std::string& body) {
@@ -218,10 +227,32 @@ std::vector<int32_t> xtml_encode(const Tokenizer& tok, const std::vector<XtmlSeg
   for (const char* t : {kOpen, kClose, kSep, kEnd})
     if (!tok.token_id(t) || !tok.is_special(*tok.token_id(t)))
       fail("xtml: the tokenizer has no special token '{}'", t);
+  const std::pair<const char*, int32_t> markers[] = {{kOpen, *tok.token_id(kOpen)},
+                                                     {kClose, *tok.token_id(kClose)},
+                                                     {kSep, *tok.token_id(kSep)},
+                                                     {kEnd, *tok.token_id(kEnd)}};
   std::vector<int32_t> out;
   for (const auto& g : segs) {
-    auto ids = g.trusted ? tok.encode(g.text) : tok.encode_ordinary(g.text);
-    out.insert(out.end(), ids.begin(), ids.end());
+    if (!g.trusted) {
+      auto ids = tok.encode_ordinary(g.text);
+      out.insert(out.end(), ids.begin(), ids.end());
+      continue;
+    }
+    // structural segments hold only markers
+    std::string_view rest = g.text;
+    while (!rest.empty()) {
+      bool found = false;
+      for (const auto& [m, id] : markers) {
+        const std::string_view mv(m);
+        if (rest.substr(0, mv.size()) == mv) {
+          out.push_back(id);
+          rest.remove_prefix(mv.size());
+          found = true;
+          break;
+        }
+      }
+      if (!found) fail("xtml: structural segment holds text '{}'", rest.substr(0, 40));
+    }
   }
   return out;
 }

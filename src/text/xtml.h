@@ -1,9 +1,10 @@
 // Kimi K3 "XTML" chat format (docs: ../shared/docs/kimi_k3.md §4, from Moonshot's
 // encoding_k3.py as described there). Only <|open|>, <|close|>, <|sep|> and
 // <|end_of_msg|> are special tokens; tag names and attributes are ordinary text.
-// The renderer produces segments marked trusted (structure: special tokens are
-// matched) or untrusted (message content, tool text: encoded with
-// encode_ordinary so written special-token strings stay text).
+// The renderer produces segments marked trusted (only the four markers, which
+// become special ids) or untrusted (tag names, attributes, message content and
+// tool text: encoded with encode_ordinary, so special-token strings written
+// anywhere in them stay text).
 //
 // Rendered order: tool declaration (if tools), thinking-effort system message
 // (if thinking is on), the messages, then the generation prompt. Points the
