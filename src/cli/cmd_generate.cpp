@@ -1,5 +1,6 @@
 // sluice generate: greedy continuation of a token prompt, or of text (optionally
 // rendered through the model's chat template), streaming the decoded text.
+#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -70,7 +71,10 @@ void add_generate_command(CLI::App& app, Action& action) {
                model->info().vocab);
       Session s(*model);
       text::IncrementalDecoder dec(*tok);
+      const auto& eos = model->info().eos_ids;
       generate_greedy(s, prompt, o->max_new, o->ignore_eos, [&](int32_t id) {
+        // the stop token ends the text; it is not part of it
+        if (!o->ignore_eos && std::find(eos.begin(), eos.end(), id) != eos.end()) return;
         if (!tok->valid_id(id)) fail("generated token {} is not in the tokenizer's vocabulary", id);
         std::string piece = dec.push(id);
         std::fwrite(piece.data(), 1, piece.size(), stdout);
