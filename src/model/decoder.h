@@ -56,6 +56,7 @@ class Decoder : public Model {
   void set_attn_res(AttnRes a) { attn_res_ = a; }
 
   const ModelInfo& info() const override { return info_; }
+  ModelInfo& mutable_info() { return info_; }
   ExpertStats expert_stats() const override { return slot_->source->stats(); }
   uint64_t spine_bytes() const override;
   uint64_t routed_expert_bytes() const override;

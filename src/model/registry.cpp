@@ -1,4 +1,9 @@
 // load_model: dispatch on config.json's model_type.
+#include <algorithm>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "format/config.h"
 #include "store/manifest.h"
 #include "model/architectures.h"
@@ -43,8 +48,30 @@ std::unique_ptr<Decoder> load_decoder(const std::string& dir, bool use_prepared_
   return build(dir, Config::load(dir), use_prepared_spine);
 }
 
+// generation_config.json may name further stop ids (e.g. end-of-turn and end-of-text).
+static void add_generation_stops(const std::string& dir, ModelInfo& info) {
+  std::ifstream in(dir + "/generation_config.json");
+  if (!in) return;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}/generation_config.json: not valid JSON: {}", dir, e.what());
+  }
+  if (!j.is_object() || !j.contains("eos_token_id")) return;
+  const auto& e = j["eos_token_id"];
+  std::vector<int32_t> ids;
+  if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+  else if (e.is_array())
+    for (const auto& x : e)
+      if (x.is_number_integer()) ids.push_back(x.get<int32_t>());
+  for (int32_t id : ids)
+    if (std::find(info.eos_ids.begin(), info.eos_ids.end(), id) == info.eos_ids.end()) info.eos_ids.push_back(id);
+}
+
 std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts) {
   auto model = build(dir, Config::load(dir), opts.use_prepared_spine);
+  add_generation_stops(dir, model->mutable_info());
   if (opts.stream_experts) {
     StreamingOptions so = opts.streaming;
     if (so.checksums.empty() && opts.use_prepared_spine)
