@@ -28,7 +28,7 @@ struct BenchOpts {
   uint64_t seed = 1;
   bool no_prefetch = false, buffered = false, io_only = false, speculate = false;
   int64_t draft_max = 8, repeat_prompt = 1;
-  std::string prompt_from;
+  std::string prompt_from, heat_file;
   int queue_depth = 128;
   uint32_t chunk_kb = 1024;
 };
@@ -163,6 +163,7 @@ int run_bench(const BenchOpts& o) {
     lo.streaming.cache_bytes = ram - reserve - lo.spine_budget;
   }
   lo.streaming.policy = o.policy;
+  lo.streaming.heat_file = o.heat_file.empty() ? o.model + "/sluice-expert-heat.txt" : o.heat_file;
   lo.streaming.direct = !o.buffered;
   lo.streaming.queue = o.queue == "uring" ? ReadQueue::Kind::IoUring
                        : o.queue == "threads" ? ReadQueue::Kind::Threads
@@ -280,7 +281,9 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "Random prompt length (prefilled first)")->capture_default_str();
   cmd->add_option("--prefill-chunk", o->chunk, "Prefill chunk size in tokens")->capture_default_str();
   cmd->add_option("--json", o->json_out, "Write the full results (with per-token lists) here");
-  cmd->add_option("--policy", o->policy, "Expert cache policy: lru or lfu")->capture_default_str();
+  cmd->add_option("--policy", o->policy, "Expert cache policy: lru, lfu or heat (use counts kept across runs)")
+      ->capture_default_str();
+  cmd->add_option("--heat-file", o->heat_file, "heat policy: counts file (default MODEL/sluice-expert-heat.txt)");
   cmd->add_option("--queue", o->queue, "Reader: auto, uring or threads")->capture_default_str();
   cmd->add_flag("--no-prefetch", o->no_prefetch, "Do not predict the next layer's experts");
   cmd->add_flag("--buffered", o->buffered, "Use the page cache instead of O_DIRECT");
