@@ -38,6 +38,7 @@ class Decoder : public Model {
   Decoder(ModelInfo info, std::unique_ptr<Checkpoint> ckpt, std::string prefix);
 
   WeightLoader& weights() { return *weights_; }
+  const WeightLoader& weights() const { return *weights_; }
   // Routed experts as mapped from the checkpoint, and the slot MoE blocks read
   // them through (the table itself unless another source is installed).
   ExpertTable& experts() { return table_; }

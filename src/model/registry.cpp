@@ -32,9 +32,8 @@ ModelInfo basic_model_info(const Config& cfg, const std::string& arch) {
 }
 
 namespace {
-std::unique_ptr<Decoder> build(const std::string& dir, const Config& cfg, bool use_prepared_spine) {
+std::unique_ptr<Decoder> build_with(const Config& cfg, std::unique_ptr<Checkpoint> ckpt) {
   const std::string type = cfg.req_string("model_type");
-  auto ckpt = std::make_unique<Checkpoint>(dir, use_prepared_spine);
   if (type == "deepseek_v3" || type == "kimi_k2") return build_deepseek_v3(std::move(ckpt), cfg);
   if (type == "qwen3_moe") return build_qwen3_moe(std::move(ckpt), cfg);
   if (type == "gpt_oss") return build_gpt_oss(std::move(ckpt), cfg);
@@ -42,7 +41,15 @@ std::unique_ptr<Decoder> build(const std::string& dir, const Config& cfg, bool u
   fail("{}: model_type '{}' is not supported (deepseek_v3, kimi_k2, qwen3_moe, gpt_oss, kimi_linear, kimi_k3 are)",
        cfg.source(), type);
 }
+
+std::unique_ptr<Decoder> build(const std::string& dir, const Config& cfg, bool use_prepared_spine) {
+  return build_with(cfg, std::make_unique<Checkpoint>(dir, use_prepared_spine));
+}
 }  // namespace
+
+std::unique_ptr<Decoder> build_decoder(const std::string& dir, std::unique_ptr<Checkpoint> ckpt) {
+  return build_with(Config::load(dir), std::move(ckpt));
+}
 
 std::unique_ptr<Decoder> load_decoder(const std::string& dir, bool use_prepared_spine) {
   return build(dir, Config::load(dir), use_prepared_spine);

@@ -128,3 +128,44 @@ TEST(Prepare, ResumesFromPartialManifest) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST(Prepare, ExpertPacksMakeEachExpertOneAlignedExtent) {
+  test::TempDir tmp;
+  std::string dir = copy_model(tmp, "deepseek_v3_tiny_fp8");  // FP8 experts: weights and scales apart
+  auto before = logits_of(dir);
+  {
+    Manifest plain;
+    prepare({dir, "bf16", false, false});
+    plain = Manifest::load(dir + "/sluice-manifest.json");
+    EXPECT_EQ(plain.experts[0].extents.size(), 2u);  // weights run + scales run
+  }
+  PrepareOptions po{dir, "bf16", false, true};
+  PrepareResult r = prepare(po);
+  EXPECT_EQ(r.packs, 3);
+  Manifest m = Manifest::load(dir + "/sluice-manifest.json");
+  for (const auto& e : m.experts) {
+    ASSERT_EQ(e.extents.size(), 1u);
+    EXPECT_EQ(e.extents[0].offset % 4096, 0u);
+    EXPECT_NE(m.files[size_t(e.extents[0].file)].first.find("sluice-experts-"), std::string::npos);
+  }
+  LoadOptions so;
+  so.stream_experts = true;
+  so.streaming.cache_bytes = 1u << 20;
+  EXPECT_EQ(logits_of(dir, so), before);
+  EXPECT_EQ(logits_of(dir), before);
+
+  test::TempDir tmp2;
+  std::string oss = copy_model(tmp2, "gpt_oss_tiny");
+  try {
+    prepare({oss, "bf16", false, true});
+    FAIL() << "stacked experts were packed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stacked"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace sluice
