@@ -1,6 +1,7 @@
 #include "runtime/speculative.h"
 
 #include <algorithm>
+#include <random>
 
 namespace sluice {
 
@@ -74,6 +75,105 @@ std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>
       if (running < opts.pause_below) {
         paused = opts.pause_tokens;
         running = opts.pause_below;  // one good pass after the pause resumes drafting
+        draft_len = 2;
+      }
+    }
+  }
+  return out;
+}
+
+int32_t draw(const std::vector<double>& p, double u, int32_t excluded) {
+  double total = 0;
+  for (size_t i = 0; i < p.size(); ++i)
+    if (int32_t(i) != excluded) total += p[i];
+  double target = u * total, acc = 0;
+  int32_t last = -1;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (int32_t(i) == excluded || p[i] <= 0) continue;
+    acc += p[i];
+    last = int32_t(i);
+    if (target < acc) return last;
+  }
+  return last;  // rounding at the top end
+}
+
+std::pair<bool, int32_t> verify_draft(const std::vector<double>& p, int32_t draft, double u_accept, double u_sample) {
+  const double pd = draft >= 0 && size_t(draft) < p.size() ? p[size_t(draft)] : 0.0;
+  if (u_accept < pd) return {true, draft};
+  return {false, draw(p, u_sample, draft)};
+}
+
+std::vector<int32_t> generate_speculative_sampled(Session& s, const std::vector<int32_t>& prompt, int64_t max_new,
+                                                  bool ignore_eos, Drafter& drafter, const SpeculationOptions& opts,
+                                                  const Distribution& dist, uint64_t seed, SpeculationStats* stats,
+                                                  const std::function<void(int32_t)>& on_token) {
+  SpeculationStats local;
+  SpeculationStats& st = stats ? *stats : local;
+  std::vector<int32_t> out;
+  if (max_new <= 0) return out;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> U(0.0, 1.0);
+  const auto& eos = s.model().info().eos_ids;
+  const int64_t V = s.model().info().vocab;
+  auto is_eos = [&](int32_t t) { return !ignore_eos && std::find(eos.begin(), eos.end(), t) != eos.end(); };
+  std::vector<double> p;
+  std::vector<int32_t> history = prompt;
+  const std::vector<float>& first = s.feed(prompt);
+  dist(first.data(), V, p);
+  int32_t next = draw(p, U(rng));
+  int64_t draft_len = opts.max_draft, paused = 0;
+  double running = 1.0;
+  for (;;) {
+    auto emit = [&](int32_t t) {
+      out.push_back(t);
+      history.push_back(t);
+      ++st.generated;
+      if (on_token) on_token(t);
+      return int64_t(out.size()) >= max_new || is_eos(t);
+    };
+    if (emit(next)) break;
+    const int64_t room = max_new - int64_t(out.size());
+    std::vector<int32_t> draft;
+    if (paused > 0) --paused;
+    else draft = drafter.propose(history, std::min(draft_len, room));
+    std::vector<int32_t> batch{next};
+    batch.insert(batch.end(), draft.begin(), draft.end());
+    s.checkpoint();
+    std::vector<float> logits = s.feed_all(batch);
+    ++st.passes;
+    st.proposed += int64_t(draft.size());
+    size_t a = 0;
+    bool stop = false;
+    int32_t following = -1;  // the token after the accepted prefix
+    for (; a < draft.size(); ++a) {
+      dist(logits.data() + a * size_t(V), V, p);
+      const double ua = U(rng), us = U(rng);
+      auto [ok, tok] = verify_draft(p, draft[a], ua, us);
+      if (!ok) {
+        following = tok;
+        break;
+      }
+      if (emit(draft[a])) {
+        stop = true;
+        ++a;
+        break;
+      }
+    }
+    st.accepted += int64_t(std::min(a, draft.size()));
+    s.rollback(int64_t(1 + std::min(a, draft.size())));
+    if (stop) break;
+    if (following < 0) {  // every draft accepted: the bonus token from the last position
+      dist(logits.data() + a * size_t(V), V, p);
+      following = draw(p, U(rng));
+    }
+    next = following;
+    if (opts.adaptive && !draft.empty()) {
+      if (a == draft.size()) draft_len = std::min(opts.max_draft, draft_len + 2);
+      else draft_len = std::max<int64_t>(1, int64_t(a) + 1);
+      running = 0.7 * running + 0.3 * double(a) / double(draft.size());
+      if (running < opts.pause_below) {
+        paused = opts.pause_tokens;
+        running = opts.pause_below;
         draft_len = 2;
       }
     }

@@ -47,6 +47,25 @@ struct SpeculationStats {
   double acceptance() const { return proposed ? double(accepted) / double(proposed) : 0.0; }
 };
 
+// Sampling distribution over the vocabulary for one position's logits (after
+// temperature, top-k/top-p/min-p filtering); entries sum to 1.
+using Distribution = std::function<void(const float* logits, int64_t n, std::vector<double>& probs)>;
+
+// The standard rejection rule for a deterministic draft token d (the draft
+// "distribution" is all mass on d): accept d with probability p(d); otherwise
+// emit a token drawn from p with d removed and renormalised. The emitted token
+// is distributed exactly as p. Returns {accepted, token}.
+std::pair<bool, int32_t> verify_draft(const std::vector<double>& p, int32_t draft, double u_accept, double u_sample);
+// Inverse-CDF draw from p with u in [0, 1), optionally excluding one token.
+int32_t draw(const std::vector<double>& p, double u, int32_t excluded = -1);
+
+// Sampled generation with speculation: every emitted token has the model's
+// sampling distribution; the same seed gives the same tokens.
+std::vector<int32_t> generate_speculative_sampled(Session& s, const std::vector<int32_t>& prompt, int64_t max_new,
+                                                  bool ignore_eos, Drafter& drafter, const SpeculationOptions& opts,
+                                                  const Distribution& dist, uint64_t seed, SpeculationStats* stats,
+                                                  const std::function<void(int32_t)>& on_token = {});
+
 // Greedy generation with speculation; the tokens equal generate_greedy's.
 std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>& prompt, int64_t max_new,
                                           bool ignore_eos, Drafter& drafter, const SpeculationOptions& opts,

@@ -4,6 +4,9 @@
 // state and sliding windows.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
+
 #include "model/model.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
@@ -118,6 +121,53 @@ TEST(NgramDrafter, ProposesWhatFollowedTheLongestRecentMatch) {
   // suffix "1 2 3" occurred at the start, followed by 4 5 9
   EXPECT_EQ(d.propose(h, 3), (std::vector<int32_t>{4, 5, 9}));
   EXPECT_TRUE(d.propose({1, 2, 3}, 4).empty());
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// The rejection rule emits tokens distributed exactly as p, whatever the draft.
+TEST(SampledSpeculation, RejectionRuleKeepsTheDistribution) {
+  std::vector<double> p = {0.05, 0.4, 0.0, 0.25, 0.3};
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> U(0.0, 1.0);
+  for (int32_t draft : {1, 2, 4}) {
+    std::vector<double> count(p.size(), 0.0);
+    const int N = 200000;
+    for (int i = 0; i < N; ++i) count[size_t(verify_draft(p, draft, U(rng), U(rng)).second)] += 1;
+    for (size_t t = 0; t < p.size(); ++t) {
+      const double sd = std::sqrt(p[t] * (1 - p[t]) / N);
+      EXPECT_NEAR(count[t] / N, p[t], 5 * sd + 1e-9) << "draft " << draft << " token " << t;
+    }
+  }
+}
+
+std::vector<double> softmax_t(const float* l, int64_t n, double temp) {
+  std::vector<double> p(static_cast<size_t>(n));
+  double m = *std::max_element(l, l + n), z = 0;
+  for (int64_t i = 0; i < n; ++i) z += p[size_t(i)] = std::exp((l[i] - m) / temp);
+  for (auto& x : p) x /= z;
+  return p;
+}
+
+TEST(SampledSpeculation, SeedReproducibleAndNearGreedyAtLowTemperature) {
+  auto model = load_model(test::fixture("golden/kimi_linear_tiny"));
+  std::vector<int32_t> prompt = {5, 17, 9, 33, 41, 5, 17, 9};
+  Distribution hot = [](const float* l, int64_t n, std::vector<double>& p) { p = softmax_t(l, n, 1.0); };
+  Distribution cold = [](const float* l, int64_t n, std::vector<double>& p) { p = softmax_t(l, n, 1e-4); };
+  NgramDrafter d1(4, 1), d2(4, 1);
+  Session a(*model), b(*model);
+  auto x = generate_speculative_sampled(a, prompt, 24, true, d1, {}, hot, 42, nullptr);
+  auto y = generate_speculative_sampled(b, prompt, 24, true, d2, {}, hot, 42, nullptr);
+  EXPECT_EQ(x, y);
+  Session c(*model), g(*model);
+  NgramDrafter d3(4, 1);
+  SpeculationStats st;
+  auto z = generate_speculative_sampled(c, prompt, 24, true, d3, {}, cold, 1, &st);
+  EXPECT_EQ(z, generate_greedy(g, prompt, 24, true));
 }
 
 }  // namespace
