@@ -125,8 +125,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   if (size_ > 0) {
     // Private and writable so that the spine streamer can read weights into
     // their own addresses with O_DIRECT and drop them again (io/spine_streamer.h);
-    // nothing is ever written back to the file.
-    void* m = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, 0);
+    // nothing is ever written back to the file. No commit charge is reserved:
+    // only pages the streamer actually reads into become private memory.
+    void* m = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd_, 0);
     if (m == MAP_FAILED) {
       int e = errno;
       ::close(fd_);
