@@ -11,6 +11,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -175,23 +176,14 @@ void write_safetensors(const std::string& path, const std::vector<TensorData>& t
   }
   std::string js = h.dump();
   while ((js.size() + 8) % 8) js.push_back(' ');
-  std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("{}: cannot create: {}", tmp, std::strerror(errno));
+  AtomicFile f(path);
   uint8_t len[8];
-  uint64_t n = js.size();
+  const uint64_t n = js.size();
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(n >> (8 * i));
-  bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(js.data(), 1, js.size(), f) == js.size();
-  for (const auto& t : tensors)
-    ok = ok && (t.bytes.empty() || std::fwrite(t.bytes.data(), 1, t.bytes.size(), f) == t.bytes.size());
-  ok = (std::fflush(f) == 0) && ok;
-  ok = (fsync(fileno(f)) == 0) && ok;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    fail("{}: write failed: {}", path, std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("{}: rename failed: {}", path, std::strerror(errno));
+  f.write(len, 8);
+  f.write(js.data(), js.size());
+  for (const auto& t : tensors) f.write(t.bytes.data(), t.bytes.size());
+  f.commit();
 }
 
 }  // namespace sluice

@@ -37,7 +37,6 @@ std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, con
       mla.scale = float(double(mla.scale) * m * m);
     }
   }
-  const int64_t H = mla.n_heads, qh = mla.nope + mla.rope_dim;
 
   const int64_t E = cfg.get_int("n_routed_experts", 0);
   RouterSpec router;
@@ -69,18 +68,7 @@ std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, con
     Decoder::Layer L;
     L.attn_norm = W.vec(P + "input_layernorm.weight", D);
     L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
-    MlaWeights mw;
-    if (mla.q_lora > 0) {
-      mw.q_a = W.linear(P + "self_attn.q_a_proj", mla.q_lora, D);
-      mw.q_a_norm = W.vec(P + "self_attn.q_a_layernorm.weight", mla.q_lora);
-      mw.q_b = W.linear(P + "self_attn.q_b_proj", H * qh, mla.q_lora);
-    } else {
-      mw.q = W.linear(P + "self_attn.q_proj", H * qh, D);
-    }
-    mw.kv_a = W.linear(P + "self_attn.kv_a_proj_with_mqa", mla.kv_lora + mla.rope_dim, D);
-    mw.kv_a_norm = W.vec(P + "self_attn.kv_a_layernorm.weight", mla.kv_lora);
-    mw.kv_b = W.linear(P + "self_attn.kv_b_proj", H * (mla.nope + mla.v_dim), mla.kv_lora);
-    mw.o = W.linear(P + "self_attn.o_proj", D, H * mla.v_dim);
+    MlaWeights mw = load_mla_weights(W, P + "self_attn.", mla, D, /*output_gate=*/false);
     L.attn = std::make_unique<MlaAttention>(mla, mw);
 
     const bool moe = E > 0 && l >= first_dense && l % freq == 0;

@@ -121,7 +121,6 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
   if (!cfg.get_bool("mla_use_nope", true)) fail("{}: mla_use_nope false (rotary MLA) is not supported", cfg.source());
   ms.use_rope = false;  // the "rope" dimensions are used unrotated
   ms.scale = float(1.0 / std::sqrt(double(ms.nope + ms.rope_dim)));
-  const int64_t qh = ms.nope + ms.rope_dim;
 
   const bool mla_gate = cfg.get_bool("mla_use_output_gate", false);
   if (cfg.get_string("moe_router_activation_func", "sigmoid") != "sigmoid")
@@ -174,19 +173,7 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
       kw.a_log = a_log_per_head(W, A + "A_log", ks.n_heads);
       L.attn = std::make_unique<KdaAttention>(ks, std::move(kw));
     } else {
-      MlaWeights mw;
-      if (ms.q_lora > 0) {
-        mw.q_a = W.linear(A + "q_a_proj", ms.q_lora, D);
-        mw.q_a_norm = W.vec(A + "q_a_layernorm.weight", ms.q_lora);
-        mw.q_b = W.linear(A + "q_b_proj", ms.n_heads * qh, ms.q_lora);
-      } else {
-        mw.q = W.linear(A + "q_proj", ms.n_heads * qh, D);
-      }
-      mw.kv_a = W.linear(A + "kv_a_proj_with_mqa", ms.kv_lora + ms.rope_dim, D);
-      mw.kv_a_norm = W.vec(A + "kv_a_layernorm.weight", ms.kv_lora);
-      mw.kv_b = W.linear(A + "kv_b_proj", ms.n_heads * (ms.nope + ms.v_dim), ms.kv_lora);
-      mw.o = W.linear(A + "o_proj", D, ms.n_heads * ms.v_dim);
-      if (mla_gate) mw.gate = W.linear(A + "g_proj", ms.n_heads * ms.v_dim, D);
+      MlaWeights mw = load_mla_weights(W, A, ms, D, mla_gate);
       L.attn = std::make_unique<MlaAttention>(ms, mw);
     }
 

@@ -5,8 +5,27 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
+#include "model/weights.h"
 
 namespace sluice {
+
+MlaWeights load_mla_weights(const WeightLoader& W, const std::string& A, const MlaSpec& s, int64_t D, bool output_gate) {
+  MlaWeights w;
+  const int64_t qh = s.nope + s.rope_dim;
+  if (s.q_lora > 0) {
+    w.q_a = W.linear(A + "q_a_proj", s.q_lora, D);
+    w.q_a_norm = W.vec(A + "q_a_layernorm.weight", s.q_lora);
+    w.q_b = W.linear(A + "q_b_proj", s.n_heads * qh, s.q_lora);
+  } else {
+    w.q = W.linear(A + "q_proj", s.n_heads * qh, D);
+  }
+  w.kv_a = W.linear(A + "kv_a_proj_with_mqa", s.kv_lora + s.rope_dim, D);
+  w.kv_a_norm = W.vec(A + "kv_a_layernorm.weight", s.kv_lora);
+  w.kv_b = W.linear(A + "kv_b_proj", s.n_heads * (s.nope + s.v_dim), s.kv_lora);
+  w.o = W.linear(A + "o_proj", D, s.n_heads * s.v_dim);
+  if (output_gate) w.gate = W.linear(A + "g_proj", s.n_heads * s.v_dim, D);
+  return w;
+}
 
 std::unique_ptr<LayerState> MlaAttention::new_state() const {
   return std::make_unique<RowCache>(std::vector<int64_t>{s_.kv_lora + s_.rope_dim});

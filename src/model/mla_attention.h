@@ -4,6 +4,8 @@
 // attention result back out through W_UV. Optional NoPE (Kimi Linear / K3)
 // and sigmoid output gate (K3).
 #pragma once
+#include <string>
+
 #include "kernels/qmatrix.h"
 #include "model/blocks.h"
 #include "model/rope.h"
@@ -25,6 +27,12 @@ struct MlaWeights {
   QMatrix gate;      // output gate (rows == 0: none)
   const float *q_a_norm = nullptr, *kv_a_norm = nullptr;
 };
+
+class WeightLoader;
+// The checkpoint's MLA tensors under `prefix` (e.g. "model.layers.3.self_attn."),
+// shape-checked against `spec`; `output_gate` also loads g_proj (Kimi K3).
+MlaWeights load_mla_weights(const WeightLoader& W, const std::string& prefix, const MlaSpec& spec, int64_t hidden,
+                            bool output_gate);
 
 class MlaAttention : public AttentionBlock {
  public:

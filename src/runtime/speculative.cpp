@@ -19,6 +19,36 @@ std::vector<int32_t> NgramDrafter::propose(const std::vector<int32_t>& h, int64_
   return {};
 }
 
+namespace {
+// Adaptive draft length: grows after full acceptance, shrinks to the accepted
+// length + 1 after a miss, and pauses drafting while acceptance stays low.
+struct DraftControl {
+  const SpeculationOptions& o;
+  int64_t len, paused = 0;
+  double running = 1.0;  // running acceptance rate of recent passes
+  explicit DraftControl(const SpeculationOptions& opts) : o(opts), len(opts.max_draft) {}
+  // Draft length for this step (0: decode plainly).
+  int64_t next(int64_t room) {
+    if (paused > 0) {
+      --paused;
+      return 0;
+    }
+    return std::min(len, room);
+  }
+  void update(size_t accepted, size_t proposed) {
+    if (!o.adaptive || proposed == 0) return;
+    if (accepted == proposed) len = std::min(o.max_draft, len + 2);
+    else len = std::max<int64_t>(1, int64_t(accepted) + 1);
+    running = 0.7 * running + 0.3 * double(accepted) / double(proposed);
+    if (running < o.pause_below) {
+      paused = o.pause_tokens;
+      running = o.pause_below;  // one good pass after the pause resumes drafting
+      len = 2;
+    }
+  }
+};
+}  // namespace
+
 std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>& prompt, int64_t max_new,
                                           bool ignore_eos, Drafter& drafter, const SpeculationOptions& opts,
                                           SpeculationStats* stats, const std::function<void(int32_t)>& on_token) {
@@ -32,8 +62,7 @@ std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>
   std::vector<int32_t> history = prompt;
   const std::vector<float>& first = s.feed(prompt);
   int32_t next = argmax(first.data(), V);
-  int64_t draft_len = opts.max_draft, paused = 0;
-  double running = 1.0;  // running acceptance rate of recent passes
+  DraftControl control(opts);
   for (;;) {
     out.push_back(next);
     history.push_back(next);
@@ -42,9 +71,8 @@ std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>
     if (int64_t(out.size()) >= max_new || is_eos(next)) break;
     // Never draft past the token budget.
     const int64_t room = max_new - int64_t(out.size());
-    std::vector<int32_t> draft;
-    if (paused > 0) --paused;
-    else draft = drafter.propose(history, std::min(draft_len, room));
+    const int64_t want = control.next(room);
+    std::vector<int32_t> draft = want > 0 ? drafter.propose(history, want) : std::vector<int32_t>{};
     std::vector<int32_t> batch{next};
     batch.insert(batch.end(), draft.begin(), draft.end());
     s.checkpoint();
@@ -68,16 +96,7 @@ std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>
     s.rollback(int64_t(1 + a));  // keep `next` and the accepted drafts
     if (stop) break;
     next = argmax(logits.data() + a * size_t(V), V);  // the verifier's own token after the accepted prefix
-    if (opts.adaptive && !draft.empty()) {
-      if (a == draft.size()) draft_len = std::min(opts.max_draft, draft_len + 2);
-      else draft_len = std::max<int64_t>(1, int64_t(a) + 1);
-      running = 0.7 * running + 0.3 * double(a) / double(draft.size());
-      if (running < opts.pause_below) {
-        paused = opts.pause_tokens;
-        running = opts.pause_below;  // one good pass after the pause resumes drafting
-        draft_len = 2;
-      }
-    }
+    control.update(a, draft.size());
   }
   return out;
 }
@@ -121,8 +140,7 @@ std::vector<int32_t> generate_speculative_sampled(Session& s, const std::vector<
   const std::vector<float>& first = s.feed(prompt);
   dist(first.data(), V, p);
   int32_t next = draw(p, U(rng));
-  int64_t draft_len = opts.max_draft, paused = 0;
-  double running = 1.0;
+  DraftControl control(opts);
   for (;;) {
     auto emit = [&](int32_t t) {
       out.push_back(t);
@@ -133,9 +151,8 @@ std::vector<int32_t> generate_speculative_sampled(Session& s, const std::vector<
     };
     if (emit(next)) break;
     const int64_t room = max_new - int64_t(out.size());
-    std::vector<int32_t> draft;
-    if (paused > 0) --paused;
-    else draft = drafter.propose(history, std::min(draft_len, room));
+    const int64_t want = control.next(room);
+    std::vector<int32_t> draft = want > 0 ? drafter.propose(history, want) : std::vector<int32_t>{};
     std::vector<int32_t> batch{next};
     batch.insert(batch.end(), draft.begin(), draft.end());
     s.checkpoint();
@@ -167,16 +184,7 @@ std::vector<int32_t> generate_speculative_sampled(Session& s, const std::vector<
       following = draw(p, U(rng));
     }
     next = following;
-    if (opts.adaptive && !draft.empty()) {
-      if (a == draft.size()) draft_len = std::min(opts.max_draft, draft_len + 2);
-      else draft_len = std::max<int64_t>(1, int64_t(a) + 1);
-      running = 0.7 * running + 0.3 * double(a) / double(draft.size());
-      if (running < opts.pause_below) {
-        paused = opts.pause_tokens;
-        running = opts.pause_below;
-        draft_len = 2;
-      }
-    }
+    control.update(std::min(a, draft.size()), draft.size());
   }
   return out;
 }

@@ -17,6 +17,7 @@
 #include "io/spine_layout.h"
 #include "model/architectures.h"
 #include "store/manifest.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/numeric.h"
 #include "util/progress.h"
@@ -77,11 +78,10 @@ void write_spine(const std::string& path, const std::vector<TensorView>& tensors
   }
   std::string hs = h.dump();
   while ((hs.size() + 8) % 8) hs.push_back(' ');
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("{}: cannot create: {}", tmp, std::strerror(errno));
-  uint64_t n = hs.size();
-  bool ok = std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(hs.data(), 1, hs.size(), f) == hs.size();
+  AtomicFile f(path);
+  const uint64_t n = hs.size();
+  f.write(&n, 8);
+  f.write(hs.data(), hs.size());
   Progress progress("prepare: spine", off, progress_on);
   uint64_t done = 0;
   std::vector<int8_t> q;
@@ -89,36 +89,28 @@ void write_spine(const std::string& path, const std::vector<TensorView>& tensors
   for (const auto& o : outs) {
     const TensorView& t = *o.src;
     if (o.kind == 0) {
-      ok = ok && std::fwrite(t.data, 1, o.bytes, f) == o.bytes;
+      f.write(t.data, o.bytes);
     } else if (o.kind == 1) {
       const int64_t rows = t.shape()[0], cols = t.shape()[1];
       scales.assign(size_t(rows), 0.0f);
       q.resize(size_t(cols));
-      for (int64_t r = 0; r < rows && ok; ++r) {
+      for (int64_t r = 0; r < rows; ++r) {
         float amax = 0;
         for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::abs(element(t, r * cols + c)));
         const float s = amax > 0 ? amax / 127.0f : 1.0f;
         scales[size_t(r)] = s;
         for (int64_t c = 0; c < cols; ++c)
           q[size_t(c)] = int8_t(std::lrint(std::clamp(element(t, r * cols + c) / s, -127.0f, 127.0f)));
-        ok = std::fwrite(q.data(), 1, size_t(cols), f) == size_t(cols);
+        f.write(q.data(), uint64_t(cols));
       }
     } else {
-      ok = ok && std::fwrite(scales.data(), 4, scales.size(), f) == scales.size();
+      f.write(scales.data(), scales.size() * 4);
     }
     done += o.bytes;
     progress.update(done);
-    if (!ok) break;
   }
-  ok = std::fflush(f) == 0 && ok;
-  ok = fsync(fileno(f)) == 0 && ok;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    fail("{}: write failed: {}", path, std::strerror(errno));
-  }
+  f.commit();
   progress.finish();
-  fs::rename(tmp, path);
   *bytes_out = uint64_t(fs::file_size(path));
 }
 
@@ -152,29 +144,20 @@ std::string write_pack(const std::string& dir, int32_t layer, const std::vector<
   }
   std::string hs = h.dump();
   while ((hs.size() + 8) % 4096) hs.push_back(' ');  // data section starts on a page boundary
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("{}: cannot create: {}", tmp, std::strerror(errno));
-  uint64_t n = hs.size();
-  bool ok = std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(hs.data(), 1, hs.size(), f) == hs.size();
+  AtomicFile f(path);
+  const uint64_t n = hs.size();
+  f.write(&n, 8);
+  f.write(hs.data(), hs.size());
   Progress progress(fmt::format("prepare: pack layer {}", layer), at, progress_on);
   uint64_t done = 0;
-  std::vector<uint8_t> zeros(4096, 0);
   for (const auto& [nm, dt, shape, len, src] : items) {
-    if (src) ok = ok && std::fwrite(src, 1, len, f) == len;
-    else ok = ok && std::fwrite(zeros.data(), 1, len, f) == len;
+    if (src) f.write(src, len);
+    else f.zeros(len);
     done += len;
     progress.update(done);
   }
-  ok = std::fflush(f) == 0 && ok;
-  ok = fsync(fileno(f)) == 0 && ok;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    fail("{}: write failed: {}", path, std::strerror(errno));
-  }
+  f.commit();
   progress.finish();
-  fs::rename(tmp, path);
   return name;
 }
 

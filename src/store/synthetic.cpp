@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "format/dtype.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/numeric.h"
 #include "util/progress.h"
@@ -532,27 +533,17 @@ uint64_t synthesize(const SynthOptions& o) {
     std::string hs = header.dump();
     while ((hs.size() + 8) % 8) hs.push_back(' ');
     const std::string path = (fs::path(o.out_dir) / shard_name(sh)).string();
-    const std::string tmp = path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) fail("synth: cannot create {}: {}", tmp, std::strerror(errno));
-    uint64_t n = hs.size();
-    bool ok = std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(hs.data(), 1, hs.size(), f) == hs.size();
-    for (const Spec* s : mine) {
+    AtomicFile f(path);
+    const uint64_t n = hs.size();
+    f.write(&n, 8);
+    f.write(hs.data(), hs.size());
+    for (const Spec* s : mine)
       generate(*s, o.seed, [&](const std::vector<uint8_t>& b) {
-        ok = ok && std::fwrite(b.data(), 1, b.size(), f) == b.size();
+        f.write(b.data(), b.size());
         written += b.size();
         progress.update(written);
       });
-      if (!ok) break;
-    }
-    ok = std::fflush(f) == 0 && ok;
-    ok = fsync(fileno(f)) == 0 && ok;
-    ok = std::fclose(f) == 0 && ok;
-    if (!ok) {
-      std::remove(tmp.c_str());
-      fail("synth: writing {} failed: {}", path, std::strerror(errno));
-    }
-    fs::rename(tmp, path);
+    f.commit();
   }
   progress.finish();
   json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};

@@ -73,6 +73,14 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+std::string copy_golden(const TempDir& tmp, const std::string& name) {
+  namespace fs = std::filesystem;
+  std::string dst = tmp.file(name);
+  fs::copy(fixture("golden/" + name), dst);
+  for (auto& e : fs::directory_iterator(dst)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  return dst;
+}
+
 namespace {
 std::string quote(const std::string& s) {
   std::string q = "'";

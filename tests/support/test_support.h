@@ -29,6 +29,9 @@ class TempDir {
   std::string path_;
 };
 
+// Copies tests/fixtures/golden/NAME into a writable directory under `tmp`.
+std::string copy_golden(const TempDir& tmp, const std::string& name);
+
 struct CommandResult {
   int exit_code = -1;
   std::string out, err;

@@ -14,12 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string copy_model(const test::TempDir& tmp, const std::string& name) {
-  std::string dst = tmp.file(name);
-  fs::copy(test::fixture("golden/" + name), dst);
-  for (auto& e : fs::directory_iterator(dst)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
-  return dst;
-}
 
 void expect_one_line_error(const test::CommandResult& r, const std::string& must_contain) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -34,7 +28,7 @@ test::CommandResult logits(const std::string& dir, const std::string& tokens, co
 
 TEST(CliErrors, TruncatedCheckpoint) {
   test::TempDir tmp;
-  std::string dir = copy_model(tmp, "qwen3_moe_tiny");
+  std::string dir = test::copy_golden(tmp, "qwen3_moe_tiny");
   std::string st = dir + "/model.safetensors";
   fs::resize_file(st, fs::file_size(st) - 1000);
   expect_one_line_error(logits(dir, "1,2,3", tmp), "model.safetensors");
@@ -43,7 +37,7 @@ TEST(CliErrors, TruncatedCheckpoint) {
 
 TEST(CliErrors, CorruptHeaderLength) {
   test::TempDir tmp;
-  std::string dir = copy_model(tmp, "qwen3_moe_tiny");
+  std::string dir = test::copy_golden(tmp, "qwen3_moe_tiny");
   std::fstream f(dir + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(6);
   f.put('\x7f');
@@ -53,7 +47,7 @@ TEST(CliErrors, CorruptHeaderLength) {
 
 TEST(CliErrors, CorruptHeaderJson) {
   test::TempDir tmp;
-  std::string dir = copy_model(tmp, "gpt_oss_tiny");
+  std::string dir = test::copy_golden(tmp, "gpt_oss_tiny");
   std::fstream f(dir + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(8);
   f.put('!');
@@ -63,7 +57,7 @@ TEST(CliErrors, CorruptHeaderJson) {
 
 TEST(CliErrors, MissingTensorIsNamed) {
   test::TempDir tmp;
-  std::string dir = copy_model(tmp, "qwen3_moe_tiny");
+  std::string dir = test::copy_golden(tmp, "qwen3_moe_tiny");
   // Rename one tensor in the header (same length keeps offsets valid).
   std::fstream f(dir + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
   uint64_t n = 0;
@@ -80,7 +74,7 @@ TEST(CliErrors, MissingTensorIsNamed) {
 
 TEST(CliErrors, ConfigProblemsNameTheField) {
   test::TempDir tmp;
-  std::string dir = copy_model(tmp, "deepseek_v3_tiny");
+  std::string dir = test::copy_golden(tmp, "deepseek_v3_tiny");
   nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
   cfg.erase("kv_lora_rank");
   std::ofstream(dir + "/config.json") << cfg.dump();

@@ -19,12 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string copy_model(const test::TempDir& tmp, const std::string& name) {
-  std::string dst = tmp.file(name);
-  fs::copy(test::fixture("golden/" + name), dst);
-  for (auto& e : fs::directory_iterator(dst)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
-  return dst;
-}
 
 std::vector<double> logits_of(const std::string& dir, const LoadOptions& o = {}) {
   auto ids = test::read_i64(dir + "/reference.safetensors", "input_ids");
@@ -37,7 +31,7 @@ std::vector<double> logits_of(const std::string& dir, const LoadOptions& o = {})
 TEST(Prepare, Bf16SpineReproducesTheModelAndManifestCoversEveryExpert) {
   for (const char* name : {"deepseek_v3_tiny_fp8", "gpt_oss_tiny", "kimi_k3_tiny"}) {
     test::TempDir tmp;
-    std::string dir = copy_model(tmp, name);
+    std::string dir = test::copy_golden(tmp, name);
     auto before = logits_of(dir);
     PrepareResult r = prepare({dir, "bf16", false});
     EXPECT_TRUE(fs::exists(dir + "/sluice-spine.safetensors"));
@@ -57,7 +51,7 @@ TEST(Prepare, Bf16SpineReproducesTheModelAndManifestCoversEveryExpert) {
 
 TEST(Prepare, Int8SpineIsRowWiseAndClose) {
   test::TempDir tmp;
-  std::string dir = copy_model(tmp, "kimi_k3_tiny");
+  std::string dir = test::copy_golden(tmp, "kimi_k3_tiny");
   prepare({dir, "int8", false});
   SafetensorsFile spine(dir + "/sluice-spine.safetensors");
   TensorView q = spine.get("language_model.model.layers.0.self_attn.q_proj.weight");
@@ -81,7 +75,7 @@ TEST(Prepare, Int8SpineIsRowWiseAndClose) {
 
 TEST(Prepare, CorruptExpertIsCaughtByTheManifestChecksum) {
   test::TempDir tmp;
-  std::string dir = copy_model(tmp, "qwen3_moe_tiny");
+  std::string dir = test::copy_golden(tmp, "qwen3_moe_tiny");
   prepare({dir, "bf16", false});
   Manifest m = Manifest::load(dir + "/sluice-manifest.json");
   const auto& x = m.experts[5].extents[0];
@@ -109,7 +103,7 @@ TEST(Prepare, CorruptExpertIsCaughtByTheManifestChecksum) {
 
 TEST(Prepare, ResumesFromPartialManifest) {
   test::TempDir tmp;
-  std::string dir = copy_model(tmp, "deepseek_v3_tiny");
+  std::string dir = test::copy_golden(tmp, "deepseek_v3_tiny");
   prepare({dir, "bf16", false});
   Manifest full = Manifest::load(dir + "/sluice-manifest.json");
   // Simulate an interruption after half the checksums.
@@ -134,7 +128,7 @@ namespace {
 
 TEST(Prepare, ExpertPacksMakeEachExpertOneAlignedExtent) {
   test::TempDir tmp;
-  std::string dir = copy_model(tmp, "deepseek_v3_tiny_fp8");  // FP8 experts: weights and scales apart
+  std::string dir = test::copy_golden(tmp, "deepseek_v3_tiny_fp8");  // FP8 experts: weights and scales apart
   auto before = logits_of(dir);
   {
     Manifest plain;
@@ -158,7 +152,7 @@ TEST(Prepare, ExpertPacksMakeEachExpertOneAlignedExtent) {
   EXPECT_EQ(logits_of(dir), before);
 
   test::TempDir tmp2;
-  std::string oss = copy_model(tmp2, "gpt_oss_tiny");
+  std::string oss = test::copy_golden(tmp2, "gpt_oss_tiny");
   try {
     prepare({oss, "bf16", false, true});
     FAIL() << "stacked experts were packed";
