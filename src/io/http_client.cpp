@@ -195,7 +195,9 @@ void HttpClient::backoff(int attempt_no, double server_wait_s) {
 
 std::optional<std::string> HttpClient::get_file(const std::string& url, const std::string& what) {
   std::string last;
+  int tries = 0;
   for (int a = 0; a < opts_.attempts; ++a) {
+    ++tries;
     if (a > 0) ++stats_.retries;
     Reply r;
     bool retry = false;
@@ -212,7 +214,7 @@ std::optional<std::string> HttpClient::get_file(const std::string& url, const st
     if (!retry) break;
     if (a + 1 < opts_.attempts) backoff(a, wait);
   }
-  fail("fetching {} from {} failed after {} attempt(s): {}", what, url, opts_.attempts, last);
+  fail("fetching {} from {} failed after {} attempt(s): {}", what, url, tries, last);
 }
 
 void HttpClient::get_range(const std::string& url, uint64_t offset, uint64_t length, uint8_t* out, uint64_t* total,

@@ -400,6 +400,10 @@ PullResult Puller::run() {
       for (const auto& n : names) {
         res_.shard_bytes += fs::file_size(fs::path(dir_) / n);
         res_.resumed += fs::file_size(fs::path(dir_) / n);
+        struct stat st;
+        if (::stat((fs::path(dir_) / n).c_str(), &st) == 0)
+          res_.local_bytes += o_.stream ? std::min<uint64_t>(uint64_t(st.st_blocks) * 512, uint64_t(st.st_size))
+                                        : uint64_t(st.st_size);
       }
       res_.shards = int(names.size());
       if (o_.stream) {
@@ -455,7 +459,7 @@ PullResult Puller::run() {
   std::vector<std::tuple<size_t, uint64_t, uint64_t>> first;
   for (size_t i = 0; i < shards_.size(); ++i)
     for (const auto& [name, t] : shards_[i].tensors)
-      if (name.find(".experts.") == std::string::npos || t.end - t.begin <= 4096)
+      if (name.find(".experts.") == std::string::npos || t.end - t.begin <= 256)
         first.push_back({i, shards_[i].data_start + t.begin, shards_[i].data_start + t.end});
   fetch(first, "pull: spine (1/2)");
   // Step 3: the model as `sluice prepare` builds it tells which bytes are routed experts.

@@ -44,7 +44,7 @@ http {
   }
 }
 CONF
-  if "$NGINX" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/logs/error.log" 2>"$prefix/logs/start.err"; then
+  if "$NGINX" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/logs/error.log" </dev/null >/dev/null 2>"$prefix/logs/start.err"; then
     echo "$port"
     exit 0
   fi
