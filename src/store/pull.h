@@ -21,7 +21,7 @@
 // Which tensors are the spine (stream mode), in this order:
 //  1. headers of every shard (8-byte length, then the JSON), shards created sparse;
 //  2. every tensor whose name has no ".experts." component, plus every tensor of
-//     at most 4 KiB (e.g. INT4 weight_shape, which builders validate);
+//     at most 256 bytes (e.g. INT4 weight_shape, which builders validate);
 //  3. the decoder is built from these files exactly as `sluice prepare` does
 //     (load_decoder), which gives the routed experts' extents (expert_extents)
 //     and the names of every tensor the model uses; the builders convert norm

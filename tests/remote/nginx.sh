@@ -3,7 +3,8 @@
 # files, in its own temporary prefix; prints the port. `nginx.sh stop PREFIX`.
 #   nginx.sh start ROOT PREFIX [LIMIT_RATE]
 set -euo pipefail
-NGINX=${NGINX:-/usr/sbin/nginx}
+# (Not "NGINX": nginx itself reads that variable for inherited sockets.)
+NGINX=${SLUICE_NGINX_BIN:-/usr/sbin/nginx}
 cmd=$1
 if [ "$cmd" = stop ]; then
   prefix=$2

@@ -8,7 +8,7 @@ if(SLUICE_NGINX)
       add_test(NAME remote.${scenario}.${arch}
                COMMAND ${CMAKE_CURRENT_LIST_DIR}/remote_test.sh $<TARGET_FILE:sluice> ${scenario} ${arch})
       set_tests_properties(remote.${scenario}.${arch} PROPERTIES LABELS remote TIMEOUT 300
-                           ENVIRONMENT "NGINX=${SLUICE_NGINX}")
+                           ENVIRONMENT "SLUICE_NGINX_BIN=${SLUICE_NGINX}")
     endforeach()
   endforeach()
 else()
