@@ -256,7 +256,10 @@ void StreamingExperts::fetch_missing(int32_t layer, const int32_t* experts, int6
   std::vector<std::pair<int32_t, int32_t>> need;
   for (int64_t i = 0; i < n; ++i)
     if (find(key_of(layer, experts[i])) < 0) need.push_back({layer, experts[i]});
-  if (!need.empty()) opts_.fetcher->ensure(need);
+  if (need.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  opts_.fetcher->ensure(need);
+  stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // network waits
 }
 
 void StreamingExperts::request(int32_t layer, const int32_t* experts, int64_t n) {
