@@ -342,6 +342,13 @@ PullResult Puller::run() {
   fs::create_directories(dir_);
   if (!o_.stream && is_stream_dir(dir_))
     fail("{} holds a stream-mode pull (sparse shards); pull --full into another directory", dir_);
+  if (o_.stream && is_stream_dir(dir_)) {
+    const RemoteRepo old = RemoteRepo::load(dir_);
+    if (old.repo != repo_.repo || old.revision != repo_.revision)
+      fail("{} holds a stream-mode pull of {} at revision {}; pull {} at {} into another directory", dir_, old.repo,
+           old.revision, repo_.repo, repo_.revision);
+    if (old.base != repo_.base) repo_.save(dir_);  // the same repository from another host: fetch from there now
+  }
   fs::create_directories(staging_);
 
   // Small files: config (required), tokenizer and generation files (optional), index, manifest.
