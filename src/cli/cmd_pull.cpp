@@ -31,6 +31,7 @@ void add_pull_command(CLI::App& app, Action& action) {
   cmd->add_option("--cache-max", *cache_gb, "Stream mode: bound on the on-disk expert cache in GB (0: unbounded)");
   cmd->add_flag("--quiet", *quiet, "No progress display");
   cmd->callback([=, &action] {
+    (void)full;  // keeps the --full flag's target alive as long as the command
     action = [=] {
       o->stream = *stream;
       o->progress = !*quiet;
