@@ -6,6 +6,7 @@
 #   remote_test.sh SLUICE_BINARY SCENARIO ARCH
 # SCENARIO: full | stream | resume | faults      ARCH: deepseek_v3_fp8 | kimi_k3
 set -euo pipefail
+umask 022  # nginx workers (another user when run as root) must read the served files
 SLUICE=$1
 SCENARIO=$2
 ARCH=$3
