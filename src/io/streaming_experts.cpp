@@ -245,7 +245,11 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
 void StreamingExperts::finish_slot(int64_t s) {
   Slot& slot = slots_[size_t(s)];
   const int32_t layer = int32_t(slot.key >> 32), e = int32_t(uint32_t(slot.key));
-  if (slot.error == 0 && layer < int32_t(opts_.checksums.size()) && e < int32_t(opts_.checksums[size_t(layer)].size())) {
+  uint64_t want = 0;
+  bool check = layer < int32_t(opts_.checksums.size()) && e < int32_t(opts_.checksums[size_t(layer)].size());
+  if (check) want = opts_.checksums[size_t(layer)][size_t(e)];
+  else if (opts_.fetcher) check = opts_.fetcher->checksum(layer, e, &want);
+  if (slot.error == 0 && check) {
     const Plan& p = plan(layer, e);
     XXH3_state_t* st = XXH3_createState();
     XXH3_64bits_reset(st);
@@ -253,7 +257,7 @@ void StreamingExperts::finish_slot(int64_t s) {
     for (auto [off, len] : p.payload) XXH3_64bits_update(st, base + off, len);
     const uint64_t h = XXH3_64bits_digest(st);
     XXH3_freeState(st);
-    if (h != opts_.checksums[size_t(layer)][size_t(e)]) slot.error = -EBADMSG;
+    if (h != want) slot.error = -EBADMSG;
   }
   slot.state = SlotState::Ready;
 }
@@ -275,7 +279,23 @@ void StreamingExperts::drain(bool block) {
   }
 }
 
+void StreamingExperts::fetch_missing(int32_t layer, const int32_t* experts, int64_t n) {
+  if (!opts_.fetcher) return;
+  // Experts not in the RAM cache are read from the local files: make them
+  // present there first (the missing ones with one range request per extent,
+  // all of the layer's misses in parallel). Present ones count as used, which
+  // protects them from the on-disk cache's eviction while they are read.
+  std::vector<std::pair<int32_t, int32_t>> need;
+  for (int64_t i = 0; i < n; ++i)
+    if (find(key_of(layer, experts[i])) < 0) need.push_back({layer, experts[i]});
+  if (need.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  opts_.fetcher->ensure(need);
+  stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // network waits
+}
+
 void StreamingExperts::request(int32_t layer, const int32_t* experts, int64_t n) {
+  fetch_missing(layer, experts, n);
   ++epoch_;
   wanted_.clear();
   for (int64_t i = 0; i < n; ++i) wanted_[key_of(layer, experts[i])] = epoch_;
@@ -291,6 +311,14 @@ void StreamingExperts::request(int32_t layer, const int32_t* experts, int64_t n)
 }
 
 void StreamingExperts::prefetch(int32_t layer, const int32_t* experts, int64_t n) {
+  std::vector<int32_t> local;  // stream mode: a guess never costs a download
+  if (opts_.fetcher) {
+    for (int64_t i = 0; i < n; ++i)
+      if (opts_.fetcher->present(layer, experts[i])) local.push_back(experts[i]);
+    fetch_missing(layer, local.data(), int64_t(local.size()));
+    experts = local.data();
+    n = int64_t(local.size());
+  }
   for (int64_t i = 0; i < n; ++i)
     if (find(key_of(layer, experts[i])) < 0 && start_load(layer, experts[i], true) < 0) break;
   queue_->flush();
@@ -307,6 +335,7 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
   int64_t s = find(key);
   const auto t0 = std::chrono::steady_clock::now();
   bool waited = false;
+  if (s < 0) fetch_missing(layer, &e, 1);
   while (s < 0) {  // not requested, or no slot was free at request time
     s = start_load(layer, e, false, /*allow_wanted=*/true);
     queue_->flush();
@@ -327,6 +356,12 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
     where_.erase(slot.key);
     slot.state = SlotState::Free;
     slot.key = ~0ull;
+    if (err == -EBADMSG && opts_.fetcher && refetched_.insert(key).second) {
+      // A corrupt local copy: drop it, fetch it again and read it once more.
+      std::fprintf(stderr, "sluice: checksum mismatch for %s: fetching it again\n", describe(layer, e).c_str());
+      opts_.fetcher->invalidate(layer, e);
+      return acquire(layer, e);
+    }
     if (err == -EBADMSG) fail("checksum mismatch for {}: the file changed since `sluice prepare`", describe(layer, e));
     if (err == -ENODATA) fail("short read of {}: file truncated?", describe(layer, e));
     fail("read error for {}: {}", describe(layer, e), std::strerror(int(-err)));

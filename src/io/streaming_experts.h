@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "format/checkpoint.h"
@@ -19,6 +20,23 @@
 #include "io/read_queue.h"
 
 namespace sluice {
+
+// Makes routed experts present in the local checkpoint files before they are
+// read (stream mode: io/remote_experts.h fetches them from the repository).
+// StreamingExperts calls it from a single thread.
+class ExpertFetcher {
+ public:
+  virtual ~ExpertFetcher() = default;
+  // Every listed (layer, expert) is present locally when this returns (missing
+  // ones are fetched, in parallel); present ones count as just used. Throws
+  // sluice::Error naming the expert and URL when one cannot be fetched.
+  virtual void ensure(const std::vector<std::pair<int32_t, int32_t>>& experts) = 0;
+  virtual bool present(int32_t layer, int32_t expert) const = 0;
+  // Expected XXH3-64 of the expert's bytes (in extent order), if known.
+  virtual bool checksum(int32_t layer, int32_t expert, uint64_t* out) const = 0;
+  // The local copy was found corrupt: forget it, so that ensure() fetches it again.
+  virtual void invalidate(int32_t layer, int32_t expert) = 0;
+};
 
 struct StreamingOptions {
   uint64_t cache_bytes = 1ull << 30;
@@ -31,6 +49,9 @@ struct StreamingOptions {
   // Expected XXH3-64 of each expert's bytes (layer -> expert -> hash), from a
   // prepared manifest; empty: not verified.
   std::vector<std::vector<uint64_t>> checksums;
+  // Stream mode: fetches experts missing from the local files on first use.
+  // Null: every expert is read from the local files as they are.
+  std::shared_ptr<ExpertFetcher> fetcher;
 };
 
 // One expert's bytes in the checkpoint files.
@@ -91,6 +112,7 @@ class StreamingExperts : public ExpertSource {
   int64_t victim(bool allow_wanted) const;
   void drain(bool block);
   void finish_slot(int64_t s);
+  void fetch_missing(int32_t layer, const int32_t* experts, int64_t n);  // stream mode
   std::string describe(int32_t layer, int32_t e) const;
 
   const ExpertTable& table_;
@@ -107,6 +129,7 @@ class StreamingExperts : public ExpertSource {
   std::unordered_map<uint64_t, int64_t> where_;
   std::unordered_map<uint64_t, uint64_t> wanted_;  // requested for the current layer: not evictable
   std::unordered_map<uint64_t, uint64_t> loaded_epoch_;  // request epoch of each expert's last load
+  std::unordered_set<uint64_t> refetched_;  // stream mode: corrupt local copies fetched again
   uint64_t tick_ = 0, epoch_ = 0;
   ExpertStats stats_;
   std::unordered_map<uint64_t, double> heat_;  // key -> uses in earlier runs (decayed) + this run

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format/config.h"
+#include "io/remote_experts.h"
 #include "store/manifest.h"
 #include "model/architectures.h"
 #include "util/error.h"
@@ -79,10 +80,18 @@ static void add_generation_stops(const std::string& dir, ModelInfo& info) {
 std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts) {
   auto model = build(dir, Config::load(dir), opts.use_prepared_spine);
   add_generation_stops(dir, model->mutable_info());
-  if (opts.stream_experts) {
+  // Stream mode (a directory written by `sluice pull --stream`): routed experts
+  // are fetched into the local sparse shards on first use, so they must be
+  // streamed (never read through the resident table, whose holes read as zeros).
+  const bool stream_dir = is_stream_dir(dir);
+  if (opts.stream_experts || stream_dir) {
     StreamingOptions so = opts.streaming;
-    if (so.checksums.empty() && opts.use_prepared_spine)
-      if (auto m = find_manifest(dir)) so.checksums = m->checksum_table();
+    std::optional<Manifest> manifest;
+    if ((so.checksums.empty() && opts.use_prepared_spine) || stream_dir) manifest = find_manifest(dir);
+    if (so.checksums.empty() && opts.use_prepared_spine && manifest) so.checksums = manifest->checksum_table();
+    if (stream_dir && !so.fetcher)
+      so.fetcher = make_remote_fetcher(dir, model->checkpoint(), model->experts(),
+                                       manifest ? manifest->checksum_table() : std::vector<std::vector<uint64_t>>{});
     model->set_expert_source(std::make_unique<StreamingExperts>(model->experts(), model->checkpoint(), so));
   }
   model->set_prefetch(opts.prefetch);
