@@ -1,0 +1,26 @@
+# Server tests: a small synthetic DeepSeek-V3 checkpoint is written at build
+# time, then the real `sluice serve` is driven over loopback by the official
+# openai npm client (release tree) and by a robustness script (also in the
+# sanitizer tree, label "asan").
+add_executable(make_test_model ${CMAKE_CURRENT_LIST_DIR}/make_test_model.cpp)
+target_link_libraries(make_test_model PRIVATE sluice_core)
+
+set(SLUICE_SERVER_MODEL ${CMAKE_CURRENT_BINARY_DIR}/server_model)
+add_custom_command(OUTPUT ${SLUICE_SERVER_MODEL}/model.safetensors
+                   COMMAND make_test_model ${SLUICE_SERVER_MODEL} 512 258
+                   DEPENDS make_test_model
+                   COMMENT "Writing the synthetic server test model")
+add_custom_target(server_test_model ALL DEPENDS ${SLUICE_SERVER_MODEL}/model.safetensors)
+
+find_program(NODE_EXECUTABLE node)
+set(SLUICE_NODE_MODULES ${CMAKE_CURRENT_LIST_DIR}/../node/node_modules)
+if(NODE_EXECUTABLE)
+  add_test(NAME server.robustness
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/robustness.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
+  set_tests_properties(server.robustness PROPERTIES LABELS "server;asan" TIMEOUT 600)
+  if(NOT SLUICE_SANITIZE AND EXISTS ${SLUICE_NODE_MODULES}/openai)
+    add_test(NAME server.openai_client
+             COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/openai_client.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
+    set_tests_properties(server.openai_client PROPERTIES LABELS server TIMEOUT 600)
+  endif()
+endif()
