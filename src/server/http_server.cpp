@@ -69,13 +69,14 @@ struct HttpServer::Impl {
   }
 
   void setup();
-  void generation_route(const httplib::Request& hreq, httplib::Response& res, Request::Kind kind);
+  void generation_route(const std::string& body, httplib::Response& res, Request::Kind kind);
 };
 
 void HttpServer::Impl::setup() {
   const size_t threads = opts.max_queue + 16;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http.set_payload_max_length(opts.max_request_bytes);
+  // Twice the limit: the route handlers count the bytes themselves and answer 413 first.
+  http.set_payload_max_length(opts.max_request_bytes * 2);
   http.set_read_timeout(opts.read_timeout_s, 0);
   http.set_write_timeout(opts.read_timeout_s, 0);
   http.set_keep_alive_timeout(5);
@@ -99,7 +100,7 @@ void HttpServer::Impl::setup() {
     std::string msg;
     switch (res.status) {
       case 404: msg = fmt::format("no route for {} {}", req.method, req.path); break;
-      case 413: msg = "request body is larger than the server's --max-request-bytes"; break;
+      case 413: msg = "request body is larger than the server's limit (--max-request-bytes)"; break;
       default: msg = fmt::format("HTTP {}", res.status);
     }
     res.set_content(to_text(error_body(msg, error_type(res.status))), kJson);
@@ -135,12 +136,45 @@ void HttpServer::Impl::setup() {
     res.set_content(
         to_text({{"id", opts.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "sluice"}}), kJson);
   });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    generation_route(req, res, Request::Kind::Chat);
-  });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    generation_route(req, res, Request::Kind::Completion);
-  });
+  // Bodies are read here rather than by httplib so that the size limit holds for
+  // chunked uploads too (httplib checks only Content-Length).
+  auto post = [this](Request::Kind kind) {
+    return [this, kind](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      std::string body;
+      bool too_big = false;
+      if (req.has_header("Content-Length")) {
+        const std::string cl = req.get_header_value("Content-Length");
+        uint64_t n = 0;
+        for (char c : cl) n = (c >= '0' && c <= '9' && n < (uint64_t(1) << 60)) ? n * 10 + uint64_t(c - '0') : n;
+        too_big = n > opts.max_request_bytes;
+      }
+      const bool complete = !too_big && reader([&](const char* data, size_t len) {
+        if (body.size() + len > opts.max_request_bytes) {
+          too_big = true;
+          return false;
+        }
+        body.append(data, len);
+        return true;
+      });
+      if (!complete && !too_big) {
+        send_error(res, 400, error_body("the request body could not be read (cut short or broken chunked encoding)",
+                                        "invalid_request_error"));
+        metrics.count_request(req.path, 400);
+        return;
+      }
+      if (too_big) {
+        send_error(res, 413,
+                   error_body(fmt::format("request body is larger than the server's limit of {} bytes",
+                                          opts.max_request_bytes),
+                              "invalid_request_error"));
+        metrics.count_request(req.path, 413);
+        return;
+      }
+      generation_route(body, res, kind);
+    };
+  };
+  http.Post("/v1/chat/completions", post(Request::Kind::Chat));
+  http.Post("/v1/completions", post(Request::Kind::Completion));
   for (const char* path : {"/v1/chat/completions", "/v1/completions"})
     http.Get(path, [](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Allow", "POST");
@@ -161,10 +195,10 @@ struct Job {
 
 }  // namespace
 
-void HttpServer::Impl::generation_route(const httplib::Request& hreq, httplib::Response& res, Request::Kind kind) {
+void HttpServer::Impl::generation_route(const std::string& raw_body, httplib::Response& res, Request::Kind kind) {
   const std::string endpoint = kind == Request::Kind::Chat ? "chat_completions" : "completions";
   try {
-    json body = parse_json_body(hreq.body);
+    json body = parse_json_body(raw_body);
     RequestLimits limits;
     limits.vocab = model.info().vocab;
     limits.default_seed = std::random_device{}();

@@ -17,7 +17,7 @@ struct ServerOptions {
   size_t max_request_bytes = size_t(8) << 20;
   size_t max_queue = 16;  // requests that may wait behind the running one
   std::string model_name;  // the id clients send as "model"
-  int read_timeout_s = 10;  // per read; slow senders are cut off
+  int read_timeout_s = 5;  // per read; slow senders are cut off
   int64_t context_length = 0;  // positions per conversation (0: unbounded)
 };
 
