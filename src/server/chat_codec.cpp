@@ -4,6 +4,7 @@
 
 #include "model/model.h"
 #include "server/api_error.h"
+#include "server/text_codec.h"
 #include "util/error.h"
 
 namespace sluice::server {
@@ -129,7 +130,7 @@ ReplySyntax ByteCodec::reply_syntax(const std::vector<int32_t>&) const { return 
 std::unique_ptr<ChatCodec> make_chat_codec(const std::string& model_dir, const ModelInfo& info) {
   namespace fs = std::filesystem;
   if (fs::exists(fs::path(model_dir) / "tokenizer.json") || fs::exists(fs::path(model_dir) / "tiktoken.model"))
-    fail("{}: has tokenizer files, but this build has no tokenizer support yet", model_dir);
+    return std::make_unique<TextChatCodec>(model_dir, info.vocab);
   return std::make_unique<ByteCodec>(info.vocab);
 }
 

@@ -122,6 +122,11 @@ ReplyParser::ReplyParser(ReplySyntax syntax, bool tools)
 void ReplyParser::emit_text(ReplyDelta& out, std::string_view text) {
   // Whitespace is held until something visible follows, so a reply that is only
   // tool calls has no stray newlines as content.
+  if (after_think_) {  // the newlines that usually follow </think> are not content
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+    if (text.empty()) return;
+    after_think_ = false;
+  }
   if (text.empty()) return;
   if (all_space(text)) {
     ws_.append(text);
@@ -147,8 +152,12 @@ void ReplyParser::step(ReplyDelta& out, bool final) {
           auto p = b.find(m);
           if (p < best) best = p, which = &m;
         };
+        // <think> opens reasoning only at the very start of the reply.
         const bool think_ok = !any_content_ && calls_ == 0 && !syn_.think_begin.empty();
-        if (think_ok) consider(syn_.think_begin);
+        if (think_ok) {
+          auto p = b.find(syn_.think_begin);
+          if (p != std::string_view::npos && all_space(b.substr(0, p))) best = p, which = &syn_.think_begin;
+        }
         if (tools_) consider(open_calls);
         if (which) {
           emit_text(out, b.substr(0, best));
@@ -159,7 +168,10 @@ void ReplyParser::step(ReplyDelta& out, bool final) {
         }
         size_t hold = 0;
         if (!final) {
-          if (think_ok) hold = std::max(hold, partial_tail(b, syn_.think_begin));
+          if (think_ok) {
+            const size_t t = partial_tail(b, syn_.think_begin);
+            if (t > 0 && all_space(b.substr(0, b.size() - t))) hold = std::max(hold, t);
+          }
           if (tools_) hold = std::max(hold, partial_tail(b, open_calls));
         }
         emit_text(out, b.substr(0, b.size() - hold));
@@ -171,10 +183,7 @@ void ReplyParser::step(ReplyDelta& out, bool final) {
         if (p != std::string_view::npos) {
           out.reasoning.append(b.substr(0, p));
           buf_.erase(0, p + syn_.think_end.size());
-          // The newlines that usually follow </think> are not content.
-          size_t ws = 0;
-          while (ws < buf_.size() && (buf_[ws] == '\n' || buf_[ws] == ' ')) ++ws;
-          buf_.erase(0, ws);
+          after_think_ = true;
           mode_ = Mode::Content;
           continue;
         }

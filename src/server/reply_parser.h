@@ -60,6 +60,7 @@ class ReplyParser {
   std::string buf_;        // undecided text in the current mode
   std::string ws_;         // whitespace content held until something follows it
   bool any_content_ = false;
+  bool after_think_ = false;
   int calls_ = 0;
 };
 

