@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "runtime/stop_strings.h"
 #include "server/api_error.h"
+#include "server/json_prefix.h"
 
 namespace sluice::server {
 
@@ -90,18 +92,35 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
     return emit(d, lp);
   };
 
+  // JSON mode: every token must keep the reply a prefix of one JSON object.
+  std::optional<JsonPrefix> json;
+  if (req.json_object) json.emplace();
+  auto is_stop = [&](int32_t t) { return std::find(stop_ids_.begin(), stop_ids_.end(), t) != stop_ids_.end(); };
+  auto json_ok = [&](int32_t t) {
+    if (is_stop(t)) return false;  // the object is not finished yet
+    const std::string b = codec_.token_bytes(t);
+    JsonPrefix next = *json;
+    return !b.empty() && next.feed(b);
+  };
+
   bool stopped = false;
   for (int64_t i = 0; i < max_new; ++i) {
     if (alive && !alive()) {
       out.cancelled = true;
       break;
     }
+    if (json && json->complete()) {  // the object is closed: nothing may follow
+      stopped = true;
+      break;
+    }
     const auto ts = Clock::now();
     for (const auto& [id, bias] : req.logit_bias) logits[size_t(id)] += bias;
     Sample s = sampler.sample(logits.data(), V);
+    if (json && !json_ok(s.token)) s = sampler.sample(logits.data(), V, json_ok);
+    if (json && !is_stop(s.token)) json->feed(codec_.token_bytes(s.token));
     ++out.completion_tokens;
     if (req.logprobs) pending_lp.push_back({s.token, s.logprob, std::move(s.top)});
-    if (std::find(stop_ids_.begin(), stop_ids_.end(), s.token) != stop_ids_.end()) {
+    if (is_stop(s.token)) {
       metrics_.add_token(seconds_since(ts));
       stopped = true;
       break;

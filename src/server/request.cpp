@@ -329,8 +329,11 @@ Request parse_chat_request(const json& body, const RequestLimits& limits) {
     if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
       bad_field("response_format", "'response_format' must be an object with a string 'type'");
     const std::string t = rf["type"].get<std::string>();
-    if (t != "text")
-      bad_field("response_format.type", "response_format type '{}' is not supported (only text is)", t);
+    if (t == "json_object") {
+      r.json_object = true;
+    } else if (t != "text") {
+      bad_field("response_format.type", "response_format type '{}' is not supported (text and json_object are)", t);
+    }
     only_known(rf, {"type"}, "response_format.");
   }
   if (present(body, "modalities")) {

@@ -155,6 +155,24 @@ await t.test('tools are accepted, tool turns render; unsupported tool_choice is 
     (e) => e.status === 400 && e.param === 'tool_choice');
 });
 
+await t.test('response_format json_object: the reply is one JSON object', async () => {
+  // Biases toward closing quotes and braces keep the random model's objects short.
+  const jb = { ...bias, '34': 4, '125': 4, '93': 4 };
+  let stopped = 0;
+  for (let seed = 0; seed < 6; seed++) {
+    const r = await client.chat.completions.create({ model: MODEL, messages: user('JSON please'), max_tokens: 120, seed, logit_bias: jb, response_format: { type: 'json_object' } });
+    const text = r.choices[0].message.content;
+    assert.equal(text.trimStart()[0], '{', text);
+    if (r.choices[0].finish_reason === 'stop') {
+      stopped++;
+      const v = JSON.parse(text);
+      assert.equal(typeof v, 'object');
+      assert.ok(!Array.isArray(v) && v !== null);
+    }
+  }
+  assert.ok(stopped >= 1, 'no object was ever closed');
+});
+
 await t.test('errors: status, type and the field named', async () => {
   const cases = [
     [{ model: MODEL, messages: user('x'), temperature: 5 }, 400, 'temperature'],

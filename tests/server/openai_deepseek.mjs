@@ -77,6 +77,15 @@ await t.test('seeds reproduce; stop strings cut', async () => {
   }
 });
 
+await t.test('json_object keeps multi-byte tokens inside one JSON object', async () => {
+  for (let seed = 0; seed < 3; seed++) {
+    const r = await client.chat.completions.create({ model: MODEL, messages: user('JSON'), max_tokens: 40, seed, response_format: { type: 'json_object' } });
+    const text = r.choices[0].message.content;
+    assert.equal(text.trimStart()[0], '{', text);
+    if (r.choices[0].finish_reason === 'stop') assert.equal(typeof JSON.parse(text), 'object');
+  }
+});
+
 await t.test('tools on a template without a tools section still reach the prompt', async () => {
   const tools = [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object' } } }];
   const plain = await client.chat.completions.create({ model: MODEL, messages: user('x'), max_tokens: 1, seed: 1 });
