@@ -2,6 +2,7 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "text/utf8.h"
@@ -82,7 +83,35 @@ namespace {
 class UnicodeNormalizer : public Normalizer {
  public:
   explicit UnicodeNormalizer(int options) : options_(options) {}
+  // Normalizes only the stretches that contain non-ASCII text. Safe because an
+  // ASCII character is a starter that never combines with what precedes it, so
+  // normalization never crosses the position before it; the ASCII character
+  // just before a non-ASCII run is included (it may compose with a mark).
   std::string apply(std::string s) const override {
+    size_t i = 0;
+    while (i < s.size() && uint8_t(s[i]) < 0x80) ++i;
+    if (i == s.size()) return s;
+    std::string out(s, 0, i > 0 ? i - 1 : 0);
+    size_t start = i > 0 ? i - 1 : 0;
+    while (start < s.size()) {
+      size_t j = start + 1;
+      while (j < s.size() && uint8_t(s[j]) >= 0x80) ++j;  // the non-ASCII run
+      out += map(std::string_view(s).substr(start, j - start));
+      size_t k = j;
+      while (k < s.size() && uint8_t(s[k]) < 0x80) ++k;  // an ASCII run
+      if (k == s.size()) {
+        out.append(s, j, k - j);
+        break;
+      }
+      out.append(s, j, k - 1 - j);  // all but the last ASCII char, which joins the next stretch
+      start = k - 1;
+      if (k == j) start = k;  // no ASCII between runs (cannot happen: runs are maximal)
+    }
+    return out;
+  }
+
+ private:
+  std::string map(std::string_view s) const {
     utf8proc_uint8_t* out = nullptr;
     utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), utf8proc_ssize_t(s.size()),
                                       &out, utf8proc_option_t(options_));
@@ -91,8 +120,6 @@ class UnicodeNormalizer : public Normalizer {
     std::free(out);
     return r;
   }
-
- private:
   int options_;
 };
 
@@ -188,9 +215,11 @@ HfTokenizer::HfTokenizer(std::string_view json_text, const std::string& path, co
 
   // vocabulary
   if (!m.contains("vocab") || !m["vocab"].is_object()) fail("{}: model.vocab must be an object", path);
+  // ids index dense tables: refuse ids far beyond the number of entries
+  const int64_t max_vocab_id = 2 * int64_t(m["vocab"].size()) + 65536;
   for (const auto& [key, val] : m["vocab"].items()) {
-    if (!val.is_number_integer() || val.get<int64_t>() < 0 || val.get<int64_t>() > 0x7FFFFFF)
-      fail("{}: model.vocab['{}'] must be a non-negative integer id", path, key);
+    if (!val.is_number_integer() || val.get<int64_t>() < 0 || val.get<int64_t>() > max_vocab_id)
+      fail("{}: model.vocab['{}'] must be an integer id in 0..{}", path, key, max_vocab_id);
     auto bytes = from_byte_level(key);
     if (!bpe_.add_token(int32_t(val.get<int64_t>()), bytes ? *bytes : key))
       fail("{}: model.vocab: id {} is used twice", path, val.get<int64_t>());
@@ -237,7 +266,8 @@ HfTokenizer::HfTokenizer(std::string_view json_text, const std::string& path, co
         fail("{}: added_tokens[{}] needs an integer 'id' and a string 'content'", path, i);
       AddedToken a;
       int64_t id = t["id"].get<int64_t>();
-      if (id < 0 || id > 0x7FFFFFF) fail("{}: added_tokens[{}].id {} is out of range", path, i, id);
+      const int64_t max_id = int64_t(bpe_.id_limit()) + 2 * int64_t(j["added_tokens"].size()) + 65536;
+      if (id < 0 || id > max_id) fail("{}: added_tokens[{}].id {} is out of range 0..{}", path, i, id, max_id);
       a.id = int32_t(id);
       a.content = t["content"].get<std::string>();
       if (a.content.empty()) fail("{}: added_tokens[{}].content is empty", path, i);

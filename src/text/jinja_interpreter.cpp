@@ -312,17 +312,32 @@ ValuePtr object_member(const ValuePtr& self, const std::string& name) {
 }
 
 class Interp {
+  int depth_ = 0;
+
  public:
   std::string block(const std::vector<AstPtr>& stmts, Env& env) {
     std::string out;
     for (const auto& s : stmts) {
       ValuePtr v = eval(*s, env);
-      if (v->type != Type::Null && v->type != Type::Undefined) out += v->to_string();
+      if (v->type == Type::Null || v->type == Type::Undefined) continue;
+      try {
+        out += v->to_string();
+      } catch (const Error& e) {
+        if (std::string(e.what()).rfind("template line ", 0) == 0) throw;
+        rt(*s, e.what());
+      }
     }
     return out;
   }
 
   ValuePtr eval(const Ast& n, Env& env) {
+    struct Depth {
+      int& d;
+      explicit Depth(int& x, const Ast& n) : d(x) {
+        if (++d > 1000) rt(n, "recursion too deep (macro calling itself?)");
+      }
+      ~Depth() { --d; }
+    } depth(depth_, n);
     try {
       return eval_inner(n, env);
     } catch (const Error& e) {

@@ -59,6 +59,7 @@ class Parser {
   }
 
   AstPtr any() {
+    Depth d(*this);
     const Token& tk = peek();
     switch (tk.type) {
       case Tok::Comment: ++pos_; return nullptr;
@@ -205,7 +206,18 @@ class Parser {
     return t;
   }
 
-  AstPtr expression() { return ternary(); }
+  // Nesting limit keeps hostile templates from exhausting the stack.
+  struct Depth {
+    Parser& p;
+    explicit Depth(Parser& q) : p(q) {
+      if (++p.depth_ > 256) p.error("expression or block nesting too deep");
+    }
+    ~Depth() { --p.depth_; }
+  };
+  AstPtr expression() {
+    Depth d(*this);
+    return ternary();
+  }
 
   AstPtr ternary() {
     auto a = logic_or();
@@ -253,6 +265,7 @@ class Parser {
     return l;
   }
   AstPtr logic_not() {
+    Depth d(*this);
     if (is_ident("not")) {
       int line = t_[pos_++].line;
       auto n = node(Node::Unary, line);
@@ -337,6 +350,7 @@ class Parser {
     return l;
   }
   AstPtr unary_sign() {
+    Depth d(*this);
     if ((is(Tok::Unary) || is(Tok::Add)) && (t_[pos_].value == "-" || t_[pos_].value == "+")) {
       const Token& o = t_[pos_++];
       auto n = node(Node::Unary, o.line);
@@ -488,6 +502,7 @@ class Parser {
 
   const std::vector<Token>& t_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

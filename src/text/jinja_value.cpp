@@ -223,6 +223,7 @@ std::string to_json(const Value& v, const JsonOptions& o, int depth, bool undefi
     case Type::Object:
     case Type::Namespace:
     case Type::KwArgs: {
+      if (v.tuple) fail("Cannot convert to JSON: TupleValue");  // as @huggingface/jinja
       std::string ind = o.indent > 0 ? std::string(size_t(o.indent), ' ') : "";
       std::string base = "\n", child;
       for (int k = 0; k < depth; ++k) base += ind;

@@ -34,10 +34,42 @@ size_t escape_len(std::string_view p, size_t i, std::string_view pattern) {
     if (e == std::string_view::npos) fail("regex '{}': unterminated '\\{}{{' at byte {}", pattern, c, i);
     return e + 1 - i;
   }
+  if ((c == 'p' || c == 'P') && i + 2 < p.size()) return 3;  // \pL
   // a multi-byte UTF-8 character after the backslash stays whole
   size_t n = 1;
   while (i + 1 + n < p.size() && (uint8_t(p[i + 1 + n]) & 0xC0) == 0x80) ++n;
   return 1 + n;
+}
+
+// General categories (and PCRE2 specials) that \p{...} may name directly;
+// anything else is taken as a script name.
+bool is_category(std::string_view n) {
+  static const char* const cats[] = {"L",  "L&", "LC", "Lu", "Ll", "Lt", "Lm", "Lo", "M",  "Mn", "Mc", "Me", "N",
+                                     "Nd", "Nl", "No", "P",  "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "S",  "Sm",
+                                     "Sc", "Sk", "So", "Z",  "Zs", "Zl", "Zp", "C",  "Cc", "Cf", "Cs", "Co", "Cn",
+                                     "Any", "Xan", "Xps", "Xsp", "Xwd", "Xuc"};
+  for (const char* c : cats)
+    if (n == c) return true;
+  return false;
+}
+
+// Rust regex and JavaScript's \p{Script=...} match the Script property; PCRE2
+// (since 10.40) matches Script_Extensions for a bare \p{Han}, so U+301C
+// (Common, with Han among its extensions) would count as Han. Force Script.
+std::string property_escape(std::string_view esc) {
+  // esc is "\p{Name}" / "\P{Name}" or "\pX"
+  if (esc.size() < 4 || esc[2] != '{') return std::string(esc);
+  std::string_view name = esc.substr(3, esc.size() - 4);
+  size_t eq = name.find_first_of("=:");
+  if (eq != std::string_view::npos) {
+    std::string_view key = name.substr(0, eq), val = name.substr(eq + 1);
+    if (key == "Script" || key == "sc") return std::string(esc.substr(0, 3)) + "sc:" + std::string(val) + "}";
+    if (key == "Script_Extensions" || key == "scx") return std::string(esc.substr(0, 3)) + "scx:" + std::string(val) + "}";
+    if (key == "General_Category" || key == "gc") return std::string(esc.substr(0, 3)) + std::string(val) + "}";
+    return std::string(esc);
+  }
+  if (is_category(name)) return std::string(esc);
+  return std::string(esc.substr(0, 3)) + "sc:" + std::string(name) + "}";
 }
 
 class Rewriter {
@@ -56,6 +88,8 @@ class Rewriter {
           out += std::string("[") + space_ + "]";
         else if (e == 'S')
           out += std::string("[^") + space_ + "]";
+        else if (e == 'p' || e == 'P')
+          out += property_escape(p_.substr(i, n));
         else
           out.append(p_.substr(i, n));
         i += n;
@@ -82,6 +116,8 @@ class Rewriter {
           out += space_;
         else if (e == 'S')
           fail("regex '{}': \\S inside a character class (byte {}) is not supported", p_, at + i);
+        else if (e == 'p' || e == 'P')
+          out += property_escape(body.substr(i, n));
         else
           out.append(body.substr(i, n));
         i += n;

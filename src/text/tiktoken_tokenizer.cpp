@@ -95,7 +95,9 @@ std::vector<std::string_view> kimi_chunks(std::string_view text, size_t max_slic
 }
 
 TiktokenTokenizer::TiktokenTokenizer(std::string_view ranks_text, const std::string& path, TiktokenOptions opts) {
-  size_t pos = 0, line_no = 0;
+  size_t pos = 0, line_no = 0, lines = 0;
+  for (char c : ranks_text) lines += c == '\n';
+  ++lines;  // ranks are 0..n-1 for n lines, so any rank >= the line count is invalid
   std::string bytes;
   while (pos < ranks_text.size()) {
     size_t e = ranks_text.find('\n', pos);
@@ -116,6 +118,7 @@ TiktokenTokenizer::TiktokenTokenizer(std::string_view ranks_text, const std::str
       if (c < '0' || c > '9') fail("{}: line {}: invalid rank '{}'", path, line_no, rs.substr(0, 16));
       rank = rank * 10 + (c - '0');
     }
+    if (size_t(rank) >= lines) fail("{}: line {}: rank {} exceeds the number of lines", path, line_no, rank);
     if (!bpe_.add_token(int32_t(rank), bytes)) fail("{}: line {}: rank {} appears twice", path, line_no, rank);
   }
   base_size_ = bpe_.id_limit();
@@ -132,7 +135,9 @@ TiktokenTokenizer::TiktokenTokenizer(std::string_view ranks_text, const std::str
   added_ = std::move(opts.specials);
   id_limit_ = base_size_;
   for (const auto& a : added_) {
-    if (a.id >= 0 && size_t(a.id) < base_size_)
+    if (a.id < 0 || size_t(a.id) > base_size_ + 2 * added_.size() + 65536)
+      fail("{}: special token '{}' has id {} far outside the vocabulary", path, a.content, a.id);
+    if (size_t(a.id) < base_size_)
       fail("{}: special token '{}' has id {} inside the base vocabulary", path, a.content, a.id);
     id_limit_ = std::max(id_limit_, size_t(a.id) + 1);
   }

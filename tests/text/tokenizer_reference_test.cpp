@@ -11,6 +11,7 @@
 
 #include "support/test_support.h"
 #include "text/corpus.h"
+#include "text/tiktoken_tokenizer.h"
 #include "text/text_support.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
@@ -85,6 +86,24 @@ TEST(TokenizerReference, TiktokenO200k) {
 TEST(TokenizerReference, TiktokenCl100k) {
   test::TempDir tmp;
   compare_with_reference("cl100k_base", tiktoken_dir(tmp, "cl100k_base"), false);
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// Kimi's pre-tokenizer pattern (with its `&&` class intersections, which
+// tiktoken's Rust regex engine runs natively and sluice rewrites for PCRE2),
+// on the o200k ranks: ids must equal tiktoken's for the whole corpus.
+TEST(TokenizerReference, KimiPatternViaTiktoken) {
+  test::TempDir tmp;
+  std::string dir = tiktoken_dir(tmp, "o200k_base");
+  auto cfg = nlohmann::json::parse(test::read_file(dir + "/tokenizer_config.json"));
+  cfg["pat_str"] = text::kKimiPattern;
+  test::write_file(dir + "/tokenizer_config.json", cfg.dump());
+  compare_with_reference("tiktoken-dir:" + dir, dir, false);
 }
 
 }  // namespace
