@@ -9,6 +9,7 @@
 #include "server/api_error.h"
 #include "server/generator.h"
 #include "server/metrics.h"
+#include "server/peer_socket.h"
 #include "server/queue.h"
 #include "server/request.h"
 #include "server/response.h"
@@ -69,7 +70,8 @@ struct HttpServer::Impl {
   }
 
   void setup();
-  void generation_route(const std::string& body, httplib::Response& res, Request::Kind kind);
+  void generation_route(const httplib::Request& hreq, const std::string& body, httplib::Response& res,
+                        Request::Kind kind);
 };
 
 void HttpServer::Impl::setup() {
@@ -170,7 +172,7 @@ void HttpServer::Impl::setup() {
         metrics.count_request(req.path, 413);
         return;
       }
-      generation_route(body, res, kind);
+      generation_route(req, body, res, kind);
     };
   };
   http.Post("/v1/chat/completions", post(Request::Kind::Chat));
@@ -195,7 +197,8 @@ struct Job {
 
 }  // namespace
 
-void HttpServer::Impl::generation_route(const std::string& raw_body, httplib::Response& res, Request::Kind kind) {
+void HttpServer::Impl::generation_route(const httplib::Request& hreq, const std::string& raw_body,
+                                        httplib::Response& res, Request::Kind kind) {
   const std::string endpoint = kind == Request::Kind::Chat ? "chat_completions" : "completions";
   try {
     json body = parse_json_body(raw_body);
@@ -234,7 +237,13 @@ void HttpServer::Impl::generation_route(const std::string& raw_body, httplib::Re
                      fmt::format("the server is busy: {} requests are already waiting", opts.max_queue));
     }
     job->turn = std::move(turn);
-    job->turn->wait();
+    // The client's socket, polled for its close while waiting and once per token.
+    const int fd = find_peer_socket(hreq.remote_addr, hreq.remote_port, hreq.local_addr, hreq.local_port);
+    if (!job->turn->wait([fd] { return peer_closed(fd); })) {
+      metrics.count_request(endpoint, 499);  // gone while waiting: never starts
+      res.status = 499;
+      return;
+    }
     job->meta = {new_response_id(kind == Request::Kind::Chat ? "chatcmpl-" : "cmpl-"), unix_now(), opts.model_name};
 
     const bool stream = req.stream;
@@ -242,7 +251,7 @@ void HttpServer::Impl::generation_route(const std::string& raw_body, httplib::Re
     if (stream) res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         stream ? "text/event-stream" : kJson,
-        [this, job, kind, stream, endpoint](size_t, httplib::DataSink& sink) {
+        [this, job, kind, stream, endpoint, fd](size_t, httplib::DataSink& sink) {
           const auto started = std::chrono::steady_clock::now();
           const Request& req = job->req;
           bool ok = true;
@@ -252,8 +261,10 @@ void HttpServer::Impl::generation_route(const std::string& raw_body, httplib::Re
             wrote_this_token = true;
             return ok;
           };
-          // Called once per token: a write is how a vanished client shows up.
+          // Called once per token. Without the socket, a write is how a vanished client
+          // shows up (SSE comment, or whitespace before the JSON body).
           auto alive = [&] {
+            if (fd >= 0) return ok && !peer_closed(fd);
             if (!wrote_this_token) write(stream ? ": keep-alive\n\n" : " ");
             wrote_this_token = false;
             return ok;

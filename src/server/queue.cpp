@@ -1,6 +1,7 @@
 #include "server/queue.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace sluice::server {
 
@@ -12,9 +13,17 @@ std::unique_ptr<GenerationQueue::Turn> GenerationQueue::join() {
   return std::unique_ptr<Turn>(new Turn(*this, id));
 }
 
-void GenerationQueue::Turn::wait() {
+bool GenerationQueue::Turn::wait(const std::function<bool()>& give_up) {
   std::unique_lock lk(q_.mu_);
-  q_.cv_.wait(lk, [&] { return q_.order_.front() == id_; });
+  while (q_.order_.front() != id_) {
+    if (give_up) {
+      q_.cv_.wait_for(lk, std::chrono::milliseconds(50));
+      if (q_.order_.front() != id_ && give_up()) return false;
+    } else {
+      q_.cv_.wait(lk);
+    }
+  }
+  return true;
 }
 
 GenerationQueue::Turn::~Turn() {

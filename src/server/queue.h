@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -19,7 +20,9 @@ class GenerationQueue {
     ~Turn();
     Turn(const Turn&) = delete;
     Turn& operator=(const Turn&) = delete;
-    void wait();  // blocks until this turn is at the front
+    // Blocks until this turn is at the front (true), or until give_up() says so
+    // (false; polled every 50 ms).
+    bool wait(const std::function<bool()>& give_up = {});
 
    private:
     friend class GenerationQueue;
