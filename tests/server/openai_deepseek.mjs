@@ -77,6 +77,12 @@ await t.test('seeds reproduce; stop strings cut', async () => {
   }
 });
 
+await t.test('concurrent requests render and tokenize independently', async () => {
+  const texts = Array.from({ length: 12 }, (_, i) => `Question ${i}: ${'многоязычный 多语言 '.repeat(i + 1)}?`);
+  const rs = await Promise.all(texts.map((q) => client.chat.completions.create({ model: MODEL, messages: user(q), max_tokens: 2, seed: 1 })));
+  rs.forEach((r, i) => assert.equal(r.usage.prompt_tokens, encode(`<｜begin▁of▁sentence｜><｜User｜>${texts[i]}<｜Assistant｜>`).length));
+});
+
 await t.test('json_object keeps multi-byte tokens inside one JSON object', async () => {
   for (let seed = 0; seed < 3; seed++) {
     const r = await client.chat.completions.create({ model: MODEL, messages: user('JSON'), max_tokens: 40, seed, response_format: { type: 'json_object' } });
