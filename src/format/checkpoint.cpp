@@ -10,7 +10,7 @@ namespace sluice {
 
 namespace fs = std::filesystem;
 
-Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
+Checkpoint::Checkpoint(const std::string& dir, bool use_prepared_spine) : dir_(dir) {
   fs::path index = fs::path(dir) / "model.safetensors.index.json";
   fs::path single = fs::path(dir) / "model.safetensors";
   if (fs::exists(index)) {
@@ -46,6 +46,29 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   } else {
     fail("{}: no model.safetensors or model.safetensors.index.json", dir);
   }
+  if (use_prepared_spine) overlay_prepared_spine();
+}
+
+void Checkpoint::overlay_prepared_spine() {
+  const fs::path spine = fs::path(dir_) / "sluice-spine.safetensors";
+  const fs::path manifest = fs::path(dir_) / "sluice-manifest.json";
+  if (!fs::exists(spine) || !fs::exists(manifest)) return;
+  // The manifest records the shard sizes the spine was made from.
+  std::ifstream in(manifest);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+    for (const auto& f : j.at("files")) {
+      const std::string name = f.at("name").get<std::string>();
+      const fs::path p = fs::path(dir_) / name;
+      if (!fs::exists(p) || fs::file_size(p) != f.at("size").get<uint64_t>())
+        fail("{}: {} changed since `sluice prepare` (size differs); run it again", manifest.string(), name);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: malformed manifest: {}", manifest.string(), e.what());
+  }
+  files_.push_back(std::make_unique<SafetensorsFile>(spine.string()));
+  for (const auto& [name, _] : files_.back()->tensors()) where_[name] = files_.back().get();
 }
 
 TensorView Checkpoint::get(const std::string& name) const {

@@ -13,7 +13,9 @@ namespace sluice {
 
 class Checkpoint {
  public:
-  explicit Checkpoint(const std::string& dir);
+  // use_prepared_spine: when `sluice prepare` has written sluice-spine.safetensors
+  // and sluice-manifest.json here, tensors present in the spine file are read from it.
+  explicit Checkpoint(const std::string& dir, bool use_prepared_spine = true);
 
   const std::string& dir() const { return dir_; }
   bool has(const std::string& name) const { return where_.count(name) != 0; }
@@ -25,6 +27,7 @@ class Checkpoint {
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile*> where_;
+  void overlay_prepared_spine();
 };
 
 }  // namespace sluice

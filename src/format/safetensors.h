@@ -55,6 +55,8 @@ class SafetensorsFile {
   TensorView get(const std::string& name) const;  // throws if absent
   uint64_t data_start() const { return data_start_; }
   uint64_t file_size() const { return size_; }
+  // The whole file as mapped (for turning tensor pointers back into file offsets).
+  const uint8_t* map_base() const { return map_; }
 
  private:
   std::string path_;

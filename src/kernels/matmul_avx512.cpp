@@ -112,17 +112,36 @@ void rows_kernel(const QMatrix& W, int64_t r0, int64_t r1, const float* X, int64
   const int64_t rem = W.cols - full;
   const __mmask16 tmask = __mmask16((1u << rem) - 1u);
   if (n == 1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      Dec d(W, r);
-      __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-      int64_t c = 0;
-      for (; c + 32 <= full; c += 32) {
-        a0 = _mm512_fmadd_ps(d.chunk(c), _mm512_loadu_ps(X + c), a0);
-        a1 = _mm512_fmadd_ps(d.chunk(c + 16), _mm512_loadu_ps(X + c + 16), a1);
+    // Four rows at a time: four independent weight streams share each x chunk.
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+      Dec d0(W, r), d1(W, r + 1), d2(W, r + 2), d3(W, r + 3);
+      __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+      for (int64_t c = 0; c < full; c += 16) {
+        const __m512 x = _mm512_loadu_ps(X + c);
+        a0 = _mm512_fmadd_ps(d0.chunk(c), x, a0);
+        a1 = _mm512_fmadd_ps(d1.chunk(c), x, a1);
+        a2 = _mm512_fmadd_ps(d2.chunk(c), x, a2);
+        a3 = _mm512_fmadd_ps(d3.chunk(c), x, a3);
       }
-      for (; c < full; c += 16) a0 = _mm512_fmadd_ps(d.chunk(c), _mm512_loadu_ps(X + c), a0);
-      if (rem) a1 = _mm512_fmadd_ps(tail_chunk(W, r, full), _mm512_maskz_loadu_ps(tmask, X + full), a1);
-      Y[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+      if (rem) {
+        const __m512 x = _mm512_maskz_loadu_ps(tmask, X + full);
+        a0 = _mm512_fmadd_ps(tail_chunk(W, r, full), x, a0);
+        a1 = _mm512_fmadd_ps(tail_chunk(W, r + 1, full), x, a1);
+        a2 = _mm512_fmadd_ps(tail_chunk(W, r + 2, full), x, a2);
+        a3 = _mm512_fmadd_ps(tail_chunk(W, r + 3, full), x, a3);
+      }
+      Y[r] = _mm512_reduce_add_ps(a0);
+      Y[r + 1] = _mm512_reduce_add_ps(a1);
+      Y[r + 2] = _mm512_reduce_add_ps(a2);
+      Y[r + 3] = _mm512_reduce_add_ps(a3);
+    }
+    for (; r < r1; ++r) {
+      Dec d(W, r);
+      __m512 a0 = _mm512_setzero_ps();
+      for (int64_t c = 0; c < full; c += 16) a0 = _mm512_fmadd_ps(d.chunk(c), _mm512_loadu_ps(X + c), a0);
+      if (rem) a0 = _mm512_fmadd_ps(tail_chunk(W, r, full), _mm512_maskz_loadu_ps(tmask, X + full), a0);
+      Y[r] = _mm512_reduce_add_ps(a0);
     }
     return;
   }

@@ -3,15 +3,21 @@
 #include <memory>
 #include <string>
 
+#include "format/checkpoint.h"
 #include "format/config.h"
+#include "model/decoder.h"
 #include "model/model.h"
 
 namespace sluice {
 
-std::unique_ptr<Model> build_deepseek_v3(const std::string& dir, const Config& cfg);
-std::unique_ptr<Model> build_qwen3_moe(const std::string& dir, const Config& cfg);
-std::unique_ptr<Model> build_gpt_oss(const std::string& dir, const Config& cfg);
-std::unique_ptr<Model> build_kimi_linear(const std::string& dir, const Config& cfg);
+std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, const Config& cfg);
+std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const Config& cfg);
+std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const Config& cfg);
+std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Config& cfg);  // kimi_linear, kimi_k3
+
+// Builds the decoder for DIR without streaming (prepare and tests use this);
+// use_prepared_spine: read non-expert weights from sluice-spine.safetensors when present.
+std::unique_ptr<Decoder> load_decoder(const std::string& dir, bool use_prepared_spine);
 
 // vocab, hidden, layers, positions and end-of-sequence ids common to all configs.
 ModelInfo basic_model_info(const Config& cfg, const std::string& arch);

@@ -21,6 +21,8 @@ class FfnBlock {
   virtual ~FfnBlock() = default;
   // x: [T, hidden]; out: [T, hidden] (overwritten).
   virtual void forward(const float* x, int64_t T, float* out) const = 0;
+  // A guess at this block's input (used to prefetch routed experts); default: nothing.
+  virtual void prefetch_hint(const float* /*x*/, int64_t /*T*/) const {}
 };
 
 }  // namespace sluice

@@ -8,15 +8,14 @@
 #include "model/architectures.h"
 #include "model/mla_attention.h"
 #include "model/moe.h"
-#include "model/residual_decoder.h"
+#include "model/decoder.h"
 #include "util/error.h"
 
 namespace sluice {
 
-std::unique_ptr<Model> build_deepseek_v3(const std::string& dir, const Config& cfg) {
+std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, const Config& cfg) {
   ModelInfo info = basic_model_info(cfg, cfg.req_string("model_type"));
-  auto ckpt = std::make_unique<Checkpoint>(dir);
-  auto model = std::make_unique<ResidualDecoder>(info, std::move(ckpt), "");
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
   WeightLoader& W = model->weights();
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
@@ -67,7 +66,7 @@ std::unique_ptr<Model> build_deepseek_v3(const std::string& dir, const Config& c
 
   for (int64_t l = 0; l < info.n_layers; ++l) {
     const std::string P = fmt::format("model.layers.{}.", l);
-    ResidualDecoder::Layer L;
+    Decoder::Layer L;
     L.attn_norm = W.vec(P + "input_layernorm.weight", D);
     L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
     MlaWeights mw;
@@ -102,7 +101,8 @@ std::unique_ptr<Model> build_deepseek_v3(const std::string& dir, const Config& c
         shared = std::make_unique<GatedMlp>(W.linear(P + "mlp.shared_experts.gate_proj", I * ns, D),
                                             W.linear(P + "mlp.shared_experts.up_proj", I * ns, D),
                                             W.linear(P + "mlp.shared_experts.down_proj", D, I * ns), act);
-      L.ffn = std::make_unique<MoeBlock>(W.linear(P + "mlp.gate", E, D), nullptr, rs, std::move(experts), act,
+      model->experts().set_layer(int32_t(l), std::move(experts));
+      L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(P + "mlp.gate", E, D), nullptr, rs, act,
                                          std::move(shared), nullptr);
     } else {
       const int64_t I = cfg.req_int("intermediate_size");

@@ -7,14 +7,14 @@
 #include "model/architectures.h"
 #include "model/gqa_attention.h"
 #include "model/moe.h"
-#include "model/residual_decoder.h"
+#include "model/decoder.h"
 #include "util/error.h"
 
 namespace sluice {
 
-std::unique_ptr<Model> build_gpt_oss(const std::string& dir, const Config& cfg) {
+std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const Config& cfg) {
   ModelInfo info = basic_model_info(cfg, "gpt_oss");
-  auto model = std::make_unique<ResidualDecoder>(info, std::make_unique<Checkpoint>(dir), "");
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
   WeightLoader& W = model->weights();
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
@@ -49,7 +49,7 @@ std::unique_ptr<Model> build_gpt_oss(const std::string& dir, const Config& cfg) 
 
   for (int64_t l = 0; l < info.n_layers; ++l) {
     const std::string P = fmt::format("model.layers.{}.", l);
-    ResidualDecoder::Layer L;
+    Decoder::Layer L;
     L.attn_norm = W.vec(P + "input_layernorm.weight", D);
     L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
     GqaSpec ls = gs;
@@ -83,8 +83,8 @@ std::unique_ptr<Model> build_gpt_oss(const std::string& dir, const Config& cfg) 
       ew.gate_up_bias = gu_bias + e * 2 * I;
       ew.down_bias = down_bias + e * D;
     }
-    L.ffn = std::make_unique<MoeBlock>(W.linear(P + "mlp.router", E, D), W.vec(P + "mlp.router.bias", E), router,
-                                       std::move(experts), act, nullptr, nullptr);
+    model->experts().set_layer(int32_t(l), std::move(experts));
+    L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(P + "mlp.router", E, D), W.vec(P + "mlp.router.bias", E), router, act, nullptr, nullptr);
     model->add_layer(std::move(L));
   }
   model->set_embedding(W.matrix("model.embed_tokens.weight", info.vocab, D), W.linear("lm_head", info.vocab, D),

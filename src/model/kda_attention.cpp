@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "util/error.h"
+
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
@@ -12,14 +14,65 @@ struct KdaState : LayerState {
   // Last (kernel-1) projection rows of q, k, v (oldest first), and the recurrent state.
   std::vector<float> hist_q, hist_k, hist_v;
   std::vector<float> S;  // [H][D][D]
+  // Rollback support: the state at the checkpoint and, for every token fed since,
+  // its projections (for the convolution history) and the recurrence inputs.
+  bool recording = false;
+  std::vector<float> cp_hist_q, cp_hist_k, cp_hist_v, cp_S;
+  std::vector<float> rec_pq, rec_pk, rec_pv;      // raw projections [n, C]
+  std::vector<float> rec_q, rec_k, rec_v, rec_g;  // recurrence inputs [n, C]
+  std::vector<float> rec_beta;                    // [n, H]
+  int64_t H = 0, Dh = 0, C = 0;
   int64_t bytes() const override {
     return int64_t((hist_q.size() + hist_k.size() + hist_v.size() + S.size()) * sizeof(float));
   }
+  void checkpoint() override {
+    recording = true;
+    cp_hist_q = hist_q, cp_hist_k = hist_k, cp_hist_v = hist_v, cp_S = S;
+    for (auto* v : {&rec_pq, &rec_pk, &rec_pv, &rec_q, &rec_k, &rec_v, &rec_g, &rec_beta}) v->clear();
+  }
+  void rollback(int64_t keep) override;
 };
+
+// One token of the gated delta rule for one head; o may be null.
+void delta_step(float* S, const float* q, const float* k, const float* v, const float* g, float beta, int64_t Dh,
+                float* u, float* o) {
+  for (int64_t i = 0; i < Dh; ++i) ops::scale(S + i * Dh, std::exp(g[i]), Dh);
+  std::copy(v, v + Dh, u);  // u = v - S^T k
+  for (int64_t i = 0; i < Dh; ++i) ops::axpy(-k[i], S + i * Dh, u, Dh);
+  for (int64_t i = 0; i < Dh; ++i) ops::axpy(beta * k[i], u, S + i * Dh, Dh);
+  if (!o) return;
+  std::fill(o, o + Dh, 0.0f);
+  for (int64_t i = 0; i < Dh; ++i) ops::axpy(q[i], S + i * Dh, o, Dh);
+}
+
+void keep_history(std::vector<float>& hist, const std::vector<float>& cp, const std::vector<float>& rec, int64_t keep,
+                  int64_t C) {
+  std::vector<float> seq(cp);
+  seq.insert(seq.end(), rec.begin(), rec.begin() + keep * C);
+  std::copy(seq.end() - int64_t(hist.size()), seq.end(), hist.begin());
+}
+
+void KdaState::rollback(int64_t keep) {
+  const int64_t n = int64_t(rec_beta.size()) / H;
+  if (!recording || keep > n) fail("KDA state: cannot keep {} of {} tokens since the checkpoint", keep, n);
+  S = cp_S;
+  std::vector<float> u(static_cast<size_t>(Dh));
+  for (int64_t t = 0; t < keep; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      const size_t o = size_t(t * C + h * Dh);
+      delta_step(S.data() + h * Dh * Dh, &rec_q[o], &rec_k[o], &rec_v[o], &rec_g[o], rec_beta[size_t(t * H + h)], Dh,
+                 u.data(), nullptr);
+    }
+  keep_history(hist_q, cp_hist_q, rec_pq, keep, C);
+  keep_history(hist_k, cp_hist_k, rec_pk, keep, C);
+  keep_history(hist_v, cp_hist_v, rec_pv, keep, C);
+  recording = false;
+  for (auto* v : {&rec_pq, &rec_pk, &rec_pv, &rec_q, &rec_k, &rec_v, &rec_g, &rec_beta}) v->clear();
+}
 
 // Causal depthwise convolution over [history; x] followed by SiLU; updates the history.
 void conv_silu(const float* w, int64_t K, int64_t C, std::vector<float>& hist, float* x, int64_t T) {
-  std::vector<float> seq(size_t((K - 1 + T) * C));
+  std::vector<float> seq(static_cast<size_t>((K - 1 + T) * C));
   std::copy(hist.begin(), hist.end(), seq.begin());
   std::copy(x, x + T * C, seq.begin() + (K - 1) * C);
   for (int64_t t = 0; t < T; ++t)
@@ -37,11 +90,15 @@ void l2norm(float* x, int64_t n, float eps, float mul) {
   const float inv = float(1.0 / std::sqrt(ss + eps)) * mul;
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
+
 }  // namespace
 
 std::unique_ptr<LayerState> KdaAttention::new_state() const {
   auto st = std::make_unique<KdaState>();
   const int64_t C = s_.n_heads * s_.head_dim;
+  st->H = s_.n_heads;
+  st->Dh = s_.head_dim;
+  st->C = C;
   st->hist_q.assign(size_t((s_.conv_kernel - 1) * C), 0.0f);
   st->hist_k = st->hist_q;
   st->hist_v = st->hist_q;
@@ -56,6 +113,11 @@ void KdaAttention::forward(const float* x, int64_t T, int64_t /*pos*/, LayerStat
   matmul(w_.q, x, T, D, q.data(), C);
   matmul(w_.k, x, T, D, k.data(), C);
   matmul(w_.v, x, T, D, v.data(), C);
+  if (st.recording) {
+    st.rec_pq.insert(st.rec_pq.end(), q.begin(), q.end());
+    st.rec_pk.insert(st.rec_pk.end(), k.begin(), k.end());
+    st.rec_pv.insert(st.rec_pv.end(), v.begin(), v.end());
+  }
   conv_silu(w_.q_conv, K, C, st.hist_q, q.data(), T);
   conv_silu(w_.k_conv, K, C, st.hist_k, k.data(), T);
   conv_silu(w_.v_conv, K, C, st.hist_v, v.data(), T);
@@ -90,24 +152,28 @@ void KdaAttention::forward(const float* x, int64_t T, int64_t /*pos*/, LayerStat
 
   std::vector<float> o(static_cast<size_t>(T * C)), u(static_cast<size_t>(Dh));
   const float qscale = 1.0f / std::sqrt(float(Dh));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      l2norm(q.data() + t * C + h * Dh, Dh, s_.l2_eps, qscale);
+      l2norm(k.data() + t * C + h * Dh, Dh, s_.l2_eps, 1.0f);
+    }
+  if (st.recording) {
+    st.rec_q.insert(st.rec_q.end(), q.begin(), q.end());
+    st.rec_k.insert(st.rec_k.end(), k.begin(), k.end());
+    st.rec_v.insert(st.rec_v.end(), v.begin(), v.end());
+    st.rec_g.insert(st.rec_g.end(), z.begin(), z.end());
+    st.rec_beta.insert(st.rec_beta.end(), beta.begin(), beta.end());
+  }
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t h = 0; h < H; ++h) {
       float* qh = q.data() + t * C + h * Dh;
       float* kh = k.data() + t * C + h * Dh;
       const float* vh = v.data() + t * C + h * Dh;
       const float* gh = z.data() + t * C + h * Dh;
-      l2norm(qh, Dh, s_.l2_eps, qscale);
-      l2norm(kh, Dh, s_.l2_eps, 1.0f);
       float* S = st.S.data() + h * Dh * Dh;  // S[i][j]: key channel i, value channel j
-      for (int64_t i = 0; i < Dh; ++i) ops::scale(S + i * Dh, std::exp(gh[i]), Dh);
-      // u = v - S^T k
-      std::copy(vh, vh + Dh, u.begin());
-      for (int64_t i = 0; i < Dh; ++i) ops::axpy(-kh[i], S + i * Dh, u.data(), Dh);
       const float b = beta[size_t(t * H + h)];
-      for (int64_t i = 0; i < Dh; ++i) ops::axpy(b * kh[i], u.data(), S + i * Dh, Dh);
       float* oh = o.data() + t * C + h * Dh;
-      std::fill(oh, oh + Dh, 0.0f);
-      for (int64_t i = 0; i < Dh; ++i) ops::axpy(qh[i], S + i * Dh, oh, Dh);
+      delta_step(S, qh, kh, vh, gh, b, Dh, u.data(), oh);
       ops::rmsnorm(oh, w_.o_norm, s_.norm_eps, Dh, oh);
       const float* gg = gate.data() + t * C + h * Dh;
       for (int64_t c = 0; c < Dh; ++c) oh[c] *= ops::sigmoid(gg[c]);

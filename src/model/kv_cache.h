@@ -19,6 +19,8 @@ class RowCache : public LayerState {
   }
   float* row(size_t table, int64_t r) { return tables_[table].data() + r * widths_[table]; }
   const float* row(size_t table, int64_t r) const { return tables_[table].data() + r * widths_[table]; }
+  void checkpoint() override { checkpoint_rows_ = rows_; }
+  void rollback(int64_t keep) override { resize(checkpoint_rows_ + keep); }
   int64_t bytes() const override {
     int64_t b = 0;
     for (const auto& t : tables_) b += int64_t(t.size() * sizeof(float));
@@ -28,7 +30,7 @@ class RowCache : public LayerState {
  private:
   std::vector<int64_t> widths_;
   std::vector<std::vector<float>> tables_;
-  int64_t rows_ = 0;
+  int64_t rows_ = 0, checkpoint_rows_ = 0;
 };
 
 }  // namespace sluice

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "io/expert_source.h"
+#include "io/streaming_experts.h"
+
 namespace sluice {
 
 struct ModelInfo {
@@ -18,21 +21,32 @@ struct ModelInfo {
 };
 
 // Per-layer cached state: KV cache, latent cache, or recurrent state.
+// Speculative decoding feeds a batch of guesses and then keeps only a prefix:
+// checkpoint() marks the rollback point, rollback(keep) returns the state to
+// "checkpoint + the first `keep` tokens fed since", bit for bit.
 class LayerState {
  public:
   virtual ~LayerState() = default;
   virtual int64_t bytes() const = 0;
+  virtual void checkpoint() = 0;
+  virtual void rollback(int64_t keep) = 0;
 };
 
 // A sequence being decoded: position plus every layer's state.
 struct State {
   int64_t pos = 0;
+  int64_t checkpoint_pos = -1;
   std::vector<std::unique_ptr<LayerState>> layers;
   int64_t bytes() const {
     int64_t b = 0;
     for (const auto& l : layers) b += l ? l->bytes() : 0;
     return b;
   }
+  void checkpoint() {
+    checkpoint_pos = pos;
+    for (auto& l : layers) l->checkpoint();
+  }
+  void rollback(int64_t keep);  // keep <= tokens fed since checkpoint()
 };
 
 // Optional capture of intermediate values for verification.
@@ -50,9 +64,22 @@ class Model {
   // logits: [T, vocab] when all_logits, else [vocab] for the last token only; may be null.
   virtual void forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
                        ForwardTrace* trace = nullptr) const = 0;
+  // Counters of the routed-expert source (reads, cache hits, prefetch).
+  virtual ExpertStats expert_stats() const { return {}; }
+  // Bytes of resident (non-routed-expert) weights the model uses, and of all routed experts.
+  virtual uint64_t spine_bytes() const { return 0; }
+  virtual uint64_t routed_expert_bytes() const { return 0; }
+};
+
+struct LoadOptions {
+  bool stream_experts = false;  // read routed experts on demand into a bounded cache
+  StreamingOptions streaming;
+  bool prefetch = false;        // predict the next layer's experts from the current hidden state
+  bool use_prepared_spine = true;  // use sluice-spine.safetensors from `sluice prepare` when present
 };
 
 // Reads DIR/config.json, dispatches on model_type and maps the weights.
-std::unique_ptr<Model> load_model(const std::string& dir);
+std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts = {});
+
 
 }  // namespace sluice

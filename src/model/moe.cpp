@@ -1,5 +1,7 @@
 #include "model/moe.h"
 
+#include <algorithm>
+
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
@@ -28,19 +30,44 @@ void MoeBlock::run_expert(const ExpertWeights& ew, const float* X, int64_t n, in
     for (int64_t t = 0; t < n; ++t) ops::add(ew.down_bias, Y + t * width, width);
 }
 
-void MoeBlock::forward(const float* x, int64_t T, float* out) const {
+void MoeBlock::route_tokens(const float* x, int64_t T, std::vector<int32_t>& ids, std::vector<float>& weights) const {
   const int64_t D = router_.cols, E = spec_.n_experts, K = spec_.top_k;
-  // Routing for every token.
-  std::vector<float> logits(size_t(T * E));
+  std::vector<float> logits(static_cast<size_t>(T * E));
   matmul(router_, x, T, D, logits.data(), E);
-  std::vector<int32_t> ids(size_t(T * K));
-  std::vector<float> wts(size_t(T * K));
+  ids.resize(size_t(T * K));
+  weights.resize(size_t(T * K));
   for (int64_t t = 0; t < T; ++t) {
     float* lg = logits.data() + t * E;
     if (router_bias_) ops::add(router_bias_, lg, E);
-    route(spec_, lg, ids.data() + t * K, wts.data() + t * K);
+    route(spec_, lg, ids.data() + t * K, weights.data() + t * K);
   }
-  // Expert input: the full hidden state, or its latent projection.
+}
+
+void MoeBlock::prefetch_hint(const float* x, int64_t T) const {
+  std::vector<int32_t> ids;
+  std::vector<float> w;
+  route_tokens(x, T, ids, w);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  experts_->source->prefetch(layer_, ids.data(), int64_t(ids.size()));
+}
+
+void MoeBlock::forward(const float* x, int64_t T, float* out) const {
+  const int64_t D = router_.cols, E = spec_.n_experts, K = spec_.top_k;
+  ExpertSource& src = *experts_->source;
+  std::vector<int32_t> ids;
+  std::vector<float> wts;
+  route_tokens(x, T, ids, wts);
+  // Tokens per expert; the distinct experts are requested at once so reads start now.
+  std::vector<std::vector<std::pair<int64_t, float>>> users(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < K; ++j) users[size_t(ids[size_t(t * K + j)])].push_back({t, wts[size_t(t * K + j)]});
+  std::vector<int32_t> chosen;
+  for (int32_t e = 0; e < int32_t(E); ++e)
+    if (!users[size_t(e)].empty()) chosen.push_back(e);
+  src.request(layer_, chosen.data(), int64_t(chosen.size()));
+
+  // Work that needs no routed expert, overlapping the reads.
   const float* xin = x;
   int64_t W = D;
   std::vector<float> latent_in;
@@ -50,20 +77,41 @@ void MoeBlock::forward(const float* x, int64_t T, float* out) const {
     matmul(latent_->down, x, T, D, latent_in.data(), W);
     xin = latent_in.data();
   }
-  // Tokens per expert, then one batched evaluation per selected expert.
-  std::vector<std::vector<std::pair<int64_t, float>>> users(static_cast<size_t>(E));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t j = 0; j < K; ++j) users[size_t(ids[size_t(t * K + j)])].push_back({t, wts[size_t(t * K + j)]});
-  std::vector<float> acc(size_t(T * W), 0.0f), X, Y;
-  for (int64_t e = 0; e < E; ++e) {
+  std::vector<float> shared_out;
+  if (shared_) {
+    shared_out.resize(size_t(T * D));
+    shared_->forward(x, T, shared_out.data());
+  }
+
+  // Each chosen expert once over its tokens, resident ones first.
+  std::vector<std::vector<float>> outputs(chosen.size());
+  std::vector<bool> done(chosen.size(), false);
+  std::vector<float> X;
+  for (size_t remaining = chosen.size(); remaining > 0; --remaining) {
+    size_t pick = chosen.size();
+    for (size_t i = 0; i < chosen.size() && pick == chosen.size(); ++i)
+      if (!done[i] && src.ready(layer_, chosen[i])) pick = i;
+    if (pick == chosen.size())
+      for (size_t i = 0; i < chosen.size() && pick == chosen.size(); ++i)
+        if (!done[i]) pick = i;
+    const int32_t e = chosen[pick];
     const auto& u = users[size_t(e)];
-    if (u.empty()) continue;
     const int64_t n = int64_t(u.size());
     X.resize(size_t(n * W));
-    Y.resize(size_t(n * W));
-    for (int64_t i = 0; i < n; ++i) std::copy(xin + u[size_t(i)].first * W, xin + (u[size_t(i)].first + 1) * W, X.begin() + i * W);
-    run_expert(experts_[size_t(e)], X.data(), n, W, Y.data());
-    for (int64_t i = 0; i < n; ++i) ops::axpy(u[size_t(i)].second, Y.data() + i * W, acc.data() + u[size_t(i)].first * W, W);
+    for (int64_t i = 0; i < n; ++i)
+      std::copy(xin + u[size_t(i)].first * W, xin + (u[size_t(i)].first + 1) * W, X.begin() + i * W);
+    outputs[pick].resize(size_t(n * W));
+    const ExpertWeights& ew = src.acquire(layer_, e);
+    run_expert(ew, X.data(), n, W, outputs[pick].data());
+    src.release(layer_, e);
+    done[pick] = true;
+  }
+  // Weighted sum in expert-id order: identical whatever the arrival order was.
+  std::vector<float> acc(static_cast<size_t>(T * W), 0.0f);
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const auto& u = users[size_t(chosen[i])];
+    for (size_t r = 0; r < u.size(); ++r)
+      ops::axpy(u[r].second, outputs[i].data() + r * size_t(W), acc.data() + u[r].first * W, W);
   }
   if (latent_) {
     for (int64_t t = 0; t < T; ++t)
@@ -72,11 +120,7 @@ void MoeBlock::forward(const float* x, int64_t T, float* out) const {
   } else {
     std::copy(acc.begin(), acc.end(), out);
   }
-  if (shared_) {
-    std::vector<float> s(size_t(T * D));
-    shared_->forward(x, T, s.data());
-    ops::add(s.data(), out, T * D);
-  }
+  if (shared_) ops::add(shared_out.data(), out, T * D);
 }
 
 }  // namespace sluice

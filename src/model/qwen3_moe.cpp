@@ -7,14 +7,14 @@
 #include "model/architectures.h"
 #include "model/gqa_attention.h"
 #include "model/moe.h"
-#include "model/residual_decoder.h"
+#include "model/decoder.h"
 #include "util/error.h"
 
 namespace sluice {
 
-std::unique_ptr<Model> build_qwen3_moe(const std::string& dir, const Config& cfg) {
+std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const Config& cfg) {
   ModelInfo info = basic_model_info(cfg, "qwen3_moe");
-  auto model = std::make_unique<ResidualDecoder>(info, std::make_unique<Checkpoint>(dir), "");
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
   WeightLoader& W = model->weights();
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
@@ -49,7 +49,7 @@ std::unique_ptr<Model> build_qwen3_moe(const std::string& dir, const Config& cfg
 
   for (int64_t l = 0; l < info.n_layers; ++l) {
     const std::string P = fmt::format("model.layers.{}.", l);
-    ResidualDecoder::Layer L;
+    Decoder::Layer L;
     L.attn_norm = W.vec(P + "input_layernorm.weight", D);
     L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
     GqaWeights gw;
@@ -77,7 +77,8 @@ std::unique_ptr<Model> build_qwen3_moe(const std::string& dir, const Config& cfg
         experts[size_t(e)].up = W.linear(X + "up_proj", I, D);
         experts[size_t(e)].down = W.linear(X + "down_proj", D, I);
       }
-      L.ffn = std::make_unique<MoeBlock>(W.linear(P + "mlp.gate", E, D), nullptr, router, std::move(experts), act,
+      model->experts().set_layer(int32_t(l), std::move(experts));
+      L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(P + "mlp.gate", E, D), nullptr, router, act,
                                          nullptr, nullptr);
     } else {
       const int64_t I = cfg.req_int("intermediate_size");

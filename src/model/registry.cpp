@@ -1,5 +1,6 @@
 // load_model: dispatch on config.json's model_type.
 #include "format/config.h"
+#include "store/manifest.h"
 #include "model/architectures.h"
 #include "util/error.h"
 
@@ -25,15 +26,33 @@ ModelInfo basic_model_info(const Config& cfg, const std::string& arch) {
   return info;
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir) {
-  Config cfg = Config::load(dir);
+namespace {
+std::unique_ptr<Decoder> build(const std::string& dir, const Config& cfg, bool use_prepared_spine) {
   const std::string type = cfg.req_string("model_type");
-  if (type == "deepseek_v3" || type == "kimi_k2") return build_deepseek_v3(dir, cfg);
-  if (type == "qwen3_moe") return build_qwen3_moe(dir, cfg);
-  if (type == "gpt_oss") return build_gpt_oss(dir, cfg);
-  if (type == "kimi_linear") return build_kimi_linear(dir, cfg);
-  fail("{}: model_type '{}' is not supported (deepseek_v3, kimi_k2, qwen3_moe, gpt_oss, kimi_linear are)",
+  auto ckpt = std::make_unique<Checkpoint>(dir, use_prepared_spine);
+  if (type == "deepseek_v3" || type == "kimi_k2") return build_deepseek_v3(std::move(ckpt), cfg);
+  if (type == "qwen3_moe") return build_qwen3_moe(std::move(ckpt), cfg);
+  if (type == "gpt_oss") return build_gpt_oss(std::move(ckpt), cfg);
+  if (type == "kimi_linear" || type == "kimi_k3") return build_kimi(std::move(ckpt), cfg);
+  fail("{}: model_type '{}' is not supported (deepseek_v3, kimi_k2, qwen3_moe, gpt_oss, kimi_linear, kimi_k3 are)",
        cfg.source(), type);
+}
+}  // namespace
+
+std::unique_ptr<Decoder> load_decoder(const std::string& dir, bool use_prepared_spine) {
+  return build(dir, Config::load(dir), use_prepared_spine);
+}
+
+std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts) {
+  auto model = build(dir, Config::load(dir), opts.use_prepared_spine);
+  if (opts.stream_experts) {
+    StreamingOptions so = opts.streaming;
+    if (so.checksums.empty() && opts.use_prepared_spine)
+      if (auto m = find_manifest(dir)) so.checksums = m->checksum_table();
+    model->set_expert_source(std::make_unique<StreamingExperts>(model->experts(), model->checkpoint(), so));
+  }
+  model->set_prefetch(opts.prefetch);
+  return model;
 }
 
 }  // namespace sluice

@@ -12,6 +12,24 @@ void WeightLoader::shape_error(const TensorView& t, const std::string& want) con
        fmt::join(t.shape(), ", "), want);
 }
 
+TensorView WeightLoader::tensor(const std::string& name) const {
+  TensorView t = ckpt_.get(prefix_ + name);
+  accessed_[name] = t.nbytes();
+  return t;
+}
+
+uint64_t WeightLoader::accessed_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [_, b] : accessed_) n += b;
+  return n;
+}
+
+std::vector<std::string> WeightLoader::accessed_names() const {
+  std::vector<std::string> out;
+  for (const auto& [n, _] : accessed_) out.push_back(prefix_ + n);
+  return out;
+}
+
 bool WeightLoader::has_linear(const std::string& base) const {
   return has(base + ".weight") || has(base + ".weight_packed");
 }
@@ -28,7 +46,15 @@ QMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols
     case DType::F32: m.fmt = WeightFormat::F32; m.row_bytes = m.cols * 4; break;
     case DType::BF16: m.fmt = WeightFormat::BF16; m.row_bytes = m.cols * 2; break;
     case DType::F16: m.fmt = WeightFormat::F16; m.row_bytes = m.cols * 2; break;
-    default: shape_error(t, "dtype F32, BF16 or F16");
+    case DType::I8: {  // row-wise int8 from `sluice prepare --spine int8`
+      m.fmt = WeightFormat::INT8_ROW;
+      m.row_bytes = m.cols;
+      TensorView s = tensor(name + "_row_scale");
+      if (s.dtype() != DType::F32 || s.numel() != m.rows) shape_error(s, fmt::format("F32 [{}] row scales", m.rows));
+      m.scale = s.data;
+      break;
+    }
+    default: shape_error(t, "dtype F32, BF16, F16 or I8 (with _row_scale)");
   }
   return m;
 }

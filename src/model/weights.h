@@ -6,6 +6,7 @@
 //   <base>.weight_packed (U8)  + .weight_scale (U8)                        MXFP4 compressed-tensors
 #pragma once
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +24,11 @@ class WeightLoader {
   const Checkpoint& checkpoint() const { return ckpt_; }
   bool has(const std::string& name) const { return ckpt_.has(prefix_ + name); }
   bool has_linear(const std::string& base) const;
-  TensorView tensor(const std::string& name) const { return ckpt_.get(prefix_ + name); }
+  TensorView tensor(const std::string& name) const;
+  // Total bytes of the distinct tensors looked up so far (what the model uses).
+  uint64_t accessed_bytes() const;
+  // Checkpoint names (prefix included) of every tensor looked up so far.
+  std::vector<std::string> accessed_names() const;
 
   // A linear layer's weight; rows/cols < 0 skip that check.
   QMatrix linear(const std::string& base, int64_t rows, int64_t cols) const;
@@ -44,6 +49,7 @@ class WeightLoader {
   const Checkpoint& ckpt_;
   std::string prefix_;
   mutable std::deque<std::vector<float>> owned_;  // stable addresses
+  mutable std::map<std::string, uint64_t> accessed_;
 };
 
 }  // namespace sluice

@@ -9,7 +9,11 @@ namespace sluice {
 const std::vector<float>& Session::feed(const std::vector<int32_t>& tokens) {
   if (tokens.empty()) fail("nothing to feed: empty token list");
   logits_.resize(size_t(model_.info().vocab));
-  model_.forward(*state_, tokens.data(), int64_t(tokens.size()), logits_.data(), false);
+  const int64_t T = int64_t(tokens.size()), step = chunk_ > 0 ? chunk_ : T;
+  for (int64_t b = 0; b < T; b += step) {
+    const int64_t n = std::min(step, T - b);
+    model_.forward(*state_, tokens.data() + b, n, b + n == T ? logits_.data() : nullptr, false);
+  }
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   return logits_;
 }
@@ -18,10 +22,31 @@ std::vector<float> Session::feed_all(const std::vector<int32_t>& tokens, Forward
   if (tokens.empty()) fail("nothing to feed: empty token list");
   const int64_t V = model_.info().vocab, T = int64_t(tokens.size());
   std::vector<float> all(size_t(T * V));
-  model_.forward(*state_, tokens.data(), T, all.data(), true, trace);
+  const int64_t step = chunk_ > 0 ? chunk_ : T;
+  for (int64_t b = 0; b < T; b += step) {
+    ForwardTrace part;
+    const int64_t n = std::min(step, T - b);
+    model_.forward(*state_, tokens.data() + b, n, all.data() + b * V, true, trace ? &part : nullptr);
+    if (trace) {
+      trace->hidden.resize(part.hidden.size());
+      for (size_t l = 0; l < part.hidden.size(); ++l)
+        trace->hidden[l].insert(trace->hidden[l].end(), part.hidden[l].begin(), part.hidden[l].end());
+      trace->final_hidden.insert(trace->final_hidden.end(), part.final_hidden.begin(), part.final_hidden.end());
+    }
+  }
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   logits_.assign(all.end() - V, all.end());
   return all;
+}
+
+void Session::checkpoint() {
+  state_->checkpoint();
+  checkpoint_tokens_ = tokens_.size();
+}
+
+void Session::rollback(int64_t keep) {
+  state_->rollback(keep);
+  tokens_.resize(checkpoint_tokens_ + size_t(keep));
 }
 
 int32_t argmax(const float* v, int64_t n) {

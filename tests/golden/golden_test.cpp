@@ -14,8 +14,14 @@ namespace {
 constexpr double kTol = 1e-3;        // issue 2: relative L2 error per position
 constexpr double kGreedyMargin = 1e-2;
 
-std::string model_dir(const std::string& name) { return test::fixture("golden/" + name); }
-std::string ref_file(const std::string& name) { return model_dir(name) + "/reference.safetensors"; }
+// The shipped default model keeps its reference beside the other goldens.
+std::string model_dir(const std::string& name) {
+  return name == "sluice_k3_mini" ? test::fixture("../../models/sluice-k3-mini") : test::fixture("golden/" + name);
+}
+std::string ref_file(const std::string& name) {
+  return name == "sluice_k3_mini" ? test::fixture("golden/sluice_k3_mini_reference.safetensors")
+                                  : model_dir(name) + "/reference.safetensors";
+}
 
 class Golden : public ::testing::TestWithParam<std::string> {};
 
@@ -104,7 +110,8 @@ TEST_P(Golden, GreedyGeneration) {
 
 INSTANTIATE_TEST_SUITE_P(Models, Golden,
                          ::testing::Values("deepseek_v3_tiny", "deepseek_v3_tiny_fp8", "deepseek_v3_tiny_int4",
-                                           "qwen3_moe_tiny", "gpt_oss_tiny", "kimi_linear_tiny"));
+                                           "qwen3_moe_tiny", "gpt_oss_tiny", "kimi_linear_tiny", "kimi_k3_tiny",
+                                           "sluice_k3_mini"));
 
 // The CLI contract: `sluice logits` writes [T, vocab] F32 logits matching the reference.
 TEST(GoldenCli, LogitsCommandWritesReferenceLogits) {

@@ -1,0 +1,236 @@
+// sluice bench: decode speed and I/O of a model with experts streamed from
+// storage under a RAM budget. Prints a one-line summary and writes JSON.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "format/config.h"
+#include "model/architectures.h"
+#include "model/model.h"
+#include "runtime/session.h"
+#include "util/error.h"
+#include "util/process_stats.h"
+#include "util/progress.h"
+
+namespace sluice::cli {
+namespace {
+
+struct BenchOpts {
+  std::string model, json_out, policy = "lru", queue = "auto";
+  double ram_gb = 0;
+  int64_t tokens = 16, prompt_tokens = 16, chunk = 64;
+  uint64_t seed = 1;
+  bool no_prefetch = false, buffered = false, io_only = false;
+  int queue_depth = 128;
+  uint32_t chunk_kb = 1024;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Reads only: for each token and MoE layer, top-k uniformly random experts are
+// requested and acquired through the same reader and cache, with no compute,
+// the next step's experts prefetched while the current ones are consumed.
+// This is the reader's raw throughput on the model's real expert extents.
+int run_io_only(const BenchOpts& o, const StreamingOptions& so) {
+  using clock = std::chrono::steady_clock;
+  auto dec = load_decoder(o.model, true);
+  const ExpertTable& table = dec->experts();
+  StreamingExperts src(table, dec->checkpoint(), so);
+  const Config cfg = Config::load(o.model);
+  const Config text = cfg.has("text_config") ? cfg.sub("text_config") : cfg;
+  const int64_t k = text.has("num_experts_per_token") ? text.req_int("num_experts_per_token")
+                                                       : text.req_int("num_experts_per_tok");
+  std::mt19937_64 rng(o.seed);
+  std::vector<std::pair<int32_t, std::vector<int32_t>>> steps;  // (layer, experts) in decode order
+  for (int64_t t = 0; t < o.tokens; ++t)
+    for (int32_t l = 0; l < table.layers(); ++l) {
+      if (table.experts(l) == 0) continue;
+      std::vector<int32_t> ids;
+      while (int64_t(ids.size()) < std::min<int64_t>(k, table.experts(l))) {
+        int32_t e = int32_t(rng() % uint64_t(table.experts(l)));
+        if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+      }
+      std::sort(ids.begin(), ids.end());
+      steps.push_back({l, ids});
+    }
+  // Each step's experts are requested, the next step's are prefetched (as a
+  // perfect predictor would), then the step's experts are consumed.
+  const auto t0 = clock::now();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto& [l, ids] = steps[i];
+    src.request(l, ids.data(), int64_t(ids.size()));
+    if (i + 1 < steps.size()) src.prefetch(steps[i + 1].first, steps[i + 1].second.data(), int64_t(steps[i + 1].second.size()));
+    for (int32_t e : ids) {
+      src.acquire(l, e);
+      src.release(l, e);
+    }
+  }
+  const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+  ExpertStats st = src.stats();
+  nlohmann::json j = {{"model", o.model}, {"io_only", true}, {"tokens", o.tokens}, {"experts_per_layer", k},
+                      {"reader", src.queue_name()}, {"direct_io", src.direct_io()}, {"queue_depth", so.queue_depth},
+                      {"read_chunk_bytes", so.chunk_bytes}, {"cache_bytes", src.cache_bytes()},
+                      {"expert_bytes_read", st.bytes_read}, {"seconds", secs},
+                      {"read_gbps", double(st.bytes_read) / secs / 1e9}, {"cache_hit_rate",
+                      st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0.0}};
+  std::printf("%s: io-only %s read in %.2f s = %.2f GB/s (%s, %s, queue depth %d, %u KiB reads, hit rate %.1f%%)\n",
+              o.model.c_str(), human_bytes(double(st.bytes_read)).c_str(), secs, j["read_gbps"].get<double>(),
+              src.queue_name().c_str(), src.direct_io() ? "O_DIRECT" : "buffered", so.queue_depth, so.chunk_bytes / 1024,
+              100 * j["cache_hit_rate"].get<double>());
+  if (!o.json_out.empty()) std::ofstream(o.json_out) << j.dump(2) << "\n";
+  return 0;
+}
+
+int run_bench(const BenchOpts& o) {
+  using clock = std::chrono::steady_clock;
+  if (o.ram_gb <= 0) fail("--ram must be a positive number of GB");
+  if (o.tokens < 1 || o.prompt_tokens < 1) fail("--tokens and --prompt-tokens must be >= 1");
+  const uint64_t ram = uint64_t(o.ram_gb * 1e9);
+  // Probe the spine size with a resident load (maps files, reads nothing but small vectors).
+  uint64_t spine = 0, experts = 0;
+  {
+    auto probe = load_model(o.model);
+    spine = probe->spine_bytes();
+    experts = probe->routed_expert_bytes();
+  }
+  // Scratch and state: a fixed reserve, smaller for tiny budgets.
+  const uint64_t reserve = std::min<uint64_t>(ram / 5, 768ull << 20);
+  if (spine + reserve >= ram)
+    fail("the spine ({}) plus {} of working memory does not fit in --ram {} GB", human_bytes(double(spine)),
+         human_bytes(double(reserve)), o.ram_gb);
+  LoadOptions lo;
+  lo.stream_experts = true;
+  lo.prefetch = !o.no_prefetch;
+  lo.streaming.cache_bytes = ram - spine - reserve;
+  lo.streaming.policy = o.policy;
+  lo.streaming.direct = !o.buffered;
+  lo.streaming.queue = o.queue == "uring" ? ReadQueue::Kind::IoUring
+                       : o.queue == "threads" ? ReadQueue::Kind::Threads
+                                              : ReadQueue::Kind::Auto;
+  if (o.queue != "auto" && o.queue != "uring" && o.queue != "threads") fail("--queue must be auto, uring or threads");
+  if (o.queue_depth < 1 || o.chunk_kb < 4 || o.chunk_kb % 4) fail("--queue-depth must be >= 1 and --read-kb a multiple of 4");
+  lo.streaming.queue_depth = o.queue_depth;
+  lo.streaming.chunk_bytes = o.chunk_kb * 1024;
+  if (o.io_only) return run_io_only(o, lo.streaming);
+  auto model = load_model(o.model, lo);
+  const int64_t V = model->info().vocab;
+  std::mt19937_64 rng(o.seed);
+  std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
+  for (auto& t : prompt) t = int32_t(rng() % uint64_t(V));
+
+  Session s(*model);
+  s.set_prefill_chunk(o.chunk);
+  const uint64_t io0 = process_read_bytes();
+  auto t0 = clock::now();
+  const std::vector<float>* lg = &s.feed(prompt);
+  const double prefill = std::chrono::duration<double>(clock::now() - t0).count();
+  ExpertStats prev = model->expert_stats();
+  uint64_t io_prev = process_read_bytes();
+  nlohmann::json per_token = nlohmann::json::array();
+  std::vector<double> secs, ebytes, sbytes, need;
+  double decode_total = 0, stall_total = 0;
+  uint64_t read_total = 0;
+  for (int64_t i = 0; i < o.tokens; ++i) {
+    const int32_t next = argmax(lg->data(), int64_t(lg->size()));
+    auto a = clock::now();
+    lg = &s.feed({next});
+    const double dt = std::chrono::duration<double>(clock::now() - a).count();
+    ExpertStats st = model->expert_stats();
+    const uint64_t io = process_read_bytes();
+    const uint64_t er = st.bytes_read - prev.bytes_read;
+    const uint64_t sr = (io - io_prev) > er ? (io - io_prev) - er : 0;
+    const uint64_t nd = st.bytes_needed - prev.bytes_needed;
+    const double stall = st.stall_seconds - prev.stall_seconds;
+    per_token.push_back({{"seconds", dt}, {"expert_bytes_read", er}, {"spine_bytes_read", sr},
+                         {"expert_bytes_needed", nd}, {"stall_seconds", stall},
+                         {"cache_hits", st.hits - prev.hits}, {"cache_misses", st.misses - prev.misses}});
+    secs.push_back(dt);
+    ebytes.push_back(double(er));
+    sbytes.push_back(double(sr));
+    need.push_back(double(nd));
+    decode_total += dt;
+    stall_total += stall;
+    read_total += er;
+    prev = st;
+    io_prev = io;
+  }
+  ExpertStats st = model->expert_stats();
+  const double hit_rate = st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0;
+  const double recall = st.requests ? double(st.prefetch_used) / double(st.requests) : 0;
+  nlohmann::json j = {
+      {"model", o.model},
+      {"ram_bytes", ram},
+      {"spine_bytes", spine},
+      {"routed_expert_bytes", experts},
+      {"cache_bytes", lo.streaming.cache_bytes},
+      {"policy", o.policy},
+      {"prefetch", !o.no_prefetch},
+      {"tokens", o.tokens},
+      {"prompt_tokens", o.prompt_tokens},
+      {"seconds_per_token", median(secs)},
+      {"prefill_seconds", prefill},
+      {"expert_bytes_read_per_token", median(ebytes)},
+      {"spine_bytes_read_per_token", median(sbytes)},
+      {"expert_bytes_needed_per_token", median(need)},
+      {"read_gbps", decode_total > 0 ? double(read_total) / decode_total / 1e9 : 0},
+      {"read_gbps_while_stalled", stall_total > 0 ? double(read_total) / stall_total / 1e9 : 0},
+      {"io_stall_fraction", decode_total > 0 ? stall_total / decode_total : 0},
+      {"cache_hit_rate", hit_rate},
+      {"prefetch_recall", recall},
+      {"prefetch_issued", st.prefetch_issued},
+      {"prefetch_wasted_bytes", st.prefetch_wasted_bytes},
+      {"duplicate_loads", st.duplicate_loads},
+      {"total_storage_bytes_read", process_read_bytes() - io0},
+      {"peak_rss_bytes", process_peak_rss()},
+      {"per_token", per_token},
+  };
+  std::printf(
+      "%s: %.3f s/token (median of %lld), prefill %.2f s for %lld tokens, experts read %s/token (needed %s), "
+      "spine read %s/token, %.2f GB/s, stall %.0f%%, hit rate %.1f%%, prefetch recall %.1f%%, peak RSS %s "
+      "(budget %s)\n",
+      o.model.c_str(), median(secs), (long long)o.tokens, prefill, (long long)o.prompt_tokens,
+      human_bytes(median(ebytes)).c_str(), human_bytes(median(need)).c_str(), human_bytes(median(sbytes)).c_str(),
+      j["read_gbps"].get<double>(), 100 * j["io_stall_fraction"].get<double>(), 100 * hit_rate, 100 * recall,
+      human_bytes(double(process_peak_rss())).c_str(), human_bytes(double(ram)).c_str());
+  if (!o.json_out.empty()) {
+    std::ofstream out(o.json_out);
+    if (!out) fail("{}: cannot write", o.json_out);
+    out << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+void add_bench_command(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("bench", "Measure decoding with routed experts streamed from disk under a RAM budget");
+  auto o = std::make_shared<BenchOpts>();
+  cmd->add_option("--model", o->model, "Model directory")->required();
+  cmd->add_option("--ram", o->ram_gb, "RAM budget in GB (spine + expert cache + state + scratch)")->required();
+  cmd->add_option("--tokens", o->tokens, "Decode steps to time")->capture_default_str();
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "Random prompt length (prefilled first)")->capture_default_str();
+  cmd->add_option("--prefill-chunk", o->chunk, "Prefill chunk size in tokens")->capture_default_str();
+  cmd->add_option("--json", o->json_out, "Write the full results (with per-token lists) here");
+  cmd->add_option("--policy", o->policy, "Expert cache policy: lru or lfu")->capture_default_str();
+  cmd->add_option("--queue", o->queue, "Reader: auto, uring or threads")->capture_default_str();
+  cmd->add_flag("--no-prefetch", o->no_prefetch, "Do not predict the next layer's experts");
+  cmd->add_flag("--buffered", o->buffered, "Use the page cache instead of O_DIRECT");
+  cmd->add_option("--seed", o->seed, "Seed of the random prompt")->capture_default_str();
+  cmd->add_option("--queue-depth", o->queue_depth, "Reads in flight at most")->capture_default_str();
+  cmd->add_option("--read-kb", o->chunk_kb, "Size of each read in KiB (experts are split into reads of this size)")
+      ->capture_default_str();
+  cmd->add_flag("--io-only", o->io_only, "Only read experts (random top-k per layer and token), no compute");
+  cmd->callback([o, &action] { action = [o] { return run_bench(*o); }; });
+}
+
+}  // namespace
+SLUICE_COMMAND(50, add_bench_command);
+
+}  // namespace sluice::cli

@@ -1,0 +1,38 @@
+// sluice prepare: spine file + expert manifest next to a checkpoint.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "store/prepare.h"
+#include "util/progress.h"
+
+namespace sluice::cli {
+namespace {
+
+void add_prepare_command(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand(
+      "prepare", "Write the resident spine (bf16 or row-wise int8) and the routed-expert manifest next to a checkpoint");
+  auto o = std::make_shared<PrepareOptions>();
+  auto quiet = std::make_shared<bool>(false);
+  cmd->add_option("--model", o->dir, "Checkpoint directory")->required();
+  cmd->add_option("--spine", o->spine, "Spine precision: bf16 (as released) or int8 (one scale per output row)")
+      ->capture_default_str();
+  cmd->add_flag("--quiet", *quiet, "No progress display");
+  cmd->callback([o, quiet, &action] {
+    action = [o, quiet] {
+      o->progress = !*quiet;
+      PrepareResult r = prepare(*o);
+      std::printf("prepared %s: spine %s (%s%s), %lld experts (%s) checksummed%s\n", o->dir.c_str(),
+                  human_bytes(double(r.spine_bytes)).c_str(), o->spine.c_str(), r.spine_reused ? ", kept" : "",
+                  (long long)r.experts, human_bytes(double(r.expert_bytes)).c_str(),
+                  r.experts_resumed ? fmt::format(", {} resumed", r.experts_resumed).c_str() : "");
+      return 0;
+    };
+  });
+}
+
+}  // namespace
+SLUICE_COMMAND(40, add_prepare_command);
+
+}  // namespace sluice::cli

@@ -1,0 +1,54 @@
+// sluice synth: write a random-weight checkpoint in a real release layout.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "store/synthetic.h"
+#include "util/progress.h"
+
+namespace sluice::cli {
+namespace {
+
+void add_synth_command(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand(
+      "synth", "Write a random-weight checkpoint with a real model's tensor names, dtypes and shard layout");
+  auto o = std::make_shared<SynthOptions>();
+  auto layers = std::make_shared<int64_t>(0), experts = std::make_shared<int64_t>(0), top_k = std::make_shared<int64_t>(0),
+       vocab = std::make_shared<int64_t>(0), hidden = std::make_shared<int64_t>(0), inter = std::make_shared<int64_t>(0);
+  auto quiet = std::make_shared<bool>(false);
+  cmd->add_option("--arch", o->arch, "deepseek_v3, kimi_k2, qwen3_moe or kimi_k3")->required();
+  cmd->add_option("--out", o->out_dir, "Output directory")->required();
+  cmd->add_option("--preset", o->preset, "real: the released model's widths; small: golden-test widths")
+      ->capture_default_str();
+  cmd->add_option("--layers", *layers, "Number of decoder layers (default: 2 real, golden count small)");
+  cmd->add_option("--experts", *experts, "Routed experts per MoE layer");
+  cmd->add_option("--top-k", *top_k, "Experts selected per token");
+  cmd->add_option("--vocab", *vocab, "Vocabulary size");
+  cmd->add_option("--hidden", *hidden, "Hidden size");
+  cmd->add_option("--moe-intermediate", *inter, "Routed expert width");
+  cmd->add_option("--expert-format", o->expert_format, "deepseek_v3/kimi_k2 only: bf16, fp8 or int4")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  cmd->add_flag("--quiet", *quiet, "No progress display");
+  cmd->callback([=, &action] {
+    action = [=] {
+      auto set = [](std::optional<int64_t>& dst, int64_t v) {
+        if (v > 0) dst = v;
+      };
+      set(o->layers, *layers);
+      set(o->experts, *experts);
+      set(o->top_k, *top_k);
+      set(o->vocab, *vocab);
+      set(o->hidden, *hidden);
+      set(o->moe_intermediate, *inter);
+      o->progress = !*quiet;
+      uint64_t bytes = synthesize(*o);
+      std::printf("wrote %s (%s) to %s\n", o->arch.c_str(), human_bytes(double(bytes)).c_str(), o->out_dir.c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace
+SLUICE_COMMAND(60, add_synth_command);
+
+}  // namespace sluice::cli

@@ -1,0 +1,61 @@
+#include "io/expert_source.h"
+
+#include "util/error.h"
+
+namespace sluice {
+
+void ExpertTable::set_layer(int32_t layer, std::vector<ExpertWeights> experts) {
+  if (int32_t(layers_.size()) <= layer) layers_.resize(size_t(layer) + 1);
+  layers_[size_t(layer)] = std::move(experts);
+}
+
+const ExpertWeights& ExpertTable::acquire(int32_t layer, int32_t expert) {
+  if (layer < 0 || layer >= int32_t(layers_.size()) || expert < 0 || expert >= int32_t(layers_[size_t(layer)].size()))
+    fail("no routed expert {} in layer {}", expert, layer);
+  const ExpertWeights& w = layers_[size_t(layer)][size_t(expert)];
+  ++stats_.requests;
+  ++stats_.hits;
+  stats_.bytes_needed += expert_bytes(w);
+  return w;
+}
+
+std::vector<ByteRange> weight_byte_ranges(const QMatrix& m) {
+  std::vector<ByteRange> r;
+  if (m.rows == 0) return r;
+  r.push_back({m.data, uint64_t(m.rows * m.row_bytes)});
+  switch (m.fmt) {
+    case WeightFormat::FP8_E4M3_BLOCK: {
+      const int64_t first = m.row0 / m.block, last = (m.row0 + m.rows - 1) / m.block;
+      r.push_back({static_cast<const uint8_t*>(m.scale) + first * m.scale_stride * 4,
+                   uint64_t((last - first + 1) * m.scale_stride * 4)});
+      break;
+    }
+    case WeightFormat::INT4_GROUP:
+      r.push_back({static_cast<const uint8_t*>(m.scale) + m.row0 * m.scale_stride * 2, uint64_t(m.rows * m.scale_stride * 2)});
+      break;
+    case WeightFormat::MXFP4:
+      r.push_back({static_cast<const uint8_t*>(m.scale) + m.row0 * m.scale_stride, uint64_t(m.rows * m.scale_stride)});
+      break;
+    case WeightFormat::INT8_ROW:
+      r.push_back({static_cast<const uint8_t*>(m.scale) + m.row0 * 4, uint64_t(m.rows * 4)});
+      break;
+    default:
+      break;
+  }
+  return r;
+}
+
+std::vector<ByteRange> expert_byte_ranges(const ExpertWeights& e) {
+  std::vector<ByteRange> r;
+  for (const QMatrix* m : {&e.gate, &e.up, &e.down})
+    for (auto b : weight_byte_ranges(*m)) r.push_back(b);
+  return r;
+}
+
+uint64_t expert_bytes(const ExpertWeights& e) {
+  uint64_t n = 0;
+  for (auto b : expert_byte_ranges(e)) n += b.len;
+  return n;
+}
+
+}  // namespace sluice

@@ -1,0 +1,84 @@
+// Where MoE blocks get routed-expert weights from. The resident table serves
+// views into the mapped checkpoint; the streaming source reads experts on
+// demand into a bounded RAM cache (io/streaming_experts.h). MoE blocks call
+// request() as soon as the router has chosen, compute whatever is ready, and
+// acquire()/release() each expert around its use.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/qmatrix.h"
+
+namespace sluice {
+
+struct ExpertWeights {
+  // Separate gate/up, or one matrix with interleaved rows (2j = gate_j, 2j+1 = up_j, gpt-oss).
+  QMatrix gate, up, down;
+  bool gate_up_interleaved = false;
+  const float* gate_up_bias = nullptr;  // interleaved like the rows (gpt-oss); lives in the spine
+  const float* down_bias = nullptr;
+};
+
+// Counters every source keeps (bytes are what was read from storage).
+struct ExpertStats {
+  uint64_t requests = 0, hits = 0, misses = 0;  // acquire() calls; found resident or not at request time
+  uint64_t bytes_read = 0;                      // from storage, including alignment padding
+  uint64_t bytes_needed = 0;                    // size of every acquired expert, cached or not
+  double stall_seconds = 0;                     // time acquire() spent waiting for reads
+  uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0, prefetch_bytes = 0;
+  uint64_t prefetch_wasted_bytes = 0;
+  uint64_t reads_submitted = 0;
+  uint64_t evictions = 0;
+  uint64_t duplicate_loads = 0;  // an expert read twice for the same request (cache too small)
+};
+
+class ExpertSource {
+ public:
+  virtual ~ExpertSource() = default;
+  // The router of `layer` picked these experts: start making them resident now.
+  virtual void request(int32_t layer, const int32_t* experts, int64_t n) = 0;
+  // Non-blocking: is the expert resident now (so computing it will not wait)?
+  virtual bool ready(int32_t layer, int32_t expert) = 0;
+  // Blocks until the expert is resident and pins it until release().
+  virtual const ExpertWeights& acquire(int32_t layer, int32_t expert) = 0;
+  virtual void release(int32_t layer, int32_t expert) = 0;
+  // A guess that these will be needed soon; may be ignored.
+  virtual void prefetch(int32_t /*layer*/, const int32_t* /*experts*/, int64_t /*n*/) {}
+  virtual ExpertStats stats() const = 0;
+};
+
+// Every expert addressable in memory (views into the mapped checkpoint).
+class ExpertTable : public ExpertSource {
+ public:
+  void set_layer(int32_t layer, std::vector<ExpertWeights> experts);
+  int32_t layers() const { return int32_t(layers_.size()); }
+  int32_t experts(int32_t layer) const { return int32_t(layers_[size_t(layer)].size()); }
+  const ExpertWeights& at(int32_t layer, int32_t e) const { return layers_[size_t(layer)][size_t(e)]; }
+
+  void request(int32_t, const int32_t*, int64_t) override {}
+  bool ready(int32_t, int32_t) override { return true; }
+  const ExpertWeights& acquire(int32_t layer, int32_t expert) override;
+  void release(int32_t, int32_t) override {}
+  ExpertStats stats() const override { return stats_; }
+
+ private:
+  std::vector<std::vector<ExpertWeights>> layers_;
+  ExpertStats stats_;
+};
+
+// The model's current expert source, shared by its MoE blocks (swapped when
+// streaming is switched on after loading).
+struct ExpertSourceSlot {
+  ExpertSource* source = nullptr;
+};
+
+// Byte ranges (pointer, length) of a weight matrix's data and scales in memory.
+struct ByteRange {
+  const uint8_t* ptr;
+  uint64_t len;
+};
+std::vector<ByteRange> weight_byte_ranges(const QMatrix& m);
+std::vector<ByteRange> expert_byte_ranges(const ExpertWeights& e);
+uint64_t expert_bytes(const ExpertWeights& e);
+
+}  // namespace sluice

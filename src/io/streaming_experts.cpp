@@ -1,0 +1,317 @@
+#include "io/streaming_experts.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace sluice {
+
+namespace {
+uint64_t align_down(uint64_t v) { return v & ~(kDirectAlign - 1); }
+uint64_t align_up(uint64_t v) { return (v + kDirectAlign - 1) & ~(kDirectAlign - 1); }
+
+// (file index, offset) of a pointer into one of the checkpoint's mapped files.
+std::pair<int32_t, uint64_t> locate(const Checkpoint& ckpt, const uint8_t* p) {
+  const auto& files = ckpt.files();
+  for (size_t i = 0; i < files.size(); ++i) {
+    const uint8_t* b = files[i]->map_base();
+    if (b && p >= b && p < b + files[i]->file_size()) return {int32_t(i), uint64_t(p - b)};
+  }
+  fail("internal: expert weight pointer is not inside any checkpoint file of {}", ckpt.dir());
+}
+}  // namespace
+
+std::vector<ExpertExtent> expert_extents(const Checkpoint& ckpt, const ExpertWeights& w) {
+  std::vector<ExpertExtent> ex;
+  for (auto r : expert_byte_ranges(w)) {
+    auto [f, off] = locate(ckpt, r.ptr);
+    ex.push_back({f, off, r.len});
+  }
+  std::sort(ex.begin(), ex.end(), [](auto& a, auto& b) { return a.file != b.file ? a.file < b.file : a.offset < b.offset; });
+  std::vector<ExpertExtent> merged;
+  for (const auto& e : ex) {
+    if (!merged.empty() && merged.back().file == e.file && e.offset <= merged.back().offset + merged.back().length) {
+      auto& m = merged.back();
+      m.length = std::max(m.offset + m.length, e.offset + e.length) - m.offset;
+    } else {
+      merged.push_back(e);
+    }
+  }
+  return merged;
+}
+
+StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& ckpt, StreamingOptions opts)
+    : table_(table), ckpt_(ckpt), opts_(std::move(opts)) {
+  if (opts_.policy != "lru" && opts_.policy != "lfu")
+    fail("expert cache policy '{}' is not one of lru, lfu", opts_.policy);
+  // Read plans: aligned reads covering each expert's extents, laid out back to back in a slot.
+  plans_.resize(size_t(table.layers()));
+  for (int32_t l = 0; l < table.layers(); ++l) {
+    plans_[size_t(l)].resize(size_t(table.experts(l)));
+    for (int32_t e = 0; e < table.experts(l); ++e) {
+      const ExpertWeights& w = table.at(l, e);
+      Plan& p = plans_[size_t(l)][size_t(e)];
+      auto extents = expert_extents(ckpt, w);
+      struct Span { int32_t file; uint64_t a, b; };
+      std::vector<Span> spans;
+      for (const auto& x : extents) {
+        Span s{x.file, align_down(x.offset), align_up(x.offset + x.length)};
+        if (!spans.empty() && spans.back().file == s.file && s.a <= spans.back().b) spans.back().b = std::max(spans.back().b, s.b);
+        else spans.push_back(s);
+      }
+      uint64_t at = 0;
+      std::vector<uint64_t> span_slot;
+      for (const auto& s : spans) {
+        span_slot.push_back(at);
+        for (uint64_t o = s.a; o < s.b; o += opts_.chunk_bytes)
+          p.reads.push_back({s.file, o, std::min<uint64_t>(opts_.chunk_bytes, s.b - o), at + (o - s.a)});
+        at += s.b - s.a;
+      }
+      p.read_bytes = at;
+      auto slot_offset = [&](int32_t file, uint64_t off) {
+        for (size_t k = 0; k < spans.size(); ++k)
+          if (spans[k].file == file && off >= spans[k].a && off < spans[k].b) return span_slot[k] + (off - spans[k].a);
+        fail("internal: expert byte outside its read plan");
+      };
+      for (const auto& x : extents) {
+        p.payload.push_back({slot_offset(x.file, x.offset), x.length});
+        p.bytes += x.length;
+      }
+      for (auto r : expert_byte_ranges(w)) {
+        auto [f, off] = locate(ckpt, r.ptr);
+        p.rebase.push_back({r.ptr, slot_offset(f, off)});
+      }
+      slot_bytes_ = std::max(slot_bytes_, at);
+    }
+  }
+  for (const auto& f : ckpt.files()) {
+    bool d = false;
+    fds_.push_back(open_for_reads(f->path(), opts_.direct, &d));
+    direct_ = direct_ && d;
+  }
+  queue_ = ReadQueue::create(opts_.queue, opts_.queue_depth);
+  const int64_t n = slot_bytes_ ? int64_t(opts_.cache_bytes / slot_bytes_) : 0;
+  if (slot_bytes_ && n < 1)
+    fail("expert cache of {} bytes cannot hold one expert ({} bytes)", opts_.cache_bytes, slot_bytes_);
+  slots_.resize(size_t(n));
+  arena_bytes_ = size_t(n) * slot_bytes_;
+  if (arena_bytes_) {
+    void* m = mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) fail("cannot reserve {} bytes for the expert cache: {}", arena_bytes_, std::strerror(errno));
+    arena_ = static_cast<uint8_t*>(m);
+  }
+}
+
+StreamingExperts::~StreamingExperts() {
+  std::vector<ReadCompletion> sink;
+  while (queue_ && queue_->in_flight() > 0) queue_->reap(sink, true);
+  queue_.reset();
+  if (arena_) munmap(arena_, arena_bytes_);
+  for (int fd : fds_) ::close(fd);
+}
+
+const StreamingExperts::Plan& StreamingExperts::plan(int32_t layer, int32_t e) const {
+  if (layer < 0 || layer >= int32_t(plans_.size()) || e < 0 || e >= int32_t(plans_[size_t(layer)].size()))
+    fail("no routed expert {} in layer {}", e, layer);
+  return plans_[size_t(layer)][size_t(e)];
+}
+
+std::string StreamingExperts::describe(int32_t layer, int32_t e) const {
+  const Plan& p = plan(layer, e);
+  const auto& r = p.reads.front();
+  return fmt::format("expert {} of layer {} ({} bytes at offset {} of {})", e, layer, p.bytes, r.offset,
+                     ckpt_.files()[size_t(r.file)]->path());
+}
+
+int64_t StreamingExperts::find(uint64_t key) const {
+  auto it = where_.find(key);
+  return it == where_.end() ? -1 : it->second;
+}
+
+int64_t StreamingExperts::victim(bool allow_wanted) const {
+  int64_t best = -1;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    if (s.state == SlotState::Free) return int64_t(i);
+    if (s.state != SlotState::Ready || s.pins > 0) continue;
+    // Experts the current layer asked for and has not used yet stay, unless nothing else can go.
+    if (!allow_wanted && wanted_.count(s.key) && s.acquired_epoch != epoch_) continue;
+    if (best < 0) {
+      best = int64_t(i);
+      continue;
+    }
+    const Slot& b = slots_[size_t(best)];
+    const bool better = opts_.policy == "lfu" ? (s.uses < b.uses || (s.uses == b.uses && s.last_use < b.last_use))
+                                              : s.last_use < b.last_use;
+    if (better) best = int64_t(i);
+  }
+  return best;
+}
+
+int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bool allow_wanted) {
+  const Plan& p = plan(layer, e);
+  const int64_t s = victim(allow_wanted);
+  if (s < 0) return -1;
+  Slot& slot = slots_[size_t(s)];
+  if (slot.state == SlotState::Ready) {
+    if (slot.prefetched && !slot.used) {
+      ++stats_.prefetch_wasted;
+      stats_.prefetch_wasted_bytes += plan(int32_t(slot.key >> 32), int32_t(uint32_t(slot.key))).read_bytes;
+    }
+    where_.erase(slot.key);
+    ++stats_.evictions;
+  }
+  slot.key = key_of(layer, e);
+  auto& last = loaded_epoch_[slot.key];
+  if (last == epoch_ && epoch_ != 0) ++stats_.duplicate_loads;
+  last = epoch_;
+  slot.state = SlotState::Loading;
+  slot.pending = int32_t(p.reads.size());
+  slot.pins = 0;
+  slot.uses = 0;
+  slot.error = 0;
+  slot.prefetched = prefetch;
+  slot.used = false;
+  slot.last_use = ++tick_;
+  where_[slot.key] = s;
+  uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
+  for (size_t r = 0; r < p.reads.size(); ++r) {
+    const Read& rd = p.reads[r];
+    queue_->submit({fds_[size_t(rd.file)], rd.offset, uint32_t(rd.length), base + rd.slot_offset, (uint64_t(s) << 24) | r});
+  }
+  ++stats_.reads_submitted;
+  stats_.bytes_read += p.read_bytes;
+  if (prefetch) {
+    ++stats_.prefetch_issued;
+    stats_.prefetch_bytes += p.read_bytes;
+  }
+  // The slot's weight views: the resident table's views moved into the slot.
+  const ExpertWeights& orig = table_.at(layer, e);
+  ExpertWeights w = orig;
+  auto moved = [&](const void* ptr, const uint8_t* range_start) -> const uint8_t* {
+    for (const auto& [start, off] : p.rebase)
+      if (start == range_start) return base + off + (static_cast<const uint8_t*>(ptr) - range_start);
+    fail("internal: weight range missing from the read plan of {}", describe(layer, e));
+  };
+  for (auto [dst, src] : {std::pair<QMatrix*, const QMatrix*>{&w.gate, &orig.gate}, {&w.up, &orig.up}, {&w.down, &orig.down}}) {
+    auto ranges = weight_byte_ranges(*src);
+    if (ranges.empty()) continue;
+    dst->data = moved(src->data, ranges[0].ptr);
+    if (ranges.size() > 1) dst->scale = moved(src->scale, ranges[1].ptr);
+  }
+  slot.weights = w;
+  return s;
+}
+
+void StreamingExperts::finish_slot(int64_t s) {
+  Slot& slot = slots_[size_t(s)];
+  const int32_t layer = int32_t(slot.key >> 32), e = int32_t(uint32_t(slot.key));
+  if (slot.error == 0 && layer < int32_t(opts_.checksums.size()) && e < int32_t(opts_.checksums[size_t(layer)].size())) {
+    const Plan& p = plan(layer, e);
+    XXH3_state_t* st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    const uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
+    for (auto [off, len] : p.payload) XXH3_64bits_update(st, base + off, len);
+    const uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    if (h != opts_.checksums[size_t(layer)][size_t(e)]) slot.error = -EBADMSG;
+  }
+  slot.state = SlotState::Ready;
+}
+
+void StreamingExperts::drain(bool block) {
+  std::vector<ReadCompletion> done;
+  queue_->reap(done, block);
+  for (const auto& c : done) {
+    const int64_t s = int64_t(c.tag >> 24);
+    const size_t r = size_t(c.tag & 0xffffff);
+    Slot& slot = slots_[size_t(s)];
+    const Plan& p = plan(int32_t(slot.key >> 32), int32_t(uint32_t(slot.key)));
+    const Read& rd = p.reads[r];
+    const uint64_t file_size = ckpt_.files()[size_t(rd.file)]->file_size();
+    const uint64_t need = std::min<uint64_t>(rd.length, file_size > rd.offset ? file_size - rd.offset : 0);
+    if (c.result < 0) slot.error = c.result;
+    else if (uint64_t(c.result) < need && slot.error == 0) slot.error = -ENODATA;
+    if (--slot.pending == 0) finish_slot(s);
+  }
+}
+
+void StreamingExperts::request(int32_t layer, const int32_t* experts, int64_t n) {
+  ++epoch_;
+  wanted_.clear();
+  for (int64_t i = 0; i < n; ++i) wanted_[key_of(layer, experts[i])] = epoch_;
+  for (int64_t i = 0; i < n; ++i) {
+    if (find(key_of(layer, experts[i])) >= 0) {
+      ++stats_.hits;
+      continue;
+    }
+    ++stats_.misses;
+    if (start_load(layer, experts[i], false) < 0) break;  // cache full of pinned/wanted experts: load at acquire
+  }
+  queue_->flush();
+}
+
+void StreamingExperts::prefetch(int32_t layer, const int32_t* experts, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (find(key_of(layer, experts[i])) < 0 && start_load(layer, experts[i], true) < 0) break;
+  queue_->flush();
+}
+
+bool StreamingExperts::ready(int32_t layer, int32_t e) {
+  drain(false);
+  const int64_t s = find(key_of(layer, e));
+  return s >= 0 && slots_[size_t(s)].state == SlotState::Ready;
+}
+
+const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
+  const uint64_t key = key_of(layer, e);
+  int64_t s = find(key);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool waited = false;
+  while (s < 0) {  // not requested, or no slot was free at request time
+    s = start_load(layer, e, false, /*allow_wanted=*/true);
+    queue_->flush();
+    if (s < 0) {
+      if (queue_->in_flight() == 0) fail("expert cache: every slot is pinned; cannot load {}", describe(layer, e));
+      drain(true);
+      waited = true;
+    }
+  }
+  while (slots_[size_t(s)].state == SlotState::Loading) {
+    drain(true);
+    waited = true;
+  }
+  if (waited) stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Slot& slot = slots_[size_t(s)];
+  if (slot.error) {
+    const int64_t err = slot.error;
+    where_.erase(slot.key);
+    slot.state = SlotState::Free;
+    slot.key = ~0ull;
+    if (err == -EBADMSG) fail("checksum mismatch for {}: the file changed since `sluice prepare`", describe(layer, e));
+    if (err == -ENODATA) fail("short read of {}: file truncated?", describe(layer, e));
+    fail("read error for {}: {}", describe(layer, e), std::strerror(int(-err)));
+  }
+  if (slot.prefetched && !slot.used) ++stats_.prefetch_used;
+  slot.used = true;
+  slot.acquired_epoch = epoch_;
+  ++slot.pins;
+  ++slot.uses;
+  slot.last_use = ++tick_;
+  ++stats_.requests;
+  stats_.bytes_needed += plan(layer, e).bytes;
+  return slot.weights;
+}
+
+void StreamingExperts::release(int32_t layer, int32_t e) {
+  const int64_t s = find(key_of(layer, e));
+  if (s >= 0 && slots_[size_t(s)].pins > 0) --slots_[size_t(s)].pins;
+}
+
+}  // namespace sluice

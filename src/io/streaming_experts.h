@@ -1,0 +1,113 @@
+// Routed experts read from storage on demand into a bounded RAM cache.
+//
+// Each expert is one or a few byte extents in the released shards (or in an
+// expert pack). Extents are read with O_DIRECT through a ReadQueue (io_uring,
+// many reads in flight) into one 4 KiB-aligned cache slot per expert; the
+// aligned range covering each extent is read and the inner bytes used. The
+// expert's weight views are the resident table's views rebased into the slot,
+// so the same kernels run on the same bytes and results are bitwise identical
+// to the all-in-RAM path.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "format/checkpoint.h"
+#include "io/expert_source.h"
+#include "io/read_queue.h"
+
+namespace sluice {
+
+struct StreamingOptions {
+  uint64_t cache_bytes = 1ull << 30;
+  std::string policy = "lru";  // lru | lfu
+  bool direct = true;          // O_DIRECT where supported
+  ReadQueue::Kind queue = ReadQueue::Kind::Auto;
+  int queue_depth = 128;
+  uint32_t chunk_bytes = 1u << 20;  // extents are split into reads of at most this size
+  // Expected XXH3-64 of each expert's bytes (layer -> expert -> hash), from a
+  // prepared manifest; empty: not verified.
+  std::vector<std::vector<uint64_t>> checksums;
+};
+
+// One expert's bytes in the checkpoint files.
+struct ExpertExtent {
+  int32_t file = 0;  // index into Checkpoint::files()
+  uint64_t offset = 0, length = 0;
+};
+
+// The extents of an expert's weight views, merged and sorted by file position.
+std::vector<ExpertExtent> expert_extents(const Checkpoint& ckpt, const ExpertWeights& w);
+
+class StreamingExperts : public ExpertSource {
+ public:
+  StreamingExperts(const ExpertTable& table, const Checkpoint& ckpt, StreamingOptions opts);
+  ~StreamingExperts() override;
+
+  void request(int32_t layer, const int32_t* experts, int64_t n) override;
+  bool ready(int32_t layer, int32_t expert) override;
+  const ExpertWeights& acquire(int32_t layer, int32_t expert) override;
+  void release(int32_t layer, int32_t expert) override;
+  void prefetch(int32_t layer, const int32_t* experts, int64_t n) override;
+  ExpertStats stats() const override { return stats_; }
+
+  uint64_t slot_bytes() const { return slot_bytes_; }
+  int64_t slots() const { return int64_t(slots_.size()); }
+  uint64_t cache_bytes() const { return slot_bytes_ * slots_.size(); }
+  bool direct_io() const { return direct_; }
+  std::string queue_name() const { return queue_->name(); }
+
+ private:
+  struct Read {  // one aligned read into a slot
+    int32_t file;
+    uint64_t offset;  // aligned
+    uint64_t length;  // aligned
+    uint64_t slot_offset;
+  };
+  struct Plan {  // how to load one expert
+    std::vector<Read> reads;
+    std::vector<std::pair<uint64_t, uint64_t>> payload;  // (slot offset, length) of the exact expert bytes, in file order
+    std::vector<std::pair<const uint8_t*, uint64_t>> rebase;  // original range start -> slot offset
+    uint64_t bytes = 0, read_bytes = 0;
+  };
+  enum class SlotState : uint8_t { Free, Loading, Ready };
+  struct Slot {
+    uint64_t key = ~0ull;
+    SlotState state = SlotState::Free;
+    int32_t pending = 0, pins = 0;
+    uint64_t last_use = 0, uses = 0, acquired_epoch = 0;
+    bool prefetched = false, used = false;
+    int64_t error = 0;
+    ExpertWeights weights;
+  };
+
+  static uint64_t key_of(int32_t layer, int32_t e) { return (uint64_t(uint32_t(layer)) << 32) | uint32_t(e); }
+  const Plan& plan(int32_t layer, int32_t e) const;
+  int64_t find(uint64_t key) const;
+  int64_t start_load(int32_t layer, int32_t e, bool prefetch, bool allow_wanted = false);  // -1: no slot free
+  int64_t victim(bool allow_wanted) const;
+  void drain(bool block);
+  void finish_slot(int64_t s);
+  std::string describe(int32_t layer, int32_t e) const;
+
+  const ExpertTable& table_;
+  const Checkpoint& ckpt_;
+  StreamingOptions opts_;
+  std::vector<std::vector<Plan>> plans_;
+  std::vector<int> fds_;
+  bool direct_ = true;
+  std::unique_ptr<ReadQueue> queue_;
+  uint64_t slot_bytes_ = 0;
+  uint8_t* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  std::vector<Slot> slots_;
+  std::unordered_map<uint64_t, int64_t> where_;
+  std::unordered_map<uint64_t, uint64_t> wanted_;  // requested for the current layer: not evictable
+  std::unordered_map<uint64_t, uint64_t> loaded_epoch_;  // request epoch of each expert's last load
+  uint64_t tick_ = 0, epoch_ = 0;
+  ExpertStats stats_;
+};
+
+}  // namespace sluice

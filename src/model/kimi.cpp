@@ -1,0 +1,251 @@
+// Kimi Linear (model_type kimi_linear) and Kimi K3 (model_type kimi_k3, the
+// same text model family nested under text_config with a language_model.
+// prefix). Both mix KDA layers with NoPE MLA layers and use a sigmoid-routed
+// MoE with shared experts. K3 adds: the lower-bound KDA gate and full-rank
+// output gate, the MLA sigmoid output gate, latent MoE with an RMSNorm of the
+// expert sum, SiTU-GLU activations, MXFP4 experts and Block AttnRes instead of
+// the residual stream. Everything is read from the config; nothing is K3-sized.
+#include <cmath>
+#include <set>
+
+#include "format/checkpoint.h"
+#include "model/architectures.h"
+#include "model/decoder.h"
+#include "model/kda_attention.h"
+#include "model/mla_attention.h"
+#include "model/moe.h"
+#include "util/error.h"
+
+namespace sluice {
+
+namespace {
+
+std::vector<float> a_log_per_head(const WeightLoader& W, const std::string& name, int64_t heads) {
+  TensorView t = W.tensor(name);
+  const float* v = W.vec(name, -1);
+  if (t.numel() < heads) fail("{}: '{}' has {} values for {} heads", *t.file, t.name(), t.numel(), heads);
+  for (int64_t i = heads; i < t.numel(); ++i)
+    if (v[i] != 0.0f) fail("{}: '{}' padding beyond the first {} (per-head) values must be zero", *t.file, t.name(), heads);
+  return std::vector<float>(v, v + heads);
+}
+
+// true per layer for MLA ("full attention"), false for KDA.
+std::vector<bool> attention_schedule(const Config& cfg, int64_t n_layers) {
+  std::vector<bool> mla(static_cast<size_t>(n_layers), false);
+  auto types = cfg.get_strings("layer_types");
+  if (!types.empty()) {
+    if (int64_t(types.size()) != n_layers)
+      fail("{}: layer_types has {} entries for {} layers", cfg.source(), types.size(), n_layers);
+    for (int64_t l = 0; l < n_layers; ++l) {
+      if (types[size_t(l)] == "full_attention") mla[size_t(l)] = true;
+      else if (types[size_t(l)] != "linear_attention")
+        fail("{}: layer_types[{}] is '{}' (linear_attention or full_attention expected)", cfg.source(), l, types[size_t(l)]);
+    }
+    return mla;
+  }
+  Config lac = cfg.sub("linear_attn_config");
+  std::set<int64_t> seen;
+  auto mark = [&](const char* field, bool is_mla) {
+    for (int64_t id : lac.get_ints(field)) {  // one-based layer ids
+      if (id < 1 || id > n_layers) fail("{}: {} contains {}, outside 1..{}", lac.source(), field, id, n_layers);
+      if (!seen.insert(id).second) fail("{}: layer {} is listed twice in kda_layers/full_attn_layers", lac.source(), id);
+      mla[size_t(id - 1)] = is_mla;
+    }
+  };
+  mark("kda_layers", false);
+  mark("full_attn_layers", true);
+  if (int64_t(seen.size()) != n_layers)
+    fail("{}: kda_layers and full_attn_layers cover {} of the {} layers", lac.source(), seen.size(), n_layers);
+  return mla;
+}
+
+GatedActivation activation(const Config& cfg) {
+  GatedActivation act;
+  const std::string a = cfg.get_string("hidden_act", "silu");
+  if (a == "silu") return act;
+  if (a != "situ") fail("{}: hidden_act '{}' is not supported (silu, situ are)", cfg.source(), a);
+  act.kind = GatedActivation::SiTU;
+  act.beta = float(cfg.get_double("activation_situ_beta", 4.0));
+  act.linear_beta = float(cfg.get_double("activation_situ_linear_beta", 25.0));
+  return act;
+}
+
+}  // namespace
+
+std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Config& top) {
+  const std::string arch = top.req_string("model_type");
+  const bool nested = top.has("text_config");
+  const Config cfg = nested ? top.sub("text_config") : top;
+  ModelInfo info = basic_model_info(cfg, arch);
+  if (nested && top.has("eos_token_id")) {
+    const auto& e = top.json()["eos_token_id"];
+    info.eos_ids = e.is_array() ? e.get<std::vector<int32_t>>() : std::vector<int32_t>{e.get<int32_t>()};
+  }
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), nested ? "language_model." : "");
+  WeightLoader& W = model->weights();
+  const int64_t D = info.hidden;
+  const float eps = float(cfg.req_double("rms_norm_eps"));
+
+  const std::vector<bool> is_mla = attention_schedule(cfg, info.n_layers);
+  auto mlp_types = cfg.get_strings("mlp_layer_types");
+  if (!mlp_types.empty() && int64_t(mlp_types.size()) != info.n_layers)
+    fail("{}: mlp_layer_types has {} entries for {} layers", cfg.source(), mlp_types.size(), info.n_layers);
+  const GatedActivation act = activation(cfg);
+
+  KdaSpec ks;
+  bool full_rank_gate = false;
+  if (auto lac = cfg.opt_sub("linear_attn_config")) {
+    ks.n_heads = lac->req_int("num_heads");
+    ks.head_dim = lac->req_int("head_dim");
+    ks.conv_kernel = lac->get_int("short_conv_kernel_size", 4);
+    full_rank_gate = lac->get_bool("use_full_rank_gate", false);
+    if (lac->has("gate_lower_bound")) {
+      ks.gate = KdaSpec::LowerBound;
+      ks.lower_bound = float(lac->req_double("gate_lower_bound"));
+    }
+  } else {
+    ks.n_heads = cfg.req_int("linear_num_heads");
+    ks.head_dim = cfg.req_int("linear_head_dim");
+    ks.conv_kernel = cfg.get_int("linear_conv_kernel_dim", 4);
+  }
+  ks.norm_eps = eps;
+  const int64_t C = ks.n_heads * ks.head_dim;
+
+  MlaSpec ms;
+  ms.n_heads = cfg.req_int("num_attention_heads");
+  ms.q_lora = cfg.get_int("q_lora_rank", 0);
+  ms.kv_lora = cfg.req_int("kv_lora_rank");
+  ms.nope = cfg.req_int("qk_nope_head_dim");
+  ms.rope_dim = cfg.req_int("qk_rope_head_dim");
+  ms.v_dim = cfg.req_int("v_head_dim");
+  if (!cfg.get_bool("mla_use_nope", true)) fail("{}: mla_use_nope false (rotary MLA) is not supported", cfg.source());
+  ms.use_rope = false;  // the "rope" dimensions are used unrotated
+  ms.scale = float(1.0 / std::sqrt(double(ms.nope + ms.rope_dim)));
+  const int64_t qh = ms.nope + ms.rope_dim;
+
+  const bool mla_gate = cfg.get_bool("mla_use_output_gate", false);
+  if (cfg.get_string("moe_router_activation_func", "sigmoid") != "sigmoid")
+    fail("{}: moe_router_activation_func '{}' is not supported (sigmoid is)", cfg.source(),
+         cfg.get_string("moe_router_activation_func", ""));
+  const int64_t latent = cfg.get_int("routed_expert_hidden_size", 0);
+  const bool latent_norm = cfg.get_bool("latent_moe_use_norm", false);
+  const int64_t E = cfg.req_int("num_experts");
+  RouterSpec router;
+  router.scoring = RouterSpec::SigmoidBiased;
+  router.n_experts = E;
+  router.top_k = cfg.req_int("num_experts_per_token");
+  router.n_group = cfg.get_int("num_expert_group", 1);
+  router.topk_group = cfg.get_int("topk_group", 1);
+  router.renormalize = cfg.get_bool("moe_renormalize", true);
+  router.scaling = float(cfg.get_double("routed_scaling_factor", 1.0));
+  if (router.top_k < 1 || router.top_k > E || router.n_group < 1 || E % router.n_group)
+    fail("{}: inconsistent routing: num_experts {}, num_experts_per_token {}, num_expert_group {}", cfg.source(), E,
+         router.top_k, router.n_group);
+  const int64_t first_dense = cfg.get_int("first_k_dense_replace", 0), freq = cfg.get_int("moe_layer_freq", 1);
+  const int64_t attn_res_block = cfg.get_int("attn_res_block_size", 0);
+  if (attn_res_block < 0) fail("{}: attn_res_block_size must be positive", cfg.source());
+
+  for (int64_t l = 0; l < info.n_layers; ++l) {
+    const std::string P = fmt::format("model.layers.{}.", l);
+    const std::string A = P + "self_attn.";
+    Decoder::Layer L;
+    L.attn_norm = W.vec(P + "input_layernorm.weight", D);
+    L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
+    if (!is_mla[size_t(l)]) {
+      KdaWeights kw;
+      kw.q = W.linear(A + "q_proj", C, D);
+      kw.k = W.linear(A + "k_proj", C, D);
+      kw.v = W.linear(A + "v_proj", C, D);
+      kw.q_conv = W.vec(A + "q_conv1d.weight", C * ks.conv_kernel);
+      kw.k_conv = W.vec(A + "k_conv1d.weight", C * ks.conv_kernel);
+      kw.v_conv = W.vec(A + "v_conv1d.weight", C * ks.conv_kernel);
+      kw.f_a = W.linear(A + "f_a_proj", -1, D);
+      kw.f_b = W.linear(A + "f_b_proj", C, kw.f_a.rows);
+      kw.b = W.linear(A + "b_proj", ks.n_heads, D);
+      if (full_rank_gate) {
+        kw.g = W.linear(A + "g_proj", C, D);
+      } else {
+        kw.g_a = W.linear(A + "g_a_proj", -1, D);
+        kw.g_b = W.linear(A + "g_b_proj", C, kw.g_a.rows);
+      }
+      kw.o = W.linear(A + "o_proj", D, C);
+      kw.o_norm = W.vec(A + "o_norm.weight", ks.head_dim);
+      kw.dt_bias = W.vec(A + "dt_bias", C);
+      kw.a_log = a_log_per_head(W, A + "A_log", ks.n_heads);
+      L.attn = std::make_unique<KdaAttention>(ks, std::move(kw));
+    } else {
+      MlaWeights mw;
+      if (ms.q_lora > 0) {
+        mw.q_a = W.linear(A + "q_a_proj", ms.q_lora, D);
+        mw.q_a_norm = W.vec(A + "q_a_layernorm.weight", ms.q_lora);
+        mw.q_b = W.linear(A + "q_b_proj", ms.n_heads * qh, ms.q_lora);
+      } else {
+        mw.q = W.linear(A + "q_proj", ms.n_heads * qh, D);
+      }
+      mw.kv_a = W.linear(A + "kv_a_proj_with_mqa", ms.kv_lora + ms.rope_dim, D);
+      mw.kv_a_norm = W.vec(A + "kv_a_layernorm.weight", ms.kv_lora);
+      mw.kv_b = W.linear(A + "kv_b_proj", ms.n_heads * (ms.nope + ms.v_dim), ms.kv_lora);
+      mw.o = W.linear(A + "o_proj", D, ms.n_heads * ms.v_dim);
+      if (mla_gate) mw.gate = W.linear(A + "g_proj", ms.n_heads * ms.v_dim, D);
+      L.attn = std::make_unique<MlaAttention>(ms, mw);
+    }
+
+    const bool moe = mlp_types.empty() ? (l >= first_dense && l % freq == 0) : mlp_types[size_t(l)] == "sparse";
+    const std::string M = P + "block_sparse_moe.";
+    if (moe) {
+      const int64_t I = cfg.req_int("moe_intermediate_size");
+      RouterSpec rs = router;
+      rs.selection_bias = W.opt_vec(M + "gate.e_score_correction_bias", E);
+      const int64_t XW = latent > 0 ? latent : D;  // the width experts run at
+      std::vector<ExpertWeights> experts(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string X = fmt::format("{}experts.{}.", M, e);
+        experts[size_t(e)].gate = W.linear(X + "w1", I, XW);
+        experts[size_t(e)].down = W.linear(X + "w2", XW, I);
+        experts[size_t(e)].up = W.linear(X + "w3", I, XW);
+      }
+      std::unique_ptr<LatentProjection> lp;
+      if (latent > 0) {
+        lp = std::make_unique<LatentProjection>();
+        lp->down = W.linear(M + "routed_expert_down_proj", latent, D);
+        lp->up = W.linear(M + "routed_expert_up_proj", D, latent);
+        if (latent_norm) lp->norm = W.vec(M + "routed_expert_norm.weight", latent);
+        lp->eps = eps;
+      }
+      std::unique_ptr<GatedMlp> shared;
+      const int64_t ns = cfg.get_int("num_shared_experts", 0);
+      if (ns > 0)
+        shared = std::make_unique<GatedMlp>(W.linear(M + "shared_experts.gate_proj", I * ns, D),
+                                            W.linear(M + "shared_experts.up_proj", I * ns, D),
+                                            W.linear(M + "shared_experts.down_proj", D, I * ns), act);
+      model->experts().set_layer(int32_t(l), std::move(experts));
+      L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(M + "gate", E, D), nullptr, rs, act,
+                                         std::move(shared), std::move(lp));
+    } else {
+      const int64_t I = cfg.req_int("intermediate_size");
+      const std::string Q = W.has_linear(M + "gate_proj") ? M : P + "mlp.";
+      L.ffn = std::make_unique<GatedMlp>(W.linear(Q + "gate_proj", I, D), W.linear(Q + "up_proj", I, D),
+                                         W.linear(Q + "down_proj", D, I), act);
+    }
+    if (attn_res_block > 0) {
+      L.attn_res_norm = W.vec(P + "self_attention_res_norm.weight", D);
+      L.attn_res_proj = W.vec(P + "self_attention_res_proj.weight", D);
+      L.ffn_res_norm = W.vec(P + "mlp_res_norm.weight", D);
+      L.ffn_res_proj = W.vec(P + "mlp_res_proj.weight", D);
+    }
+    model->add_layer(std::move(L));
+  }
+  if (attn_res_block > 0) {
+    Decoder::AttnRes ar;
+    ar.block_size = attn_res_block;
+    ar.eps = eps;
+    ar.out_norm = W.vec("model.output_attn_res_norm.weight", D);
+    ar.out_proj = W.vec("model.output_attn_res_proj.weight", D);
+    model->set_attn_res(ar);
+  }
+  model->set_embedding(W.matrix("model.embed_tokens.weight", info.vocab, D), W.linear("lm_head", info.vocab, D),
+                       W.vec("model.norm.weight", D), eps);
+  return model;
+}
+
+}  // namespace sluice

@@ -1,0 +1,38 @@
+// The prepared-store manifest written by `sluice prepare` next to a
+// checkpoint (sluice-manifest.json): the spine file, the shard sizes it was
+// made from, and every routed expert's extents and XXH3-64 checksum.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/streaming_experts.h"
+
+namespace sluice {
+
+inline constexpr const char* kManifestFile = "sluice-manifest.json";
+inline constexpr const char* kSpineFile = "sluice-spine.safetensors";
+
+struct ManifestExpert {
+  int32_t layer = 0, expert = 0;
+  std::vector<ExpertExtent> extents;  // file indices refer to Manifest::files
+  uint64_t checksum = 0;
+};
+
+struct Manifest {
+  int version = 1;
+  std::string spine_format;  // bf16 (as released) or int8
+  std::vector<std::pair<std::string, uint64_t>> files;  // shard name, size in bytes
+  std::vector<ManifestExpert> experts;
+
+  void save(const std::string& path) const;  // atomic (temp file + rename)
+  static Manifest load(const std::string& path);
+  // layer -> expert -> checksum, for StreamingOptions::checksums.
+  std::vector<std::vector<uint64_t>> checksum_table() const;
+};
+
+// The manifest in `dir`, if `sluice prepare` has been run there.
+std::optional<Manifest> find_manifest(const std::string& dir);
+
+}  // namespace sluice

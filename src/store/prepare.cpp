@@ -1,0 +1,243 @@
+#include "store/prepare.h"
+
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "model/architectures.h"
+#include "store/manifest.h"
+#include "util/error.h"
+#include "util/numeric.h"
+#include "util/progress.h"
+
+namespace sluice {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_router(const std::string& name) {
+  for (const char* suffix : {"mlp.gate.weight", "block_sparse_moe.gate.weight", "mlp.router.weight"})
+    if (name.size() >= std::strlen(suffix) && name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
+      return true;
+  return false;
+}
+
+// A tensor worth re-quantizing to row-wise int8.
+bool int8_candidate(const TensorView& t) {
+  return t.shape().size() == 2 && t.shape()[0] >= 16 && t.shape()[1] >= 64 &&
+         (t.dtype() == DType::BF16 || t.dtype() == DType::F16 || t.dtype() == DType::F32) && !is_router(t.name());
+}
+
+float element(const TensorView& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::BF16: { uint16_t h; std::memcpy(&h, t.data + 2 * i, 2); return bf16_to_f32(h); }
+    case DType::F16: { uint16_t h; std::memcpy(&h, t.data + 2 * i, 2); return f16_to_f32(h); }
+    default: { float f; std::memcpy(&f, t.data + 4 * i, 4); return f; }
+  }
+}
+
+struct Out {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t bytes;
+  const TensorView* src;
+  int kind;  // 0 copy, 1 int8 values, 2 int8 row scales
+};
+
+void write_spine(const std::string& path, const std::vector<TensorView>& tensors, const std::string& format,
+                 bool progress_on, uint64_t* bytes_out) {
+  std::vector<Out> outs;
+  for (const auto& t : tensors) {
+    if (format == "int8" && int8_candidate(t)) {
+      outs.push_back({t.name(), DType::I8, t.shape(), uint64_t(t.numel()), &t, 1});
+      outs.push_back({t.name() + "_row_scale", DType::F32, {t.shape()[0]}, uint64_t(t.shape()[0]) * 4, &t, 2});
+    } else {
+      outs.push_back({t.name(), t.dtype(), t.shape(), t.nbytes(), &t, 0});
+    }
+  }
+  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  h["__metadata__"] = {{"format", "pt"}, {"sluice_spine", format}};
+  uint64_t off = 0;
+  for (const auto& o : outs) {
+    h[o.name] = {{"dtype", std::string(dtype_name(o.dtype))}, {"shape", o.shape}, {"data_offsets", {off, off + o.bytes}}};
+    off += o.bytes;
+  }
+  std::string hs = h.dump();
+  while ((hs.size() + 8) % 8) hs.push_back(' ');
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail("{}: cannot create: {}", tmp, std::strerror(errno));
+  uint64_t n = hs.size();
+  bool ok = std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(hs.data(), 1, hs.size(), f) == hs.size();
+  Progress progress("prepare: spine", off, progress_on);
+  uint64_t done = 0;
+  std::vector<int8_t> q;
+  std::vector<float> scales;
+  for (const auto& o : outs) {
+    const TensorView& t = *o.src;
+    if (o.kind == 0) {
+      ok = ok && std::fwrite(t.data, 1, o.bytes, f) == o.bytes;
+    } else if (o.kind == 1) {
+      const int64_t rows = t.shape()[0], cols = t.shape()[1];
+      scales.assign(size_t(rows), 0.0f);
+      q.resize(size_t(cols));
+      for (int64_t r = 0; r < rows && ok; ++r) {
+        float amax = 0;
+        for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::abs(element(t, r * cols + c)));
+        const float s = amax > 0 ? amax / 127.0f : 1.0f;
+        scales[size_t(r)] = s;
+        for (int64_t c = 0; c < cols; ++c)
+          q[size_t(c)] = int8_t(std::lrint(std::clamp(element(t, r * cols + c) / s, -127.0f, 127.0f)));
+        ok = std::fwrite(q.data(), 1, size_t(cols), f) == size_t(cols);
+      }
+    } else {
+      ok = ok && std::fwrite(scales.data(), 4, scales.size(), f) == scales.size();
+    }
+    done += o.bytes;
+    progress.update(done);
+    if (!ok) break;
+  }
+  ok = std::fflush(f) == 0 && ok;
+  ok = fsync(fileno(f)) == 0 && ok;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    fail("{}: write failed: {}", path, std::strerror(errno));
+  }
+  progress.finish();
+  fs::rename(tmp, path);
+  *bytes_out = uint64_t(fs::file_size(path));
+}
+
+}  // namespace
+
+PrepareResult prepare(const PrepareOptions& o) {
+  if (o.spine != "bf16" && o.spine != "int8") fail("--spine must be bf16 or int8, got '{}'", o.spine);
+  PrepareResult res;
+  auto model = load_decoder(o.dir, /*use_prepared_spine=*/false);
+  const Checkpoint& ck = model->checkpoint();
+  const ExpertTable& table = model->experts();
+
+  Manifest man;
+  man.spine_format = o.spine;
+  for (const auto& f : ck.files()) man.files.push_back({fs::path(f->path()).filename().string(), f->file_size()});
+
+  // Expert extents, and which bytes of each file they cover.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> covered(ck.files().size());
+  for (int32_t l = 0; l < table.layers(); ++l)
+    for (int32_t e = 0; e < table.experts(l); ++e) {
+      ManifestExpert me{l, e, expert_extents(ck, table.at(l, e)), 0};
+      for (const auto& x : me.extents) covered[size_t(x.file)].push_back({x.offset, x.offset + x.length});
+      man.experts.push_back(std::move(me));
+    }
+  for (auto& c : covered) {
+    std::sort(c.begin(), c.end());
+    std::vector<std::pair<uint64_t, uint64_t>> merged;
+    for (auto iv : c) {
+      if (!merged.empty() && iv.first <= merged.back().second) merged.back().second = std::max(merged.back().second, iv.second);
+      else merged.push_back(iv);
+    }
+    c = std::move(merged);
+  }
+  auto inside_experts = [&](const TensorView& t) {
+    size_t fi = 0;
+    while (fi < ck.files().size() && ck.files()[fi]->path() != *t.file) ++fi;
+    const auto& c = covered[fi];
+    auto it = std::upper_bound(c.begin(), c.end(), std::make_pair(t.file_offset, UINT64_MAX));
+    if (it == c.begin()) return false;
+    --it;
+    return it->first <= t.file_offset && t.file_offset + t.nbytes() <= it->second;
+  };
+
+  // Spine: every tensor the model uses that is not part of a routed expert.
+  std::vector<TensorView> spine;
+  for (const auto& name : model->weights().accessed_names()) {
+    TensorView t = ck.get(name);
+    if (t.nbytes() == 0 || !inside_experts(t)) spine.push_back(t);
+  }
+  const std::string spine_path = (fs::path(o.dir) / kSpineFile).string();
+  bool reuse = false;
+  if (fs::exists(spine_path)) {
+    try {
+      SafetensorsFile existing(spine_path);
+      auto it = existing.metadata().find("sluice_spine");
+      reuse = it != existing.metadata().end() && it->second == o.spine;
+      for (const auto& t : spine) reuse = reuse && existing.has(t.name());
+    } catch (const Error&) {
+      reuse = false;  // damaged: rewrite
+    }
+  }
+  if (reuse) {
+    res.spine_reused = true;
+    res.spine_bytes = fs::file_size(spine_path);
+  } else {
+    write_spine(spine_path, spine, o.spine, o.progress, &res.spine_bytes);
+  }
+
+  // Checksums, resuming from a partial manifest of an interrupted run.
+  const std::string partial_path = (fs::path(o.dir) / (std::string(kManifestFile) + ".partial")).string();
+  std::map<std::pair<int32_t, int32_t>, uint64_t> done;
+  if (fs::exists(partial_path)) {
+    try {
+      Manifest p = Manifest::load(partial_path);
+      if (p.files == man.files)
+        for (const auto& e : p.experts) done[{e.layer, e.expert}] = e.checksum;
+    } catch (const Error&) {
+    }
+  }
+  uint64_t total = 0;
+  for (const auto& e : man.experts)
+    for (const auto& x : e.extents) total += x.length;
+  res.expert_bytes = total;
+  Progress progress("prepare: expert checksums", total, o.progress);
+  uint64_t hashed = 0, since_save = 0;
+  Manifest partial = man;
+  partial.experts.clear();
+  for (auto& e : man.experts) {
+    uint64_t bytes = 0;
+    for (const auto& x : e.extents) bytes += x.length;
+    auto it = done.find({e.layer, e.expert});
+    if (it != done.end()) {
+      e.checksum = it->second;
+      ++res.experts_resumed;
+    } else {
+      XXH3_state_t* st = XXH3_createState();
+      XXH3_64bits_reset(st);
+      for (const auto& x : e.extents) {
+        const auto& f = ck.files()[size_t(x.file)];
+        if (x.offset + x.length > f->file_size())
+          fail("{}: expert {} of layer {} extends past the end of the file", f->path(), e.expert, e.layer);
+        XXH3_64bits_update(st, f->map_base() + x.offset, x.length);
+      }
+      e.checksum = XXH3_64bits_digest(st);
+      XXH3_freeState(st);
+      since_save += bytes;
+    }
+    partial.experts.push_back(e);
+    hashed += bytes;
+    progress.update(hashed);
+    if (since_save > (4ull << 30)) {  // checkpoint progress every few GB
+      partial.save(partial_path);
+      since_save = 0;
+    }
+  }
+  progress.finish();
+  res.experts = int64_t(man.experts.size());
+  man.save((fs::path(o.dir) / kManifestFile).string());
+  std::error_code ec;
+  fs::remove(partial_path, ec);
+  return res;
+}
+
+}  // namespace sluice

@@ -1,0 +1,29 @@
+// `sluice prepare`: the prepared store next to a checkpoint.
+//  - sluice-spine.safetensors: every non-routed-expert tensor the model uses,
+//    in one contiguous memory-mappable file, either as released (bf16/fp8) or
+//    with 2-D weight matrices re-quantized to row-wise int8 (one f32 scale per
+//    output row; routers, norms and small tensors stay as released).
+//  - sluice-manifest.json: every routed expert's extents in the released
+//    shards and the XXH3-64 of its bytes. Experts are never copied.
+// Interrupted runs resume: the spine is only rewritten if missing or of another
+// format, and checksums already computed are kept in a partial manifest.
+#pragma once
+#include <string>
+
+namespace sluice {
+
+struct PrepareOptions {
+  std::string dir;
+  std::string spine = "bf16";  // bf16 (as released) | int8
+  bool progress = true;
+};
+
+struct PrepareResult {
+  uint64_t spine_bytes = 0, expert_bytes = 0;
+  int64_t experts = 0, experts_resumed = 0;
+  bool spine_reused = false;
+};
+
+PrepareResult prepare(const PrepareOptions& opts);
+
+}  // namespace sluice

@@ -1,0 +1,31 @@
+// Random-weight checkpoints in the real release layouts (tensor names, dtypes,
+// shard layout, expert order), at real or small dimensions, so that I/O and
+// compute can be measured on models larger than RAM without downloading one.
+// Weights are scaled so activations stay O(1) and routing is non-degenerate.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace sluice {
+
+struct SynthOptions {
+  std::string arch;            // deepseek_v3 | kimi_k2 | qwen3_moe | kimi_k3
+  std::string preset = "small";  // "real": the released model's widths; "small": golden-sized
+  std::string out_dir;
+  std::optional<int64_t> layers, experts, top_k, vocab, hidden, moe_intermediate;
+  std::string expert_format = "native";  // deepseek_v3/kimi_k2: bf16 | fp8 | int4 ("native": bf16 small, fp8 real)
+  uint64_t seed = 1;
+  bool progress = true;
+};
+
+// The config.json the options describe (also what synthesize() writes).
+nlohmann::json synth_config(const SynthOptions& o);
+
+// Writes config.json, shards and model.safetensors.index.json into out_dir.
+// Returns the number of bytes written.
+uint64_t synthesize(const SynthOptions& o);
+
+}  // namespace sluice
