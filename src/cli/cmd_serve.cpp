@@ -20,6 +20,7 @@ void add_serve_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat completions, completions, models)");
   struct Opts {
     std::string model, name;
+    double expert_cache_gb = 0;
     server::ServerOptions s;
   };
   auto o = std::make_shared<Opts>();
@@ -32,6 +33,8 @@ void add_serve_command(CLI::App& app, Action& action) {
   cmd->add_option("--max-queue", o->s.max_queue, "Requests that may wait for the running one; more get 429")
       ->capture_default_str();
   cmd->add_option("--served-model-name", o->name, "Model id clients send (default: the directory's name)");
+  cmd->add_option("--expert-cache-gb", o->expert_cache_gb,
+                  "Read routed experts from disk on demand into a cache of this many GiB (default: all in memory)");
   cmd->callback([o, &action] {
     action = [o] {
       if (o->s.port < 0 || o->s.port > 65535) fail("--port must be in 0..65535, got {}", o->s.port);
@@ -52,7 +55,14 @@ void add_serve_command(CLI::App& app, Action& action) {
       sigaddset(&sigs, SIGTERM);
       pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-      auto model = load_model(o->model);
+      if (o->expert_cache_gb < 0) fail("--expert-cache-gb must be positive, got {}", o->expert_cache_gb);
+      LoadOptions lo;
+      if (o->expert_cache_gb > 0) {
+        lo.stream_experts = true;
+        lo.prefetch = true;
+        lo.streaming.cache_bytes = uint64_t(o->expert_cache_gb * double(1ull << 30));
+      }
+      auto model = load_model(o->model, lo);
       o->s.context_length = model->info().max_positions > 0
                                 ? model->info().max_positions
                                 : Config::load(o->model).get_int("max_position_embeddings", 0);

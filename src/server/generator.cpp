@@ -43,21 +43,39 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
   out.prompt_tokens = int64_t(prompt.size());
   const int64_t max_new = max_new_tokens(req, out.prompt_tokens);
 
-  // Prefix reuse: the kept session's tokens must be a prefix of the new prompt.
+  // Prefix reuse. The kept session holds the last prompt and what was generated after
+  // it, with a rollback point just before the prompt's last token. A new prompt that
+  // extends all of it feeds only the rest; one that shares at least the last prompt
+  // (all but its final token) rolls the generated part back to where they agree.
   const auto t0 = Clock::now();
-  std::vector<int32_t> suffix = prompt;
-  if (session_ && !session_->tokens().empty() && session_->tokens().size() <= prompt.size() &&
-      std::equal(session_->tokens().begin(), session_->tokens().end(), prompt.begin())) {
-    out.cached_tokens = int64_t(session_->tokens().size());
-    suffix.assign(prompt.begin() + std::ptrdiff_t(out.cached_tokens), prompt.end());
-  } else {
-    session_ = std::make_unique<Session>(model_);
+  const size_t P = prompt.size();
+  size_t start = 0;  // prompt tokens already in the state
+  if (session_) {
+    const auto& st = session_->tokens();
+    size_t common = 0;
+    while (common < st.size() && common < P && st[common] == prompt[common]) ++common;
+    if (common == st.size() && common < P) {
+      start = common;
+    } else if (checkpoint_ >= 0 && common >= size_t(checkpoint_)) {
+      const size_t keep = std::min(common, P - 1) - size_t(checkpoint_);
+      session_->rollback(int64_t(keep));
+      start = size_t(checkpoint_) + keep;
+    } else {
+      session_.reset();
+    }
   }
+  if (!session_) session_ = std::make_unique<Session>(model_);
+  out.cached_tokens = int64_t(start);
   std::vector<float> logits;
   try {
-    logits = suffix.empty() ? session_->last_logits() : session_->feed(suffix);
+    // Everything but the last token, the rollback point, then the last token.
+    if (start + 1 < P) session_->feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(start), prompt.end() - 1));
+    session_->checkpoint();
+    checkpoint_ = int64_t(P) - 1;
+    logits = session_->feed({prompt.back()});
   } catch (...) {
     session_.reset();
+    checkpoint_ = -1;
     throw;
   }
   metrics_.add_prompt(out.prompt_tokens, out.cached_tokens, seconds_since(t0));
@@ -141,11 +159,14 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
         logits = session_->feed({s.token});
       } catch (...) {
         session_.reset();
+        checkpoint_ = -1;
         throw;
       }
     }
     metrics_.add_token(seconds_since(ts));
+    if (i % 16 == 15) metrics_.set_expert_stats(model_.expert_stats());
   }
+  metrics_.set_expert_stats(model_.expert_stats());
   if (out.cancelled) return out;
   std::string tail;
   if (!stops.stopped()) {

@@ -50,6 +50,7 @@ class Generator {
   const ChatCodec& codec_;
   Metrics& metrics_;
   std::unique_ptr<Session> session_;  // the last conversation, kept for prefix reuse
+  int64_t checkpoint_ = -1;           // session_'s rollback point (tokens before it), -1: none
   std::vector<int32_t> stop_ids_;
   int64_t context_;
 };

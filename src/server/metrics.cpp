@@ -34,6 +34,11 @@ void Metrics::set_queue(std::function<int64_t()> waiting, std::function<int64_t(
   running_ = std::move(running);
 }
 
+void Metrics::set_expert_stats(const ExpertStats& s) {
+  std::lock_guard lk(mu_);
+  experts_ = s;
+}
+
 void Metrics::add_request_seconds(double s) {
   std::lock_guard lk(mu_);
   request_seconds_ += s;
@@ -73,6 +78,18 @@ std::string Metrics::render() const {
   o += fmt::format("sluice_time_per_output_token_seconds_bucket{{le=\"+Inf\"}} {}\n", cum);
   o += fmt::format("sluice_time_per_output_token_seconds_sum {}\n", decode_seconds_);
   o += fmt::format("sluice_time_per_output_token_seconds_count {}\n", cum);
+  head("sluice_expert_requests_total", "counter",
+       "Routed experts the routers asked for (with --expert-cache-gb; 0 when all experts are in memory).");
+  o += fmt::format("sluice_expert_requests_total {}\n", experts_.requests);
+  head("sluice_expert_cache_hits_total", "counter", "Routed experts that were already in the expert cache when asked for.");
+  o += fmt::format("sluice_expert_cache_hits_total {}\n", experts_.hits);
+  head("sluice_expert_cache_hit_ratio", "gauge", "sluice_expert_cache_hits_total / sluice_expert_requests_total (0 before any).");
+  o += fmt::format("sluice_expert_cache_hit_ratio {}\n",
+                   experts_.requests ? double(experts_.hits) / double(experts_.requests) : 0.0);
+  head("sluice_expert_bytes_read_total", "counter", "Bytes of routed experts read from storage.");
+  o += fmt::format("sluice_expert_bytes_read_total {}\n", experts_.bytes_read);
+  head("sluice_expert_stall_seconds_total", "counter", "Seconds generation waited for expert reads.");
+  o += fmt::format("sluice_expert_stall_seconds_total {}\n", experts_.stall_seconds);
   head("sluice_queue_waiting", "gauge", "Generation requests waiting for their turn.");
   o += fmt::format("sluice_queue_waiting {}\n", waiting_ ? waiting_() : 0);
   head("sluice_queue_running", "gauge", "Generation requests running (at most 1).");

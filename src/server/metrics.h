@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "io/expert_source.h"
+
 namespace sluice::server {
 
 class Metrics {
@@ -20,6 +22,8 @@ class Metrics {
   std::string render() const;
   double mean_request_seconds() const;
   void add_request_seconds(double s);
+  // The routed-expert source's counters, as of the generation thread's last snapshot.
+  void set_expert_stats(const ExpertStats& s);
 
  private:
   mutable std::mutex mu_;
@@ -31,6 +35,7 @@ class Metrics {
   double request_seconds_ = 0;
   uint64_t request_count_ = 0;
   std::function<int64_t()> waiting_, running_;
+  ExpertStats experts_;
 };
 
 }  // namespace sluice::server

@@ -76,7 +76,9 @@ await t.test('streamed chat equals the non-streamed reply, with usage last', asy
   assert.equal(s.content, whole.choices[0].message.content);
   assert.equal(s.finish, 'length');
   assert.equal(s.ids.size, 1);
-  assert.deepEqual(s.usage, whole.usage);
+  // The same prompt again: all but its last token come from the kept state.
+  assert.deepEqual({ ...s.usage, prompt_tokens_details: null }, { ...whole.usage, prompt_tokens_details: null });
+  assert.equal(s.usage.prompt_tokens_details.cached_tokens, whole.usage.prompt_tokens - 1);
 });
 
 await t.test('completions, streamed and not', async () => {
@@ -137,6 +139,18 @@ await t.test('a follow-up turn reuses the conversation state', async () => {
   const b = await client.chat.completions.create({ model: MODEL, messages: second, max_tokens: 4, seed: 9, logit_bias: bias });
   assert.ok(b.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens, JSON.stringify(b.usage));
   assert.ok((await metric(server.url, 'sluice_prompt_tokens_reused_total')) > reusedBefore);
+});
+
+await t.test('a repeated or diverging request rolls the state back instead of prefilling', async () => {
+  const p = { model: MODEL, messages: user('Rollback please, twice over'), max_tokens: 10, seed: 4, logit_bias: bias };
+  const a = await client.chat.completions.create(p);
+  const b = await client.chat.completions.create(p);
+  assert.equal(b.choices[0].message.content, a.choices[0].message.content);
+  assert.equal(b.usage.prompt_tokens_details.cached_tokens, b.usage.prompt_tokens - 1);
+  // The reply edited by the client: the common part of the conversation is kept.
+  const edited = [...p.messages, { role: 'assistant', content: 'edited' }, { role: 'user', content: 'ok' }];
+  const c = await client.chat.completions.create({ ...p, messages: edited });
+  assert.ok(c.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens - 1, JSON.stringify(c.usage));
 });
 
 await t.test('tools are accepted, tool turns render; unsupported tool_choice is a 400', async () => {
@@ -209,6 +223,22 @@ await t.test('with --api-key, requests without the key get 401', async () => {
     assert.equal((await fetch(`${keyed.url}/health`)).status, 200);
   } finally {
     assert.equal((await keyed.stop()).code, 0);
+  }
+});
+
+await t.test('with --expert-cache-gb, metrics count expert reads and cache hits', async () => {
+  const streamed = await startServer(binary, modelDir, ['--expert-cache-gb', '0.0001']);
+  try {
+    const c = new OpenAI({ baseURL: `${streamed.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const plain = await client.chat.completions.create({ model: MODEL, messages: user('same'), max_tokens: 8, seed: 3, logit_bias: bias });
+    const r = await c.chat.completions.create({ model: MODEL, messages: user('same'), max_tokens: 8, seed: 3, logit_bias: bias });
+    assert.equal(r.choices[0].message.content, plain.choices[0].message.content);
+    assert.ok((await metric(streamed.url, 'sluice_expert_requests_total')) > 0);
+    assert.ok((await metric(streamed.url, 'sluice_expert_bytes_read_total')) > 0);
+    const ratio = await metric(streamed.url, 'sluice_expert_cache_hit_ratio');
+    assert.ok(ratio >= 0 && ratio <= 1);
+  } finally {
+    assert.equal((await streamed.stop()).code, 0);
   }
 });
 
