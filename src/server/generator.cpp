@@ -177,7 +177,8 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
     out.cancelled = true;
     return out;
   }
-  out.finish_reason = parser.calls_seen() > 0 ? "tool_calls" : stopped ? "stop" : "length";
+  // Cut off by max_tokens is "length", even in the middle of a tool call.
+  out.finish_reason = !stopped ? "length" : parser.calls_seen() > 0 ? "tool_calls" : "stop";
   return out;
 }
 

@@ -124,6 +124,12 @@ await t.test('tool call parsed into tool_calls', async () => {
   assert.equal(r.usage.completion_tokens, script.length + 1);
 });
 
+await t.test('a tool call cut off by max_tokens finishes with length', async () => {
+  const r = await client.chat.completions.create({ model: 'ds_tools', messages: user('Weather in Paris?'), tools, temperature: 0, max_tokens: 4 });
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 4);
+});
+
 await t.test('tool call streamed as deltas', async () => {
   const stream = await client.chat.completions.create({ model: 'ds_tools', messages: user('Weather in Paris?'), tools, stream: true, temperature: 0 });
   const calls = [];
