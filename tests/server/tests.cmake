@@ -32,3 +32,11 @@ if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/openai_deepseek.mjs $<TARGET_FILE:sluice> $<TARGET_FILE:make_test_model>)
   set_tests_properties(server.openai_deepseek PROPERTIES LABELS "server;asan" TIMEOUT 600)
 endif()
+
+# The project's trained model (Kimi K3 architecture) behind the server.
+set(SLUICE_K3_MINI ${CMAKE_CURRENT_LIST_DIR}/../../models/sluice-k3-mini)
+if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
+  add_test(NAME server.k3_mini
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/k3_mini.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})
+  set_tests_properties(server.k3_mini PROPERTIES LABELS "server;asan" TIMEOUT 900)
+endif()
