@@ -74,14 +74,71 @@ std::vector<int32_t> TextChatCodec::render_chat(const nlohmann::json& messages, 
     else
       msgs.insert(msgs.begin(), nlohmann::json{{"role", "system"}, {"content", sys}});
   }
-  std::string rendered;
-  try {
-    rendered = tmpl_->render(msgs, has_tools ? tools : nlohmann::json(), true);
-  } catch (const Error& e) {
-    throw ApiError(400, "invalid_request_error", "messages", "",
-                   fmt::format("the model's chat template cannot render this conversation: {}", e.what()));
+  const nlohmann::json tools_arg = has_tools ? tools : nlohmann::json();
+  auto render = [&](const nlohmann::json& m) {
+    try {
+      return tmpl_->render(m, tools_arg, true);
+    } catch (const Error& e) {
+      throw ApiError(400, "invalid_request_error", "messages", "",
+                     fmt::format("the model's chat template cannot render this conversation: {}", e.what()));
+    }
+  };
+  const std::string rendered = render(msgs);
+
+  // Text from the client that spells a special or added token (a turn marker, a
+  // tool-call marker) must stay text, not become that token. Such contents are
+  // swapped for placeholders, the template rendered again, and the contents
+  // encoded without special tokens in their places. This is done only when the
+  // template passes contents through unchanged (checked), and only when needed,
+  // so ordinary conversations tokenize exactly as the reference does.
+  auto spells_marker = [&](const std::string& s) {
+    for (const auto& a : tok_->added_tokens())
+      if (!a.content.empty() && s.find(a.content) != std::string::npos) return true;
+    return false;
+  };
+  const std::string nonce = new_tool_call_id().substr(5, 12);
+  std::vector<std::string> originals;
+  nlohmann::json guarded = msgs;
+  for (auto& m : guarded) {
+    if (m["role"] == "assistant" || !m["content"].is_string()) continue;
+    const std::string c = m["content"].get<std::string>();
+    if (!spells_marker(c)) continue;
+    m["content"] = fmt::format("\x01{}:{}\x01", nonce, originals.size());
+    originals.push_back(c);
   }
-  return tok_->encode(rendered);
+  if (originals.empty()) return tok_->encode(rendered);
+  const std::string with_ph = render(guarded);
+  // Split into template text and placeholders; rebuild to check the template left them alone.
+  std::vector<std::pair<bool, std::string>> parts;  // (is_content, text)
+  std::string rebuilt;
+  size_t pos = 0;
+  const std::string open = "\x01" + nonce + ":";
+  while (pos < with_ph.size()) {
+    const size_t p = with_ph.find(open, pos);
+    if (p == std::string::npos) break;
+    const size_t q = with_ph.find('\x01', p + open.size());
+    if (q == std::string::npos) break;
+    size_t idx = 0;
+    try {
+      idx = std::stoul(with_ph.substr(p + open.size(), q - p - open.size()));
+    } catch (const std::exception&) {
+      return tok_->encode(rendered);
+    }
+    if (idx >= originals.size()) return tok_->encode(rendered);
+    parts.push_back({false, with_ph.substr(pos, p - pos)});
+    parts.push_back({true, originals[idx]});
+    rebuilt += parts[parts.size() - 2].second + originals[idx];
+    pos = q + 1;
+  }
+  parts.push_back({false, with_ph.substr(pos)});
+  rebuilt += parts.back().second;
+  if (rebuilt != rendered) return tok_->encode(rendered);  // the template changed the contents
+  std::vector<int32_t> ids;
+  for (const auto& [is_content, text] : parts) {
+    auto piece = is_content ? tok_->encode_ordinary(text) : tok_->encode(text);
+    ids.insert(ids.end(), piece.begin(), piece.end());
+  }
+  return ids;
 }
 
 std::vector<int32_t> TextChatCodec::encode(const std::string& text) const {
