@@ -83,6 +83,12 @@ void HttpServer::Impl::setup() {
   http.set_write_timeout(opts.read_timeout_s, 0);
   http.set_keep_alive_timeout(5);
   http.set_tcp_nodelay(true);
+  // SO_REUSEADDR for quick restarts, but not httplib's default SO_REUSEPORT, which
+  // would let a second server share the port silently.
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof yes);
+  });
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (opts.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;

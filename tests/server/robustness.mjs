@@ -203,6 +203,13 @@ await t.test('50 concurrent requests: each gets 200 or 429 with Retry-After', as
   for (const r of ok) assert.equal(r.body.choices[0].message.role, 'assistant');
 });
 
+await t.test('a second server on the same port fails with one error line', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const r = spawnSync(binary, ['serve', '--model', modelDir, '--port', String(port)], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^sluice: error: cannot listen on 127\.0\.0\.1:\d+/m);
+});
+
 await t.test('after all that, a normal request and health still work', async () => {
   await normalRequestWorks();
   assert.equal((await fetch(`${url}/health`)).status, 200);
