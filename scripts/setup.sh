@@ -12,10 +12,12 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libpcre2-dev libutf8proc-dev libxxhash-dev liburing-dev libcurl4-openssl-dev libcpp-httplib-dev
-  nodejs npm
 )
 missing=()
 for p in "${PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# Node.js runs the reference tokenizers/templates; an existing installation
+# (from any source) is used as is, otherwise Debian's.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then missing+=(nodejs npm); fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq

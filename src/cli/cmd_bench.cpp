@@ -13,6 +13,7 @@
 #include "model/architectures.h"
 #include "model/model.h"
 #include "runtime/session.h"
+#include "runtime/speculative.h"
 #include "util/error.h"
 #include "util/process_stats.h"
 #include "util/progress.h"
@@ -25,7 +26,9 @@ struct BenchOpts {
   double ram_gb = 0;
   int64_t tokens = 16, prompt_tokens = 16, chunk = 64;
   uint64_t seed = 1;
-  bool no_prefetch = false, buffered = false, io_only = false;
+  bool no_prefetch = false, buffered = false, io_only = false, speculate = false;
+  int64_t draft_max = 8, repeat_prompt = 1;
+  std::string prompt_from, heat_file;
   int queue_depth = 128;
   uint32_t chunk_kb = 1024;
 };
@@ -90,6 +93,49 @@ int run_io_only(const BenchOpts& o, const StreamingOptions& so) {
   return 0;
 }
 
+// Generation of --tokens tokens with n-gram speculation; per generated token.
+// Counters start when the first token is out, i.e. after the prompt's prefill.
+int run_speculative(const BenchOpts& o, const Model& model, const std::vector<int32_t>& prompt) {
+  using clock = std::chrono::steady_clock;
+  Session g(model);
+  g.set_prefill_chunk(o.chunk);
+  NgramDrafter drafter;
+  SpeculationOptions so;
+  so.max_draft = o.draft_max;
+  SpeculationStats st;
+  ExpertStats e0;
+  uint64_t io0 = 0;
+  clock::time_point t_first;
+  const auto t0 = clock::now();
+  double prefill = 0;
+  generate_speculative(g, prompt, o.tokens + 1, true, drafter, so, &st, [&](int32_t) {
+    if (st.generated == 1) {
+      t_first = clock::now();
+      prefill = std::chrono::duration<double>(t_first - t0).count();
+      e0 = model.expert_stats();
+      io0 = process_read_bytes();
+    }
+  });
+  const double gen = std::chrono::duration<double>(clock::now() - t_first).count();
+  const ExpertStats e1 = model.expert_stats();
+  const double n = double(std::max<int64_t>(1, st.generated - 1));
+  nlohmann::json j = {{"model", o.model}, {"speculate", true}, {"draft_max", o.draft_max},
+                      {"prompt_tokens", prompt.size()}, {"tokens", st.generated - 1}, {"prefill_seconds", prefill},
+                      {"seconds_per_token", gen / n}, {"passes", st.passes}, {"proposed", st.proposed},
+                      {"accepted", st.accepted}, {"acceptance", st.acceptance()},
+                      {"expert_bytes_read_per_token", double(e1.bytes_read - e0.bytes_read) / n},
+                      {"expert_bytes_needed_per_token", double(e1.bytes_needed - e0.bytes_needed) / n},
+                      {"storage_bytes_read", process_read_bytes() - io0}, {"peak_rss_bytes", process_peak_rss()}};
+  std::printf("%s: speculative %.4f s/token over %lld tokens (%lld passes, acceptance %.1f%%), prefill %.2f s for %zu "
+              "tokens, experts read %s/token (needed %s/token), peak RSS %s\n",
+              o.model.c_str(), gen / n, (long long)(st.generated - 1), (long long)st.passes, 100 * st.acceptance(),
+              prefill, prompt.size(), human_bytes(j["expert_bytes_read_per_token"].get<double>()).c_str(),
+              human_bytes(j["expert_bytes_needed_per_token"].get<double>()).c_str(),
+              human_bytes(double(process_peak_rss())).c_str());
+  if (!o.json_out.empty()) std::ofstream(o.json_out) << j.dump(2) << "\n";
+  return 0;
+}
+
 int run_bench(const BenchOpts& o) {
   using clock = std::chrono::steady_clock;
   if (o.ram_gb <= 0) fail("--ram must be a positive number of GB");
@@ -104,14 +150,20 @@ int run_bench(const BenchOpts& o) {
   }
   // Scratch and state: a fixed reserve, smaller for tiny budgets.
   const uint64_t reserve = std::min<uint64_t>(ram / 5, 768ull << 20);
-  if (spine + reserve >= ram)
-    fail("the spine ({}) plus {} of working memory does not fit in --ram {} GB", human_bytes(double(spine)),
-         human_bytes(double(reserve)), o.ram_gb);
   LoadOptions lo;
   lo.stream_experts = true;
   lo.prefetch = !o.no_prefetch;
-  lo.streaming.cache_bytes = ram - spine - reserve;
+  // A spine that leaves less than a quarter of the budget to the expert cache
+  // is streamed layer by layer within three quarters of it.
+  if (spine + reserve <= ram / 4 * 3) {
+    lo.streaming.cache_bytes = ram - spine - reserve;
+  } else {
+    if (reserve >= ram) fail("--ram {} GB leaves nothing after {} of working memory", o.ram_gb, human_bytes(double(reserve)));
+    lo.spine_budget = (ram - reserve) / 4 * 3;
+    lo.streaming.cache_bytes = ram - reserve - lo.spine_budget;
+  }
   lo.streaming.policy = o.policy;
+  lo.streaming.heat_file = o.heat_file.empty() ? o.model + "/sluice-expert-heat.txt" : o.heat_file;
   lo.streaming.direct = !o.buffered;
   lo.streaming.queue = o.queue == "uring" ? ReadQueue::Kind::IoUring
                        : o.queue == "threads" ? ReadQueue::Kind::Threads
@@ -126,6 +178,12 @@ int run_bench(const BenchOpts& o) {
   std::mt19937_64 rng(o.seed);
   std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
   for (auto& t : prompt) t = int32_t(rng() % uint64_t(V));
+  if (!o.prompt_from.empty()) prompt = tokens_from_safetensors(o.prompt_from);
+  {
+    const std::vector<int32_t> once = prompt;  // copy-heavy prompts: the same text several times
+    for (int64_t r = 1; r < o.repeat_prompt; ++r) prompt.insert(prompt.end(), once.begin(), once.end());
+  }
+  if (o.speculate) return run_speculative(o, *model, prompt);
 
   Session s(*model);
   s.set_prefill_chunk(o.chunk);
@@ -172,10 +230,15 @@ int run_bench(const BenchOpts& o) {
       {"spine_bytes", spine},
       {"routed_expert_bytes", experts},
       {"cache_bytes", lo.streaming.cache_bytes},
+      {"spine_budget_bytes", lo.spine_budget},
+      {"spine_resident_layers", model->spine_stats().resident_layers},
+      {"spine_streamed_layers", model->spine_stats().streamed_layers},
+      {"spine_stream_bytes_read", model->spine_stats().bytes_read},
+      {"spine_stall_seconds", model->spine_stats().stall_seconds},
       {"policy", o.policy},
       {"prefetch", !o.no_prefetch},
       {"tokens", o.tokens},
-      {"prompt_tokens", o.prompt_tokens},
+      {"prompt_tokens", prompt.size()},
       {"seconds_per_token", median(secs)},
       {"prefill_seconds", prefill},
       {"expert_bytes_read_per_token", median(ebytes)},
@@ -194,12 +257,12 @@ int run_bench(const BenchOpts& o) {
       {"per_token", per_token},
   };
   std::printf(
-      "%s: %.3f s/token (median of %lld), prefill %.2f s for %lld tokens, experts read %s/token (needed %s), "
-      "spine read %s/token, %.2f GB/s, stall %.0f%%, hit rate %.1f%%, prefetch recall %.1f%%, peak RSS %s "
+      "%s: %.4f s/token (median of %lld), prefill %.2f s for %lld tokens, experts read %s/token (needed %s), "
+      "spine read %s/token (%lld layers streamed), %.2f GB/s, stall %.0f%%, hit rate %.1f%%, prefetch recall %.1f%%, peak RSS %s "
       "(budget %s)\n",
-      o.model.c_str(), median(secs), (long long)o.tokens, prefill, (long long)o.prompt_tokens,
+      o.model.c_str(), median(secs), (long long)o.tokens, prefill, (long long)prompt.size(),
       human_bytes(median(ebytes)).c_str(), human_bytes(median(need)).c_str(), human_bytes(median(sbytes)).c_str(),
-      j["read_gbps"].get<double>(), 100 * j["io_stall_fraction"].get<double>(), 100 * hit_rate, 100 * recall,
+      (long long)model->spine_stats().streamed_layers, j["read_gbps"].get<double>(), 100 * j["io_stall_fraction"].get<double>(), 100 * hit_rate, 100 * recall,
       human_bytes(double(process_peak_rss())).c_str(), human_bytes(double(ram)).c_str());
   if (!o.json_out.empty()) {
     std::ofstream out(o.json_out);
@@ -218,7 +281,9 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "Random prompt length (prefilled first)")->capture_default_str();
   cmd->add_option("--prefill-chunk", o->chunk, "Prefill chunk size in tokens")->capture_default_str();
   cmd->add_option("--json", o->json_out, "Write the full results (with per-token lists) here");
-  cmd->add_option("--policy", o->policy, "Expert cache policy: lru or lfu")->capture_default_str();
+  cmd->add_option("--policy", o->policy, "Expert cache policy: lru, lfu or heat (use counts kept across runs)")
+      ->capture_default_str();
+  cmd->add_option("--heat-file", o->heat_file, "heat policy: counts file (default MODEL/sluice-expert-heat.txt)");
   cmd->add_option("--queue", o->queue, "Reader: auto, uring or threads")->capture_default_str();
   cmd->add_flag("--no-prefetch", o->no_prefetch, "Do not predict the next layer's experts");
   cmd->add_flag("--buffered", o->buffered, "Use the page cache instead of O_DIRECT");
@@ -227,6 +292,11 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--read-kb", o->chunk_kb, "Size of each read in KiB (experts are split into reads of this size)")
       ->capture_default_str();
   cmd->add_flag("--io-only", o->io_only, "Only read experts (random top-k per layer and token), no compute");
+  cmd->add_flag("--speculate", o->speculate, "Generate with n-gram speculative decoding (reports per generated token)");
+  cmd->add_option("--draft-max", o->draft_max, "Most draft tokens verified per pass")->capture_default_str();
+  cmd->add_option("--prompt-from", o->prompt_from, "Prompt token ids from FILE:TENSOR instead of random ids");
+  cmd->add_option("--repeat-prompt", o->repeat_prompt, "Repeat the prompt this many times (copy-heavy input)")
+      ->capture_default_str();
   cmd->callback([o, &action] { action = [o] { return run_bench(*o); }; });
 }
 

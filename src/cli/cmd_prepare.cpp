@@ -18,15 +18,18 @@ void add_prepare_command(CLI::App& app, Action& action) {
   cmd->add_option("--model", o->dir, "Checkpoint directory")->required();
   cmd->add_option("--spine", o->spine, "Spine precision: bf16 (as released) or int8 (one scale per output row)")
       ->capture_default_str();
+  cmd->add_flag("--pack-experts", o->pack_experts,
+                "Also copy routed experts into per-layer packs, one 4 KiB-aligned extent per expert");
   cmd->add_flag("--quiet", *quiet, "No progress display");
   cmd->callback([o, quiet, &action] {
     action = [o, quiet] {
       o->progress = !*quiet;
       PrepareResult r = prepare(*o);
-      std::printf("prepared %s: spine %s (%s%s), %lld experts (%s) checksummed%s\n", o->dir.c_str(),
+      std::printf("prepared %s: spine %s (%s%s), %lld experts (%s) checksummed%s%s\n", o->dir.c_str(),
                   human_bytes(double(r.spine_bytes)).c_str(), o->spine.c_str(), r.spine_reused ? ", kept" : "",
                   (long long)r.experts, human_bytes(double(r.expert_bytes)).c_str(),
-                  r.experts_resumed ? fmt::format(", {} resumed", r.experts_resumed).c_str() : "");
+                  r.experts_resumed ? fmt::format(", {} resumed", r.experts_resumed).c_str() : "",
+                  r.packs ? fmt::format(", {} expert packs", r.packs).c_str() : "");
       return 0;
     };
   });

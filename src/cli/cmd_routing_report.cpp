@@ -25,29 +25,6 @@ struct Opts {
   std::vector<int64_t> cache_sizes = {4, 8, 16, 32};
 };
 
-std::vector<int32_t> tokens_from_safetensors(const std::string& spec) {
-  // FILE:TENSOR, an integer tensor (e.g. a reference file's input_ids)
-  auto colon = spec.rfind(':');
-  if (colon == std::string::npos) fail("--tokens-from must be FILE:TENSOR, got '{}'", spec);
-  SafetensorsFile f(spec.substr(0, colon));
-  TensorView t = f.get(spec.substr(colon + 1));
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (t.dtype() == DType::I64) {
-      int64_t v;
-      std::memcpy(&v, t.data + 8 * i, 8);
-      out.push_back(int32_t(v));
-    } else if (t.dtype() == DType::I32) {
-      int32_t v;
-      std::memcpy(&v, t.data + 4 * i, 4);
-      out.push_back(v);
-    } else {
-      fail("{}: tensor '{}' must be I64 or I32", f.path(), t.name());
-    }
-  }
-  return out;
-}
-
 int run(const Opts& o) {
   std::vector<int32_t> ids = !o.tokens.empty() ? parse_token_list(o.tokens) : tokens_from_safetensors(o.tokens_from);
   if (ids.size() < 2) fail("need at least 2 tokens for a routing report");

@@ -21,6 +21,12 @@ std::vector<std::pair<int, CommandSetup>>& command_registry();
 
 // "5,17,9" -> {5, 17, 9}; throws sluice::Error naming the bad item.
 std::vector<int32_t> parse_token_list(const std::string& s);
+// --model when the user gave none: $SLUICE_MODEL, else the shipped sluice-k3-mini.
+std::string default_model_dir();
+std::string model_or_default(const std::string& given);
+
+// Token ids from FILE:TENSOR, an integer tensor (e.g. a reference's input_ids).
+std::vector<int32_t> tokens_from_safetensors(const std::string& spec);
 
 }  // namespace sluice::cli
 

@@ -1,6 +1,8 @@
 // sluice: run Mixture-of-Experts models larger than memory.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "util/error.h"
@@ -12,6 +14,19 @@ std::vector<std::pair<int, CommandSetup>>& command_registry() {
   return r;
 }
 CommandRegistrar::CommandRegistrar(int order, CommandSetup setup) { command_registry().push_back({order, setup}); }
+
+std::string default_model_dir() {
+  const char* env = std::getenv("SLUICE_MODEL");
+  return env && *env ? env : SLUICE_DEFAULT_MODEL;
+}
+
+std::string model_or_default(const std::string& given) {
+  if (!given.empty()) return given;
+  std::string d = default_model_dir();
+  if (!std::filesystem::exists(d + "/config.json"))
+    fail("no --model given and the default model {} is missing (set SLUICE_MODEL or pass --model)", d);
+  return d;
+}
 }  // namespace sluice::cli
 
 int main(int argc, char** argv) {

@@ -10,7 +10,8 @@ namespace sluice {
 
 namespace fs = std::filesystem;
 
-Checkpoint::Checkpoint(const std::string& dir, bool use_prepared_spine) : dir_(dir) {
+Checkpoint::Checkpoint(const std::string& dir, bool use_prepared_spine, const std::vector<std::string>& extra)
+    : dir_(dir) {
   fs::path index = fs::path(dir) / "model.safetensors.index.json";
   fs::path single = fs::path(dir) / "model.safetensors";
   if (fs::exists(index)) {
@@ -47,6 +48,12 @@ Checkpoint::Checkpoint(const std::string& dir, bool use_prepared_spine) : dir_(d
     fail("{}: no model.safetensors or model.safetensors.index.json", dir);
   }
   if (use_prepared_spine) overlay_prepared_spine();
+  for (const auto& f : extra) overlay(f);
+}
+
+void Checkpoint::overlay(const std::string& file) {
+  files_.push_back(std::make_unique<SafetensorsFile>((fs::path(dir_) / file).string()));
+  for (const auto& [name, _] : files_.back()->tensors()) where_[name] = files_.back().get();
 }
 
 void Checkpoint::overlay_prepared_spine() {
@@ -67,8 +74,11 @@ void Checkpoint::overlay_prepared_spine() {
   } catch (const nlohmann::json::exception& e) {
     fail("{}: malformed manifest: {}", manifest.string(), e.what());
   }
-  files_.push_back(std::make_unique<SafetensorsFile>(spine.string()));
-  for (const auto& [name, _] : files_.back()->tensors()) where_[name] = files_.back().get();
+  overlay("sluice-spine.safetensors");
+  // Expert packs written by `prepare --pack-experts`, exactly as the manifest lists them.
+  if (j.contains("packs") && j["packs"].is_array())
+    for (const auto& p : j["packs"])
+      if (p.is_string()) overlay(p.get<std::string>());
 }
 
 TensorView Checkpoint::get(const std::string& name) const {

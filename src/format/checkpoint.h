@@ -15,7 +15,8 @@ class Checkpoint {
  public:
   // use_prepared_spine: when `sluice prepare` has written sluice-spine.safetensors
   // and sluice-manifest.json here, tensors present in the spine file are read from it.
-  explicit Checkpoint(const std::string& dir, bool use_prepared_spine = true);
+  // `extra`: further files in `dir` (expert packs) whose tensors take precedence.
+  explicit Checkpoint(const std::string& dir, bool use_prepared_spine = true, const std::vector<std::string>& extra = {});
 
   const std::string& dir() const { return dir_; }
   bool has(const std::string& name) const { return where_.count(name) != 0; }
@@ -28,6 +29,7 @@ class Checkpoint {
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile*> where_;
   void overlay_prepared_spine();
+  void overlay(const std::string& file);
 };
 
 }  // namespace sluice

@@ -123,7 +123,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   }
   size_ = uint64_t(st.st_size);
   if (size_ > 0) {
-    void* m = mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
+    // Private and writable so that the spine streamer can read weights into
+    // their own addresses with O_DIRECT and drop them again (io/spine_streamer.h);
+    // nothing is ever written back to the file.
+    void* m = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, 0);
     if (m == MAP_FAILED) {
       int e = errno;
       ::close(fd_);

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "util/error.h"
 
@@ -48,8 +50,9 @@ std::vector<ExpertExtent> expert_extents(const Checkpoint& ckpt, const ExpertWei
 
 StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& ckpt, StreamingOptions opts)
     : table_(table), ckpt_(ckpt), opts_(std::move(opts)) {
-  if (opts_.policy != "lru" && opts_.policy != "lfu")
-    fail("expert cache policy '{}' is not one of lru, lfu", opts_.policy);
+  if (opts_.policy != "lru" && opts_.policy != "lfu" && opts_.policy != "heat")
+    fail("expert cache policy '{}' is not one of lru, lfu, heat", opts_.policy);
+  if (opts_.policy == "heat") load_heat();
   // Read plans: aligned reads covering each expert's extents, laid out back to back in a slot.
   plans_.resize(size_t(table.layers()));
   for (int32_t l = 0; l < table.layers(); ++l) {
@@ -108,7 +111,29 @@ StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& c
   }
 }
 
+void StreamingExperts::load_heat() {
+  if (opts_.heat_file.empty()) return;
+  std::ifstream in(opts_.heat_file);
+  uint64_t key;
+  double h;
+  // Earlier runs count half as much as this one, so the heat follows changing use.
+  while (in >> key >> h) heat_[key] = 0.5 * h;
+}
+
+void StreamingExperts::save_heat() const {
+  if (opts_.policy != "heat" || opts_.heat_file.empty()) return;
+  const std::string tmp = opts_.heat_file + ".tmp";
+  {
+    std::ofstream out(tmp);
+    for (const auto& [k, h] : heat_)
+      if (h >= 0.01) out << k << ' ' << h << '\n';
+    if (!out) return;  // best effort: the heat is a hint
+  }
+  std::rename(tmp.c_str(), opts_.heat_file.c_str());
+}
+
 StreamingExperts::~StreamingExperts() {
+  save_heat();
   std::vector<ReadCompletion> sink;
   while (queue_ && queue_->in_flight() > 0) queue_->reap(sink, true);
   queue_.reset();
@@ -147,8 +172,16 @@ int64_t StreamingExperts::victim(bool allow_wanted) const {
       continue;
     }
     const Slot& b = slots_[size_t(best)];
-    const bool better = opts_.policy == "lfu" ? (s.uses < b.uses || (s.uses == b.uses && s.last_use < b.last_use))
-                                              : s.last_use < b.last_use;
+    bool better;
+    if (opts_.policy == "lfu") {
+      better = s.uses < b.uses || (s.uses == b.uses && s.last_use < b.last_use);
+    } else if (opts_.policy == "heat") {
+      auto hs = heat_.find(s.key), hb = heat_.find(b.key);
+      const double a = hs == heat_.end() ? 0 : hs->second, c = hb == heat_.end() ? 0 : hb->second;
+      better = a < c || (a == c && s.last_use < b.last_use);
+    } else {
+      better = s.last_use < b.last_use;
+    }
     if (better) best = int64_t(i);
   }
   return best;
@@ -301,6 +334,7 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
   if (slot.prefetched && !slot.used) ++stats_.prefetch_used;
   slot.used = true;
   slot.acquired_epoch = epoch_;
+  if (opts_.policy == "heat") heat_[key] += 1.0;
   ++slot.pins;
   ++slot.uses;
   slot.last_use = ++tick_;

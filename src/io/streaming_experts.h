@@ -22,7 +22,8 @@ namespace sluice {
 
 struct StreamingOptions {
   uint64_t cache_bytes = 1ull << 30;
-  std::string policy = "lru";  // lru | lfu
+  std::string policy = "lru";  // lru | lfu | heat (use counts learned across runs, saved in heat_file)
+  std::string heat_file;       // heat: where the per-expert use counts persist
   bool direct = true;          // O_DIRECT where supported
   ReadQueue::Kind queue = ReadQueue::Kind::Auto;
   int queue_depth = 128;
@@ -108,6 +109,9 @@ class StreamingExperts : public ExpertSource {
   std::unordered_map<uint64_t, uint64_t> loaded_epoch_;  // request epoch of each expert's last load
   uint64_t tick_ = 0, epoch_ = 0;
   ExpertStats stats_;
+  std::unordered_map<uint64_t, double> heat_;  // key -> uses in earlier runs (decayed) + this run
+  void load_heat();
+  void save_heat() const;
 };
 
 }  // namespace sluice

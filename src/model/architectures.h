@@ -18,6 +18,8 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
 // Builds the decoder for DIR without streaming (prepare and tests use this);
 // use_prepared_spine: read non-expert weights from sluice-spine.safetensors when present.
 std::unique_ptr<Decoder> load_decoder(const std::string& dir, bool use_prepared_spine);
+// The same over a checkpoint opened by the caller (e.g. with expert packs overlaid).
+std::unique_ptr<Decoder> build_decoder(const std::string& dir, std::unique_ptr<Checkpoint> ckpt);
 
 // vocab, hidden, layers, positions and end-of-sequence ids common to all configs.
 ModelInfo basic_model_info(const Config& cfg, const std::string& arch);

@@ -10,6 +10,7 @@
 
 #include "format/checkpoint.h"
 #include "io/expert_source.h"
+#include "io/spine_streamer.h"
 #include "model/blocks.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -37,6 +38,7 @@ class Decoder : public Model {
   Decoder(ModelInfo info, std::unique_ptr<Checkpoint> ckpt, std::string prefix);
 
   WeightLoader& weights() { return *weights_; }
+  const WeightLoader& weights() const { return *weights_; }
   // Routed experts as mapped from the checkpoint, and the slot MoE blocks read
   // them through (the table itself unless another source is installed).
   ExpertTable& experts() { return table_; }
@@ -45,6 +47,9 @@ class Decoder : public Model {
   void set_expert_source(std::unique_ptr<ExpertSource> source);
   ExpertSource& expert_source() const { return *slot_->source; }
   const Checkpoint& checkpoint() const { return *ckpt_; }
+  // Read the spine into private memory once, streaming layers that do not fit in `budget` bytes.
+  void stream_spine(uint64_t budget);
+  SpineStreamStats spine_stats() const override { return spine_ ? spine_->stats() : SpineStreamStats{}; }
   // Prefetch the next MoE layer's experts from a guess of its router input.
   void set_prefetch(bool on) { prefetch_ = on; }
   void set_embedding(QMatrix embed, QMatrix lm_head, const float* final_norm, float eps);
@@ -52,6 +57,7 @@ class Decoder : public Model {
   void set_attn_res(AttnRes a) { attn_res_ = a; }
 
   const ModelInfo& info() const override { return info_; }
+  ModelInfo& mutable_info() { return info_; }
   ExpertStats expert_stats() const override { return slot_->source->stats(); }
   uint64_t spine_bytes() const override;
   uint64_t routed_expert_bytes() const override;
@@ -72,6 +78,8 @@ class Decoder : public Model {
   std::shared_ptr<ExpertSourceSlot> slot_;
   std::unique_ptr<ExpertSource> installed_source_;
   bool prefetch_ = false;
+  std::unique_ptr<SpineLayout> spine_layout_;
+  std::unique_ptr<SpineStreamer> spine_;
 
   void prefetch_next(size_t layer, const float* h, int64_t T) const;
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/expert_source.h"
+#include "io/spine_streamer.h"
 #include "io/streaming_experts.h"
 
 namespace sluice {
@@ -69,6 +70,7 @@ class Model {
   // Bytes of resident (non-routed-expert) weights the model uses, and of all routed experts.
   virtual uint64_t spine_bytes() const { return 0; }
   virtual uint64_t routed_expert_bytes() const { return 0; }
+  virtual SpineStreamStats spine_stats() const { return {}; }
 };
 
 struct LoadOptions {
@@ -76,6 +78,9 @@ struct LoadOptions {
   StreamingOptions streaming;
   bool prefetch = false;        // predict the next layer's experts from the current hidden state
   bool use_prepared_spine = true;  // use sluice-spine.safetensors from `sluice prepare` when present
+  // With streamed experts the spine is read once into private memory; layers
+  // beyond this many bytes (0: no limit) are streamed layer by layer.
+  uint64_t spine_budget = 0;
 };
 
 // Reads DIR/config.json, dispatches on model_type and maps the weights.

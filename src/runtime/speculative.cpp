@@ -31,7 +31,8 @@ std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>
   std::vector<int32_t> history = prompt;
   const std::vector<float>& first = s.feed(prompt);
   int32_t next = argmax(first.data(), V);
-  int64_t draft_len = opts.max_draft;
+  int64_t draft_len = opts.max_draft, paused = 0;
+  double running = 1.0;  // running acceptance rate of recent passes
   for (;;) {
     out.push_back(next);
     history.push_back(next);
@@ -40,7 +41,9 @@ std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>
     if (int64_t(out.size()) >= max_new || is_eos(next)) break;
     // Never draft past the token budget.
     const int64_t room = max_new - int64_t(out.size());
-    std::vector<int32_t> draft = drafter.propose(history, std::min(draft_len, room));
+    std::vector<int32_t> draft;
+    if (paused > 0) --paused;
+    else draft = drafter.propose(history, std::min(draft_len, room));
     std::vector<int32_t> batch{next};
     batch.insert(batch.end(), draft.begin(), draft.end());
     s.checkpoint();
@@ -67,6 +70,12 @@ std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>
     if (opts.adaptive && !draft.empty()) {
       if (a == draft.size()) draft_len = std::min(opts.max_draft, draft_len + 2);
       else draft_len = std::max<int64_t>(1, int64_t(a) + 1);
+      running = 0.7 * running + 0.3 * double(a) / double(draft.size());
+      if (running < opts.pause_below) {
+        paused = opts.pause_tokens;
+        running = opts.pause_below;  // one good pass after the pause resumes drafting
+        draft_len = 2;
+      }
     }
   }
   return out;

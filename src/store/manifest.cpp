@@ -16,6 +16,7 @@ void Manifest::save(const std::string& path) const {
   j["spine"] = {{"file", kSpineFile}, {"format", spine_format}};
   j["files"] = nlohmann::json::array();
   for (const auto& [n, sz] : files) j["files"].push_back({{"name", n}, {"size", sz}});
+  j["packs"] = packs;
   j["experts"] = nlohmann::json::array();
   for (const auto& e : experts) {
     nlohmann::json ex = nlohmann::json::array();
@@ -41,6 +42,8 @@ Manifest Manifest::load(const std::string& path) {
     if (m.version != 1) fail("{}: manifest version {} is not supported", path, m.version);
     m.spine_format = j.at("spine").at("format").get<std::string>();
     for (const auto& f : j.at("files")) m.files.push_back({f.at("name").get<std::string>(), f.at("size").get<uint64_t>()});
+    if (j.contains("packs"))
+      for (const auto& p : j.at("packs")) m.packs.push_back(p.get<std::string>());
     for (const auto& e : j.at("experts")) {
       ManifestExpert me;
       me.layer = e.at(0).get<int32_t>();

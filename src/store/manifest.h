@@ -25,6 +25,7 @@ struct Manifest {
   std::string spine_format;  // bf16 (as released) or int8
   std::vector<std::pair<std::string, uint64_t>> files;  // shard name, size in bytes
   std::vector<ManifestExpert> experts;
+  std::vector<std::string> packs;  // expert pack files (prepare --pack-experts), in checkpoint file order
 
   void save(const std::string& path) const;  // atomic (temp file + rename)
   static Manifest load(const std::string& path);

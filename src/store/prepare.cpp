@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
+#include "io/spine_layout.h"
 #include "model/architectures.h"
 #include "store/manifest.h"
 #include "util/error.h"
@@ -120,52 +122,99 @@ void write_spine(const std::string& path, const std::vector<TensorView>& tensors
   *bytes_out = uint64_t(fs::file_size(path));
 }
 
+// One pack per MoE layer: each expert's tensors back to back, every expert
+// starting on a 4 KiB boundary of the file (padding tensors fill the gaps).
+std::string write_pack(const std::string& dir, int32_t layer, const std::vector<std::vector<TensorView>>& experts,
+                       bool progress_on) {
+  const std::string name = fmt::format("sluice-experts-{:05d}.safetensors", layer);
+  const std::string path = (fs::path(dir) / name).string();
+  std::vector<std::tuple<std::string, DType, std::vector<int64_t>, uint64_t, const uint8_t*>> items;
+  uint64_t off = 0;
+  int pad = 0;
+  for (size_t e = 0; e < experts.size(); ++e) {
+    const uint64_t aligned = (off + 4095) & ~uint64_t(4095);
+    if (aligned > off) {
+      items.emplace_back(fmt::format("__pad.{}", pad++), DType::U8, std::vector<int64_t>{int64_t(aligned - off)},
+                         aligned - off, nullptr);
+      off = aligned;
+    }
+    for (const auto& t : experts[e]) {
+      items.emplace_back(t.name(), t.dtype(), t.shape(), t.nbytes(), t.data);
+      off += t.nbytes();
+    }
+  }
+  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  h["__metadata__"] = {{"format", "pt"}, {"sluice_pack", std::to_string(layer)}};
+  uint64_t at = 0;
+  for (const auto& [n, dt, shape, len, _] : items) {
+    h[n] = {{"dtype", std::string(dtype_name(dt))}, {"shape", shape}, {"data_offsets", {at, at + len}}};
+    at += len;
+  }
+  std::string hs = h.dump();
+  while ((hs.size() + 8) % 4096) hs.push_back(' ');  // data section starts on a page boundary
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail("{}: cannot create: {}", tmp, std::strerror(errno));
+  uint64_t n = hs.size();
+  bool ok = std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(hs.data(), 1, hs.size(), f) == hs.size();
+  Progress progress(fmt::format("prepare: pack layer {}", layer), at, progress_on);
+  uint64_t done = 0;
+  std::vector<uint8_t> zeros(4096, 0);
+  for (const auto& [nm, dt, shape, len, src] : items) {
+    if (src) ok = ok && std::fwrite(src, 1, len, f) == len;
+    else ok = ok && std::fwrite(zeros.data(), 1, len, f) == len;
+    done += len;
+    progress.update(done);
+  }
+  ok = std::fflush(f) == 0 && ok;
+  ok = fsync(fileno(f)) == 0 && ok;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    fail("{}: write failed: {}", path, std::strerror(errno));
+  }
+  progress.finish();
+  fs::rename(tmp, path);
+  return name;
+}
+
+// The checkpoint tensors making up each expert; experts whose bytes are slices
+// of stacked tensors (gpt-oss) cannot be repacked under their own names.
+std::vector<std::string> write_packs(const Decoder& model, const PrepareOptions& o) {
+  const Checkpoint& ck = model.checkpoint();
+  std::map<std::pair<const uint8_t*, uint64_t>, TensorView> by_range;
+  for (const auto& name : model.weights().accessed_names()) {
+    TensorView t = ck.get(name);
+    by_range.emplace(std::make_pair(t.data, t.nbytes()), t);
+  }
+  std::vector<std::string> packs;
+  const ExpertTable& table = model.experts();
+  for (int32_t l = 0; l < table.layers(); ++l) {
+    if (table.experts(l) == 0) continue;
+    std::vector<std::vector<TensorView>> experts(static_cast<size_t>(table.experts(l)));
+    for (int32_t e = 0; e < table.experts(l); ++e)
+      for (auto r : expert_byte_ranges(table.at(l, e))) {
+        auto it = by_range.find({r.ptr, r.len});
+        if (it == by_range.end())
+          fail("--pack-experts: expert {} of layer {} is a slice of a stacked tensor; this layout is already one "
+               "run per tensor and cannot be repacked by name",
+               e, l);
+        experts[size_t(e)].push_back(it->second);
+      }
+    packs.push_back(write_pack(o.dir, l, experts, o.progress));
+  }
+  return packs;
+}
+
 }  // namespace
 
 PrepareResult prepare(const PrepareOptions& o) {
   if (o.spine != "bf16" && o.spine != "int8") fail("--spine must be bf16 or int8, got '{}'", o.spine);
   PrepareResult res;
   auto model = load_decoder(o.dir, /*use_prepared_spine=*/false);
-  const Checkpoint& ck = model->checkpoint();
-  const ExpertTable& table = model->experts();
-
-  Manifest man;
-  man.spine_format = o.spine;
-  for (const auto& f : ck.files()) man.files.push_back({fs::path(f->path()).filename().string(), f->file_size()});
-
-  // Expert extents, and which bytes of each file they cover.
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> covered(ck.files().size());
-  for (int32_t l = 0; l < table.layers(); ++l)
-    for (int32_t e = 0; e < table.experts(l); ++e) {
-      ManifestExpert me{l, e, expert_extents(ck, table.at(l, e)), 0};
-      for (const auto& x : me.extents) covered[size_t(x.file)].push_back({x.offset, x.offset + x.length});
-      man.experts.push_back(std::move(me));
-    }
-  for (auto& c : covered) {
-    std::sort(c.begin(), c.end());
-    std::vector<std::pair<uint64_t, uint64_t>> merged;
-    for (auto iv : c) {
-      if (!merged.empty() && iv.first <= merged.back().second) merged.back().second = std::max(merged.back().second, iv.second);
-      else merged.push_back(iv);
-    }
-    c = std::move(merged);
-  }
-  auto inside_experts = [&](const TensorView& t) {
-    size_t fi = 0;
-    while (fi < ck.files().size() && ck.files()[fi]->path() != *t.file) ++fi;
-    const auto& c = covered[fi];
-    auto it = std::upper_bound(c.begin(), c.end(), std::make_pair(t.file_offset, UINT64_MAX));
-    if (it == c.begin()) return false;
-    --it;
-    return it->first <= t.file_offset && t.file_offset + t.nbytes() <= it->second;
-  };
-
   // Spine: every tensor the model uses that is not part of a routed expert.
-  std::vector<TensorView> spine;
-  for (const auto& name : model->weights().accessed_names()) {
-    TensorView t = ck.get(name);
-    if (t.nbytes() == 0 || !inside_experts(t)) spine.push_back(t);
-  }
+  const SpineLayout layout(model->checkpoint(), model->weights().accessed_names(), model->experts());
+  const std::vector<TensorView>& spine = layout.tensors();
   const std::string spine_path = (fs::path(o.dir) / kSpineFile).string();
   bool reuse = false;
   if (fs::exists(spine_path)) {
@@ -184,6 +233,26 @@ PrepareResult prepare(const PrepareOptions& o) {
   } else {
     write_spine(spine_path, spine, o.spine, o.progress, &res.spine_bytes);
   }
+
+  std::vector<std::string> packs;
+  if (o.pack_experts) packs = write_packs(*model, o);
+  res.packs = int64_t(packs.size());
+  // With packs, experts are located (and checksummed) in the packs.
+  std::unique_ptr<Decoder> packed;
+  if (!packs.empty()) {
+    std::vector<std::string> extra{kSpineFile};
+    extra.insert(extra.end(), packs.begin(), packs.end());
+    packed = build_decoder(o.dir, std::make_unique<Checkpoint>(o.dir, false, extra));
+  }
+  const Decoder& located = packed ? *packed : *model;
+  const Checkpoint& ck = located.checkpoint();
+  const ExpertTable& table = located.experts();
+  Manifest man;
+  man.spine_format = o.spine;
+  man.packs = packs;
+  for (const auto& f : ck.files()) man.files.push_back({fs::path(f->path()).filename().string(), f->file_size()});
+  for (int32_t l = 0; l < table.layers(); ++l)
+    for (int32_t e = 0; e < table.experts(l); ++e) man.experts.push_back({l, e, expert_extents(ck, table.at(l, e)), 0});
 
   // Checksums, resuming from a partial manifest of an interrupted run.
   const std::string partial_path = (fs::path(o.dir) / (std::string(kManifestFile) + ".partial")).string();

@@ -16,12 +16,16 @@ struct PrepareOptions {
   std::string dir;
   std::string spine = "bf16";  // bf16 (as released) | int8
   bool progress = true;
+  // Copy routed experts into packs (sluice-experts-LLLLL.safetensors) where each
+  // expert is one 4 KiB-aligned extent, for layouts that scatter an expert's tensors.
+  bool pack_experts = false;
 };
 
 struct PrepareResult {
   uint64_t spine_bytes = 0, expert_bytes = 0;
   int64_t experts = 0, experts_resumed = 0;
   bool spine_reused = false;
+  int64_t packs = 0;
 };
 
 PrepareResult prepare(const PrepareOptions& opts);

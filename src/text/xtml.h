@@ -26,7 +26,7 @@ namespace sluice::text {
 
 struct XtmlSegment {
   std::string text;
-  bool trusted;  // may contain special-token strings that must become special ids
+  bool trusted;  // true: only the markers <|open|> <|close|> <|sep|> <|end_of_msg|> (special ids)
 };
 
 struct XtmlOptions {

@@ -1,6 +1,7 @@
 // Reference token ids for sluice's tokenizer tests.
 // usage: node tokenize_ref.mjs MODEL INPUT.jsonl > OUTPUT.jsonl
-//   MODEL: tiktoken-dir:DIR (tiktoken.model + tokenizer_config.json with pat_str) |
+//   MODEL: hf-dir:DIR (tokenizer.json + tokenizer_config.json, transformers.js) |
+//          tiktoken-dir:DIR (tiktoken.model + tokenizer_config.json with pat_str) |
 //          deepseek_v3 | qwen3 | gptoss (transformers.js via @lenml/tokenizers,
 //          encode(text, add_special_tokens=false)) or o200k_base | cl100k_base
 //          (tiktoken, encode(text, allowed_special="all")).
@@ -51,7 +52,18 @@ function tiktokenDir(dir) {
   return (s) => Array.from(enc.encode(s, "all"));
 }
 
+// Any tokenizer.json + tokenizer_config.json directory through transformers.js.
+function hfDir(dir) {
+  const { TokenizerLoader } = require("@lenml/tokenizers");
+  const tok = TokenizerLoader.fromPreTrained({
+    tokenizerJSON: JSON.parse(fs.readFileSync(`${dir}/tokenizer.json`, "utf8")),
+    tokenizerConfig: JSON.parse(fs.readFileSync(`${dir}/tokenizer_config.json`, "utf8")),
+  });
+  return (s) => tok.encode(s, { add_special_tokens: false });
+}
+
 async function encoder(model) {
+  if (model.startsWith("hf-dir:")) return hfDir(model.slice("hf-dir:".length));
   if (model.startsWith("tiktoken-dir:")) return tiktokenDir(model.slice("tiktoken-dir:".length));
   if (model === "o200k_base" || model === "cl100k_base") {
     const { Tiktoken } = require("tiktoken/lite");

@@ -97,6 +97,12 @@ namespace {
 // Kimi's pre-tokenizer pattern (with its `&&` class intersections, which
 // tiktoken's Rust regex engine runs natively and sluice rewrites for PCRE2),
 // on the o200k ranks: ids must equal tiktoken's for the whole corpus.
+// The repository's own model (GPT-2 split regex, 3836 merges, ChatML markers).
+TEST(TokenizerReference, SluiceK3Mini) {
+  const std::string dir = test::source_dir() + "/models/sluice-k3-mini";
+  compare_with_reference("hf-dir:" + dir, dir, false);
+}
+
 TEST(TokenizerReference, KimiPatternViaTiktoken) {
   test::TempDir tmp;
   std::string dir = tiktoken_dir(tmp, "o200k_base");

@@ -40,12 +40,14 @@ TEST_P(StreamingGolden, BitwiseEqualToResident) {
   auto resident = load_model(dir);
   auto want = run(*resident, ids);
   for (uint64_t cache : {uint64_t(200) << 10, uint64_t(6) << 20}) {
-  for (const char* policy : {"lru", "lfu"}) {
+  for (const char* policy : {"lru", "lfu", "heat"}) {
     for (bool prefetch : {false, true}) {
       LoadOptions o;
       o.stream_experts = true;
       o.prefetch = prefetch;
       o.streaming.policy = policy;
+      test::TempDir heat_dir;
+      o.streaming.heat_file = heat_dir.file("heat.txt");
       // Room for a handful of experts only: most requests miss and evict.
       o.streaming.cache_bytes = cache;
       auto streamed = load_model(dir, o);
@@ -69,6 +71,28 @@ TEST_P(StreamingGolden, BitwiseEqualToResident) {
 INSTANTIATE_TEST_SUITE_P(Models, StreamingGolden,
                          ::testing::Values("deepseek_v3_tiny", "deepseek_v3_tiny_fp8", "deepseek_v3_tiny_int4",
                                            "qwen3_moe_tiny", "gpt_oss_tiny", "kimi_linear_tiny", "kimi_k3_tiny"));
+
+TEST(Streaming, HeatPolicyLearnsAcrossRuns) {
+  const std::string dir = test::fixture("golden/kimi_k3_tiny");
+  auto ids = golden_ids("kimi_k3_tiny");
+  test::TempDir tmp;
+  LoadOptions o;
+  o.stream_experts = true;
+  o.streaming.cache_bytes = 64u << 10;  // a few experts
+  o.streaming.policy = "heat";
+  o.streaming.heat_file = tmp.file("heat.txt");
+  auto want = run(*load_model(dir), ids);
+  { EXPECT_EQ(run(*load_model(dir, o), ids), want); }
+  std::ifstream in(o.streaming.heat_file);
+  uint64_t key;
+  double h, total = 0;
+  int lines = 0;
+  while (in >> key >> h) total += h, ++lines;
+  EXPECT_GT(lines, 0);
+  EXPECT_GT(total, 0.0);
+  // A second run starts from the learned counts and computes the same numbers.
+  EXPECT_EQ(run(*load_model(dir, o), ids), want);
+}
 
 TEST(Streaming, ThreadPoolReaderMatchesIoUring) {
   const std::string dir = test::fixture("golden/kimi_k3_tiny");
@@ -133,6 +157,34 @@ TEST(Streaming, ChunkedPrefillReadsEachExpertOncePerChunk) {
   r.set_prefill_chunk(0);
   auto whole = r.feed(prompt);
   for (size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(chunked[i], whole[i], 1e-4 * (1 + std::abs(whole[i])));
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// A spine larger than its budget is streamed layer by layer (O_DIRECT reads
+// into the weights' own addresses, dropped after use): same logits, bit for bit.
+TEST(SpineStreaming, BitwiseEqualToResident) {
+  for (const char* name : {"kimi_k3_tiny", "deepseek_v3_tiny_fp8", "gpt_oss_tiny"}) {
+    const std::string dir = test::fixture(std::string("golden/") + name);
+    auto ids = golden_ids(name);
+    auto want = run(*load_model(dir), ids);
+    const uint64_t spine = load_model(dir)->spine_bytes();
+    for (uint64_t budget : {spine / 4 * 3, spine - spine / 20}) {
+      LoadOptions o;
+      o.stream_experts = true;
+      o.streaming.cache_bytes = 1u << 20;
+      o.spine_budget = budget;
+      auto m = load_model(dir, o);
+      EXPECT_EQ(run(*m, ids), want) << name << " budget " << budget;
+      SpineStreamStats st = m->spine_stats();
+      EXPECT_GT(st.streamed_layers, 0) << name;
+      EXPECT_GT(st.bytes_read, 0u) << name;
+    }
+  }
 }
 
 }  // namespace

@@ -393,3 +393,36 @@ TEST(CliText, GeneratePromptAndChatStreamDecodedText) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// The shipped model has its own tokenizer: --prompt/--chat must print exactly
+// the decoded greedy continuation that --tokens gives for the encoded prompt,
+// without the stop token.
+TEST(CliText, GenerateTextWithShippedModel) {
+  const std::string model = std::string(SLUICE_FIXTURES) + "/../../models/sluice-k3-mini";
+  ASSERT_TRUE(std::filesystem::exists(model + "/tokenizer.json")) << model;
+  auto tok = text::Tokenizer::load(model);
+  auto tmpl = text::ChatTemplate::load(model);
+  for (bool chat : {false, true}) {
+    const std::string prompt = "And God said";
+    std::string rendered = chat ? tmpl.render(json::array({{{"role", "user"}, {"content", prompt}}})) : prompt;
+    auto ids = tok->encode(rendered);
+    std::string list;
+    for (size_t i = 0; i < ids.size(); ++i) list += (i ? "," : "") + std::to_string(ids[i]);
+    auto r_ids = test::run_sluice({"generate", "--model", model, "--tokens", list, "--max-new", "40"});
+    ASSERT_EQ(r_ids.exit_code, 0) << r_ids.err;
+    auto gen = json::parse(r_ids.out).get<std::vector<int32_t>>();
+    if (!gen.empty() && (gen.back() == *tok->eos_id() || gen.back() == *tok->token_id("<|endoftext|>"))) gen.pop_back();
+    std::vector<std::string> args = {"generate", "--model", model, "--prompt", prompt, "--max-new", "40"};
+    if (chat) args.push_back("--chat");
+    auto r_txt = test::run_sluice(args);
+    ASSERT_EQ(r_txt.exit_code, 0) << r_txt.err;
+    EXPECT_EQ(r_txt.out, tok->decode(gen) + "\n") << (chat ? "--chat" : "--prompt");
+    EXPECT_GT(r_txt.out.size(), 10u);
+  }
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,160 @@
+#include "io/spine_streamer.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace sluice {
+
+namespace {
+uint64_t page_down(uint64_t v) { return v & ~(kDirectAlign - 1); }
+uint64_t page_up(uint64_t v) { return (v + kDirectAlign - 1) & ~(kDirectAlign - 1); }
+}  // namespace
+
+SpineStreamer::SpineStreamer(const Checkpoint& ckpt, const SpineLayout& layout, int64_t n_layers, uint64_t budget,
+                             const std::vector<ExpertExtent>& on_demand, int64_t window, uint32_t chunk, int depth)
+    : ckpt_(ckpt), n_(n_layers), window_(std::max<int64_t>(0, window)), chunk_(chunk) {
+  ranges_.resize(size_t(n_) + 1);  // index n_: everything outside layers
+  streamed_.assign(size_t(n_), false);
+  pending_.assign(size_t(n_), -1);
+  uint64_t biggest = 0;
+  for (int64_t l = 0; l <= n_; ++l) {
+    for (const auto& whole : layout.layer_extents(l == n_ ? -1 : l)) {
+      // Subtract the on-demand ranges.
+      std::vector<ExpertExtent> parts{whole};
+      for (const auto& d : on_demand) {
+        std::vector<ExpertExtent> next;
+        for (const auto& p : parts) {
+          if (p.file != d.file || p.offset + p.length <= d.offset || d.offset + d.length <= p.offset) {
+            next.push_back(p);
+            continue;
+          }
+          if (p.offset < d.offset) next.push_back({p.file, p.offset, d.offset - p.offset});
+          if (d.offset + d.length < p.offset + p.length)
+            next.push_back({p.file, d.offset + d.length, p.offset + p.length - d.offset - d.length});
+        }
+        parts = std::move(next);
+      }
+      for (const auto& e : parts) {
+        const uint64_t a = page_down(e.offset), b = page_up(e.offset + e.length);
+        auto& v = ranges_[size_t(l)];
+        if (!v.empty() && v.back().file == e.file && a <= v.back().offset + v.back().length)
+          v.back().length = std::max(v.back().offset + v.back().length, b) - v.back().offset;
+        else
+          v.push_back({e.file, a, b - a});
+      }
+    }
+    if (l < n_) biggest = std::max(biggest, layout.layer_bytes(l));
+  }
+  // Everything outside layers (head, final norms) stays resident.
+  uint64_t used = 0;
+  for (const auto& r : ranges_[size_t(n_)]) used += r.length;
+  if (used + biggest > budget)
+    fail("spine streaming: {} bytes outside the layers plus the largest layer ({} bytes) exceed the spine budget of {} bytes",
+         used, biggest, budget);
+  // Read ahead as many layers as fit next to the current one.
+  while (window_ > 0 && used + uint64_t(window_ + 1) * biggest > budget) --window_;
+  stats_.window = window_;
+  const uint64_t stream_room = uint64_t(window_ + 1) * biggest;
+  for (int64_t l = 0; l < n_; ++l) {
+    const uint64_t b = layout.layer_bytes(l);
+    if (used + b + stream_room <= budget || (used + b <= budget && l == n_ - 1 && stats_.streamed_layers == 0)) {
+      used += b;
+      ++stats_.resident_layers;
+    } else {
+      streamed_[size_t(l)] = true;
+      ++stats_.streamed_layers;
+    }
+  }
+  stats_.resident_bytes = used;
+  for (const auto& f : ckpt.files()) {
+    bool d = false;
+    fds_.push_back(open_for_reads(f->path(), true, &d));
+  }
+  queue_ = ReadQueue::create(ReadQueue::Kind::Auto, depth);
+  // The resident part is read once into private pages: anonymous memory that a
+  // cgroup's reclaim cannot drop and re-read, unlike page cache.
+  pending_.push_back(-1);
+  issue(n_);
+  for (int64_t l = 0; l < n_; ++l)
+    if (!streamed_[size_t(l)]) issue(l);
+  for (int64_t l = 0; l <= n_; ++l)
+    while (pending_[size_t(l)] > 0) drain(true);
+}
+
+SpineStreamer::~SpineStreamer() {
+  std::vector<ReadCompletion> sink;
+  while (queue_ && queue_->in_flight() > 0) queue_->reap(sink, true);
+  for (int fd : fds_) ::close(fd);
+}
+
+int64_t SpineStreamer::next_streamed(int64_t after) const {
+  for (int64_t k = 1; k <= n_; ++k) {
+    const int64_t l = (after + k) % n_;
+    if (streamed_[size_t(l)]) return l;
+  }
+  return -1;
+}
+
+void SpineStreamer::issue(int64_t l) {
+  if (l < 0 || pending_[size_t(l)] >= 0) return;
+  int32_t n = 0;
+  for (const auto& r : ranges_[size_t(l)]) {
+    uint8_t* base = const_cast<uint8_t*>(ckpt_.files()[size_t(r.file)]->map_base());
+    for (uint64_t o = r.offset; o < r.offset + r.length; o += chunk_) {
+      const uint32_t len = uint32_t(std::min<uint64_t>(chunk_, r.offset + r.length - o));
+      queue_->submit({fds_[size_t(r.file)], o, len, base + o, uint64_t(l)});
+      ++n;
+      stats_.bytes_read += len;
+    }
+  }
+  pending_[size_t(l)] = n;
+  queue_->flush();
+}
+
+void SpineStreamer::drain(bool block) {
+  std::vector<ReadCompletion> done;
+  queue_->reap(done, block);
+  for (const auto& c : done) {
+    if (c.result < 0) fail("spine read of layer {} failed: {}", c.tag, std::strerror(int(-c.result)));
+    --pending_[size_t(c.tag)];
+  }
+}
+
+void SpineStreamer::before_layer(int64_t l) {
+  if (stats_.streamed_layers == 0) return;
+  if (streamed_[size_t(l)]) {
+    issue(l);
+    const auto t0 = std::chrono::steady_clock::now();
+    bool waited = false;
+    while (pending_[size_t(l)] > 0) {
+      drain(true);
+      waited = true;
+    }
+    if (waited) stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  // Read ahead the next streamed layers (wrapping to the next token).
+  int64_t at = l;
+  for (int64_t k = 0; k < window_; ++k) {
+    at = next_streamed(at);
+    if (at < 0 || at == l) break;
+    issue(at);
+  }
+}
+
+void SpineStreamer::after_layer(int64_t l) {
+  if (!streamed_[size_t(l)]) return;
+  drain(false);
+  if (pending_[size_t(l)] > 0) return;  // cannot happen after before_layer; keep the pages
+  for (const auto& r : ranges_[size_t(l)]) {
+    uint8_t* base = const_cast<uint8_t*>(ckpt_.files()[size_t(r.file)]->map_base());
+    madvise(base + r.offset, r.length, MADV_DONTNEED);
+  }
+  pending_[size_t(l)] = -1;
+}
+
+}  // namespace sluice

@@ -1,0 +1,44 @@
+// run and chat use the shipped model by default; speculation never changes the text.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "support/test_support.h"
+
+namespace sluice {
+namespace {
+
+TEST(CliRun, DefaultModelCompletesAndSpeculationGivesTheSameText) {
+  auto plain = test::run_sluice({"run", "And God said, Let there be", "--max-new", "24"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.rfind("And God said, Let there be", 0), 0u) << plain.out;
+  EXPECT_GT(plain.out.size(), std::string("And God said, Let there be").size() + 10);
+  auto spec = test::run_sluice({"run", "And God said, Let there be", "--max-new", "24", "--speculate"});
+  ASSERT_EQ(spec.exit_code, 0) << spec.err;
+  EXPECT_EQ(spec.out, plain.out);
+  auto streamed = test::run_sluice({"run", "And God said, Let there be", "--max-new", "24", "--ram", "0.004"});
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+  EXPECT_EQ(streamed.out, plain.out);
+}
+
+TEST(CliChat, AnswersEachLineAndEndsOnEof) {
+  test::TempDir tmp;
+  // run_sluice feeds no stdin; go through a shell for the piped conversation.
+  const std::string cmd = "printf 'Who made the earth?\\nAnd the sea?\\n' | '" + test::sluice_binary() +
+                          "' chat --max-new 16 > '" + tmp.file("out") + "' 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(tmp.file("out"));
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_GE(std::count(all.begin(), all.end(), '\n'), 2) << all;
+  EXPECT_EQ(all.find("error"), std::string::npos) << all;
+}
+
+TEST(CliRun, MissingDefaultModelIsAClearError) {
+  auto r = test::run_sluice({"run", "x", "--model", "/nonexistent/model"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/model"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace sluice
