@@ -1,0 +1,93 @@
+// sluice serve: the OpenAI-compatible HTTP server.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include <pthread.h>
+
+#include "cli/commands.h"
+#include "format/config.h"
+#include "model/model.h"
+#include "server/chat_codec.h"
+#include "server/http_server.h"
+#include "util/error.h"
+
+namespace sluice::cli {
+
+namespace {
+void add_serve_command(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat completions, completions, models)");
+  struct Opts {
+    std::string model, name;
+    double expert_cache_gb = 0;
+    server::ServerOptions s;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--model", o->model, "Model directory")->required();
+  cmd->add_option("--host", o->s.host, "Address to listen on (loopback by default)")->capture_default_str();
+  cmd->add_option("--port", o->s.port, "Port to listen on (0: any free port, printed at start)")->capture_default_str();
+  cmd->add_option("--api-key", o->s.api_key, "Require 'Authorization: Bearer KEY' on every request but /health");
+  cmd->add_option("--max-request-bytes", o->s.max_request_bytes, "Larger request bodies get 413")
+      ->capture_default_str();
+  cmd->add_option("--max-queue", o->s.max_queue, "Requests that may wait for the running one; more get 429")
+      ->capture_default_str();
+  cmd->add_option("--served-model-name", o->name, "Model id clients send (default: the directory's name)");
+  cmd->add_option("--expert-cache-gb", o->expert_cache_gb,
+                  "Read routed experts from disk on demand into a cache of this many GiB (default: all in memory)");
+  cmd->callback([o, &action] {
+    action = [o] {
+      if (o->s.port < 0 || o->s.port > 65535) fail("--port must be in 0..65535, got {}", o->s.port);
+      if (o->s.max_request_bytes < 1024) fail("--max-request-bytes must be at least 1024, got {}", o->s.max_request_bytes);
+      if (o->s.max_queue > 4096) fail("--max-queue must be at most 4096, got {}", o->s.max_queue);
+      o->s.model_name = o->name;
+      if (o->s.model_name.empty())
+        o->s.model_name = std::filesystem::path(o->model).lexically_normal().filename().string();
+      if (o->s.model_name.empty())
+        o->s.model_name = std::filesystem::path(o->model).lexically_normal().parent_path().filename().string();
+
+      // SIGINT/SIGTERM are taken by one thread that stops the server; every other
+      // thread (httplib's pool included) inherits the blocked mask.
+      std::signal(SIGPIPE, SIG_IGN);
+      sigset_t sigs;
+      sigemptyset(&sigs);
+      sigaddset(&sigs, SIGINT);
+      sigaddset(&sigs, SIGTERM);
+      pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+      if (o->expert_cache_gb < 0) fail("--expert-cache-gb must be positive, got {}", o->expert_cache_gb);
+      LoadOptions lo;
+      if (o->expert_cache_gb > 0) {
+        lo.stream_experts = true;
+        lo.prefetch = true;
+        lo.streaming.cache_bytes = uint64_t(o->expert_cache_gb * double(1ull << 30));
+      }
+      auto model = load_model(o->model, lo);
+      o->s.context_length = model->info().max_positions > 0
+                                ? model->info().max_positions
+                                : Config::load(o->model).get_int("max_position_embeddings", 0);
+      auto codec = server::make_chat_codec(o->model, model->info());
+      server::HttpServer srv(*model, *codec, o->s);
+      const int port = srv.bind();
+      std::fprintf(stderr, "sluice: serving '%s' (%s) on http://%s:%d\n", o->s.model_name.c_str(),
+                   codec->describe().c_str(), o->s.host.c_str(), port);
+      std::fflush(stderr);
+      std::thread waiter([&srv, sigs] {
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        if (sig != 0) srv.stop();
+      });
+      srv.run();
+      // run() also returns on its own failure; wake the waiter so it can be joined.
+      pthread_kill(waiter.native_handle(), SIGTERM);
+      waiter.join();
+      std::fprintf(stderr, "sluice: stopped\n");
+      return 0;
+    };
+  });
+}
+
+}  // namespace
+SLUICE_COMMAND(30, add_serve_command);
+
+}  // namespace sluice::cli

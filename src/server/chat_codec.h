@@ -1,0 +1,83 @@
+// What the server needs from a model's text side, behind one small interface:
+// conversation -> token ids, token ids -> text (incrementally, for streaming),
+// and the family's reply syntax (reasoning and tool calls).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/reply_parser.h"
+
+namespace sluice {
+struct ModelInfo;
+}
+
+namespace sluice::server {
+
+// Turns generated ids into text piece by piece; never returns a partial UTF-8
+// character (it waits for the rest) and replaces invalid bytes with U+FFFD.
+class Detokenizer {
+ public:
+  virtual ~Detokenizer() = default;
+  virtual std::string push(int32_t id) = 0;
+  virtual std::string flush() = 0;
+};
+
+class ChatCodec {
+ public:
+  virtual ~ChatCodec() = default;
+  virtual std::string describe() const = 0;  // for the startup line
+  // messages: normalised OpenAI messages (string or null contents); tools: array or null.
+  // Renders with the generation prompt and tokenises. Throws ApiError(400) for a
+  // conversation the template cannot render.
+  virtual std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools) const = 0;
+  // Plain text for /v1/completions (adds BOS where the model expects one).
+  virtual std::vector<int32_t> encode(const std::string& text) const = 0;
+  virtual std::unique_ptr<Detokenizer> detokenizer() const = 0;
+  // The raw bytes of one token (for logprobs), special tokens as their text.
+  virtual std::string token_bytes(int32_t id) const = 0;
+  // End-of-turn ids besides the model's eos ids (e.g. <|im_end|>).
+  virtual std::vector<int32_t> stop_ids() const = 0;
+  // The family's reply syntax, given the rendered prompt's ids (which may open a <think> block).
+  virtual ReplySyntax reply_syntax(const std::vector<int32_t>& prompt) const = 0;
+};
+
+// UTF-8 assembly shared by detokenizers: bytes in, complete valid text out.
+class Utf8Assembler {
+ public:
+  std::string push(std::string_view bytes);
+  std::string flush();  // an unfinished sequence at the end becomes U+FFFD
+
+ private:
+  std::string pending_;
+};
+
+// Replaces invalid UTF-8 in s with U+FFFD.
+std::string sanitize_utf8(std::string_view s);
+
+// A byte-level codec for synthetic models without tokenizer files: ids 0-255
+// are bytes; the conversation is written ChatML-style as plain bytes and tool
+// calls use Qwen3's <tool_call> syntax.
+class ByteCodec : public ChatCodec {
+ public:
+  explicit ByteCodec(int64_t vocab);
+  std::string describe() const override { return "byte-level codec (no tokenizer files)"; }
+  std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools) const override;
+  std::vector<int32_t> encode(const std::string& text) const override;
+  std::unique_ptr<Detokenizer> detokenizer() const override;
+  std::string token_bytes(int32_t id) const override;
+  std::vector<int32_t> stop_ids() const override { return {}; }
+  ReplySyntax reply_syntax(const std::vector<int32_t>& prompt) const override;
+
+ private:
+  int64_t vocab_;
+};
+
+// The codec for a model directory: its tokenizer and chat template when it has
+// them, else the byte codec (only for vocabularies of at least 256 ids).
+std::unique_ptr<ChatCodec> make_chat_codec(const std::string& model_dir, const ModelInfo& info);
+
+}  // namespace sluice::server

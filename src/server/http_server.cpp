@@ -1,0 +1,378 @@
+#include "server/http_server.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+
+#include <httplib.h>
+
+#include "server/api_error.h"
+#include "server/generator.h"
+#include "server/metrics.h"
+#include "server/peer_socket.h"
+#include "server/queue.h"
+#include "server/request.h"
+#include "server/response.h"
+
+namespace sluice::server {
+
+using nlohmann::json;
+
+namespace {
+
+const char* kJson = "application/json";
+
+void send_error(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(to_text(body), kJson);
+}
+
+void send_error(httplib::Response& res, const ApiError& e) { send_error(res, e.status(), error_body(e)); }
+
+const char* error_type(int status) {
+  switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 408: return "timeout_error";
+    case 413: return "invalid_request_error";
+    case 429: return "rate_limit_error";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Constant-time comparison for the API key.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+  return diff == 0 && !b.empty();
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  const Model& model;
+  const ChatCodec& codec;
+  ServerOptions opts;
+  httplib::Server http;
+  Metrics metrics;
+  GenerationQueue queue;
+  Generator generator;
+  std::atomic<bool> stopping{false};
+
+  Impl(const Model& m, const ChatCodec& c, ServerOptions o)
+      : model(m), codec(c), opts(std::move(o)), queue(opts.max_queue), generator(m, c, metrics, opts.context_length) {
+    metrics.set_queue([this] { return queue.waiting(); }, [this] { return queue.running(); });
+    setup();
+  }
+
+  void setup();
+  void generation_route(const httplib::Request& hreq, const std::string& body, httplib::Response& res,
+                        Request::Kind kind);
+};
+
+void HttpServer::Impl::setup() {
+  const size_t threads = opts.max_queue + 16;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // Twice the limit: the route handlers count the bytes themselves and answer 413 first.
+  http.set_payload_max_length(opts.max_request_bytes * 2);
+  http.set_read_timeout(opts.read_timeout_s, 0);
+  http.set_write_timeout(opts.read_timeout_s, 0);
+  http.set_keep_alive_timeout(5);
+  http.set_tcp_nodelay(true);
+  // SO_REUSEADDR for quick restarts, but not httplib's default SO_REUSEPORT, which
+  // would let a second server share the port silently.
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof yes);
+  });
+
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (opts.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.compare(0, prefix.size(), prefix) == 0 && same_secret(auth.substr(prefix.size()), opts.api_key))
+      return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, 401,
+               error_body("missing or wrong API key: send 'Authorization: Bearer <key>'", "authentication_error", "",
+                          "invalid_api_key"));
+    metrics.count_request(req.path, 401);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Whatever httplib answers by itself (404, 413, 400 for a broken request line...) gets a JSON body.
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string msg;
+    switch (res.status) {
+      case 404: msg = fmt::format("no route for {} {}", req.method, req.path); break;
+      case 413: msg = "request body is larger than the server's limit (--max-request-bytes)"; break;
+      default: msg = fmt::format("HTTP {}", res.status);
+    }
+    res.set_content(to_text(error_body(msg, error_type(res.status))), kJson);
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const std::exception& e) {
+      send_error(res, 500, error_body(fmt::format("internal error: {}", e.what()), "server_error"));
+    } catch (...) {
+      send_error(res, 500, error_body("internal error", "server_error"));
+    }
+  });
+
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"ok\"}", kJson);
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json m = {{"id", opts.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "sluice"}};
+    res.set_content(to_text({{"object", "list"}, {"data", json::array({m})}}), kJson);
+  });
+  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] != opts.model_name) {
+      send_error(res, 404, error_body(fmt::format("model '{}' does not exist", std::string(req.matches[1])),
+                                      "invalid_request_error", "model", "model_not_found"));
+      return;
+    }
+    res.set_content(
+        to_text({{"id", opts.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "sluice"}}), kJson);
+  });
+  // Bodies are read here rather than by httplib so that the size limit holds for
+  // chunked uploads too (httplib checks only Content-Length).
+  auto post = [this](Request::Kind kind) {
+    return [this, kind](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      std::string body;
+      bool too_big = false;
+      if (req.has_header("Content-Length")) {
+        const std::string cl = req.get_header_value("Content-Length");
+        uint64_t n = 0;
+        for (char c : cl) n = (c >= '0' && c <= '9' && n < (uint64_t(1) << 60)) ? n * 10 + uint64_t(c - '0') : n;
+        too_big = n > opts.max_request_bytes;
+      }
+      const bool complete = !too_big && reader([&](const char* data, size_t len) {
+        if (body.size() + len > opts.max_request_bytes) {
+          too_big = true;
+          return false;
+        }
+        body.append(data, len);
+        return true;
+      });
+      if (!complete && !too_big) {
+        send_error(res, 400, error_body("the request body could not be read (cut short or broken chunked encoding)",
+                                        "invalid_request_error"));
+        metrics.count_request(req.path, 400);
+        return;
+      }
+      if (too_big) {
+        send_error(res, 413,
+                   error_body(fmt::format("request body is larger than the server's limit of {} bytes",
+                                          opts.max_request_bytes),
+                              "invalid_request_error"));
+        metrics.count_request(req.path, 413);
+        return;
+      }
+      generation_route(req, body, res, kind);
+    };
+  };
+  http.Post("/v1/chat/completions", post(Request::Kind::Chat));
+  http.Post("/v1/completions", post(Request::Kind::Completion));
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"})
+    http.Get(path, [](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", "POST");
+      send_error(res, 405, error_body(fmt::format("{} takes POST", req.path), "invalid_request_error"));
+    });
+}
+
+namespace {
+
+// Per-request state shared with the content provider.
+struct Job {
+  Request req;
+  std::vector<int32_t> prompt;
+  ResponseMeta meta;
+  std::shared_ptr<GenerationQueue::Turn> turn;
+  std::string echo_text;
+};
+
+}  // namespace
+
+void HttpServer::Impl::generation_route(const httplib::Request& hreq, const std::string& raw_body,
+                                        httplib::Response& res, Request::Kind kind) {
+  const std::string endpoint = kind == Request::Kind::Chat ? "chat_completions" : "completions";
+  try {
+    json body = parse_json_body(raw_body);
+    RequestLimits limits;
+    limits.vocab = model.info().vocab;
+    limits.default_seed = std::random_device{}();
+    auto job = std::make_shared<Job>();
+    job->req = kind == Request::Kind::Chat ? parse_chat_request(body, limits) : parse_completion_request(body, limits);
+    Request& req = job->req;
+    if (req.model != opts.model_name)
+      throw ApiError(404, "invalid_request_error", "model", "model_not_found",
+                     fmt::format("model '{}' does not exist; this server serves '{}'", req.model, opts.model_name));
+    if (kind == Request::Kind::Chat) {
+      job->prompt = codec.render_chat(req.messages, req.tools);
+    } else if (req.prompt_is_ids) {
+      job->prompt = req.prompt_ids;
+    } else {
+      job->prompt = codec.encode(req.prompt_text);
+    }
+    if (req.echo) {
+      if (req.prompt_is_ids) {
+        auto d = codec.detokenizer();
+        for (int32_t id : req.prompt_ids) job->echo_text += d->push(id);
+        job->echo_text += d->flush();
+      } else {
+        job->echo_text = req.prompt_text;
+      }
+    }
+    generator.max_new_tokens(req, int64_t(job->prompt.size()));  // 400 now rather than after queueing
+
+    auto turn = queue.join();
+    if (!turn) {
+      const double wait = metrics.mean_request_seconds() * double(queue.waiting() + 1);
+      res.set_header("Retry-After", std::to_string(std::max<int64_t>(1, int64_t(std::ceil(wait)))));
+      throw ApiError(429, "rate_limit_error", "", "queue_full",
+                     fmt::format("the server is busy: {} requests are already waiting", opts.max_queue));
+    }
+    job->turn = std::move(turn);
+    // The client's socket, polled for its close while waiting and once per token.
+    const int fd = find_peer_socket(hreq.remote_addr, hreq.remote_port, hreq.local_addr, hreq.local_port);
+    if (!job->turn->wait([fd] { return peer_closed(fd); })) {
+      metrics.count_request(endpoint, 499);  // gone while waiting: never starts
+      res.status = 499;
+      return;
+    }
+    job->meta = {new_response_id(kind == Request::Kind::Chat ? "chatcmpl-" : "cmpl-"), unix_now(), opts.model_name};
+
+    const bool stream = req.stream;
+    res.set_header("Cache-Control", "no-cache");
+    if (stream) res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        stream ? "text/event-stream" : kJson,
+        [this, job, kind, stream, endpoint, fd](size_t, httplib::DataSink& sink) {
+          const auto started = std::chrono::steady_clock::now();
+          const Request& req = job->req;
+          bool ok = true;
+          bool wrote_this_token = false;
+          auto write = [&](const std::string& s) {
+            if (ok) ok = sink.write(s.data(), s.size());
+            wrote_this_token = true;
+            return ok;
+          };
+          // Called once per token. Without the socket, a write is how a vanished client
+          // shows up (SSE comment, or whitespace before the JSON body).
+          auto alive = [&] {
+            if (fd >= 0) return ok && !peer_closed(fd);
+            if (!wrote_this_token) write(stream ? ": keep-alive\n\n" : " ");
+            wrote_this_token = false;
+            return ok;
+          };
+          ReplyAccumulator acc;
+          size_t tool_index = 0;
+          const bool chat = kind == Request::Kind::Chat;
+          if (stream) {
+            if (chat)
+              write(sse_event(chat_chunk_json(job->meta, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr,
+                                              req.include_usage)));
+            else if (!job->echo_text.empty())
+              write(sse_event(completion_chunk_json(job->meta, job->echo_text, nullptr, nullptr, req.include_usage)));
+          }
+          size_t text_bytes = job->echo_text.size();
+          EmitFn emit = [&](const ReplyDelta& d, const std::vector<LogprobEntry>& lp) {
+            if (!stream) {
+              acc.add(d, lp);
+              return ok;
+            }
+            if (chat) {
+              json delta = json::object();
+              if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+              if (!d.content.empty()) delta["content"] = d.content;
+              if (!d.tool_calls.empty()) {
+                delta["tool_calls"] = tool_calls_json(d.tool_calls, tool_index, true);
+                tool_index += d.tool_calls.size();
+              }
+              if (delta.empty() && lp.empty()) return ok;
+              json lpj = req.logprobs ? chat_logprobs_json(lp, codec) : json();
+              return write(sse_event(chat_chunk_json(job->meta, delta, nullptr, lpj, req.include_usage)));
+            }
+            if (d.content.empty() && lp.empty()) return ok;
+            json lpj = req.logprobs ? completion_logprobs_json(lp, codec, text_bytes) : json();
+            text_bytes += d.content.size();
+            return write(sse_event(completion_chunk_json(job->meta, d.content, nullptr, lpj, req.include_usage)));
+          };
+          Outcome o;
+          try {
+            o = generator.run(req, job->prompt, emit, alive);
+          } catch (const std::exception& e) {
+            const json err = error_body(fmt::format("generation failed: {}", e.what()), "server_error");
+            if (stream) write(sse_event(err));
+            else write(to_text(err));
+            sink.done();
+            metrics.count_request(endpoint, 500);
+            return true;
+          }
+          if (o.cancelled || !ok) {
+            metrics.count_request(endpoint, 499);  // client closed the connection
+            return false;
+          }
+          if (stream) {
+            if (chat)
+              write(sse_event(chat_chunk_json(job->meta, json::object(), o.finish_reason, nullptr, req.include_usage)));
+            else
+              write(sse_event(completion_chunk_json(job->meta, "", o.finish_reason, nullptr, req.include_usage)));
+            if (req.include_usage)
+              write(sse_event(usage_chunk_json(job->meta, chat ? "chat.completion.chunk" : "text_completion", o)));
+            write(kSseDone);
+          } else if (chat) {
+            write(to_text(chat_completion_json(job->meta, acc, o, req.logprobs, codec)));
+          } else {
+            write(to_text(completion_json(job->meta, job->echo_text + acc.reply.content, acc, o, req.logprobs, codec,
+                                          job->echo_text.size())));
+          }
+          if (ok) sink.done();
+          metrics.add_request_seconds(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+          metrics.count_request(endpoint, ok ? 200 : 499);
+          job->turn.reset();  // the next request may start now
+          return ok;
+        },
+        [job](bool) { job->turn.reset(); });
+  } catch (const ApiError& e) {
+    send_error(res, e);
+    metrics.count_request(endpoint, e.status());
+  }
+}
+
+HttpServer::HttpServer(const Model& model, const ChatCodec& codec, ServerOptions opts)
+    : impl_(std::make_unique<Impl>(model, codec, std::move(opts))) {}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bind() {
+  auto& o = impl_->opts;
+  if (o.port == 0) {
+    const int port = impl_->http.bind_to_any_port(o.host);
+    if (port <= 0) fail("cannot listen on {}: no free port", o.host);
+    o.port = port;
+  } else if (!impl_->http.bind_to_port(o.host, o.port)) {
+    fail("cannot listen on {}:{} (address in use or not available)", o.host, o.port);
+  }
+  return o.port;
+}
+
+void HttpServer::run() { impl_->http.listen_after_bind(); }
+
+void HttpServer::stop() {
+  impl_->stopping = true;
+  impl_->http.stop();
+}
+
+}  // namespace sluice::server

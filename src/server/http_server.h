@@ -1,0 +1,40 @@
+// The HTTP front end: OpenAI-compatible routes over cpp-httplib, API-key
+// check, body limits, the FIFO generation queue and JSON errors for everything.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+#include "server/chat_codec.h"
+
+namespace sluice::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;  // 0: any free port
+  std::string api_key;  // empty: no authentication
+  size_t max_request_bytes = size_t(8) << 20;
+  size_t max_queue = 16;  // requests that may wait behind the running one
+  std::string model_name;  // the id clients send as "model"
+  int read_timeout_s = 5;  // per read; slow senders are cut off
+  int64_t context_length = 0;  // positions per conversation (0: unbounded)
+};
+
+class HttpServer {
+ public:
+  HttpServer(const Model& model, const ChatCodec& codec, ServerOptions opts);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  int bind();   // binds host:port; returns the port (useful with port 0); throws on failure
+  void run();   // serves until stop()
+  void stop();  // safe from any thread
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sluice::server

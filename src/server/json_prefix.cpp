@@ -1,0 +1,125 @@
+#include "server/json_prefix.h"
+
+namespace sluice::server {
+
+namespace {
+bool is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+}  // namespace
+
+bool JsonPrefix::feed(std::string_view bytes) {
+  for (char c : bytes)
+    if (!byte(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+// A value just ended: back to the enclosing container.
+bool JsonPrefix::end_value() {
+  mode_ = stack_.empty() ? Mode::Done : Mode::After;
+  return true;
+}
+
+bool JsonPrefix::byte(unsigned char c) {
+  constexpr size_t kMaxDepth = 64;
+  switch (mode_) {
+    case Mode::Start:
+      if (is_ws(c)) return true;
+      if (c != '{') return false;
+      stack_.push_back('{');
+      mode_ = Mode::KeyOrClose;
+      return true;
+    case Mode::Done: return is_ws(c);
+    case Mode::Number: {
+      const bool can_end = num_ == Zero || num_ == Int || num_ == Frac || num_ == ExpInt;
+      if (is_digit(c)) {
+        switch (num_) {
+          case Sign: num_ = c == '0' ? Zero : Int; return true;
+          case Zero: return false;  // no leading zeros
+          case Int: case Frac: case ExpInt: return true;
+          case Dot: num_ = Frac; return true;
+          case Exp: case ExpSign: num_ = ExpInt; return true;
+        }
+      }
+      if (c == '.' && (num_ == Zero || num_ == Int)) return num_ = Dot, true;
+      if ((c == 'e' || c == 'E') && can_end && num_ != ExpInt) return num_ = Exp, true;
+      if ((c == '+' || c == '-') && num_ == Exp) return num_ = ExpSign, true;
+      if (!can_end) return false;
+      end_value();
+      return byte(c);  // the byte after a number belongs to what follows it
+    }
+    case Mode::Literal:
+      if (c != static_cast<unsigned char>(*literal_)) return false;
+      if (*++literal_ == '\0') end_value();
+      return true;
+    case Mode::String:
+      if (c == '"') {
+        if (in_key_) {
+          in_key_ = false;
+          mode_ = Mode::Colon;
+          return true;
+        }
+        return end_value();
+      }
+      if (c == '\\') return mode_ = Mode::Escape, true;
+      return c >= 0x20;
+    case Mode::Escape:
+      if (c == 'u') return hex_left_ = 4, mode_ = Mode::Unicode, true;
+      if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't')
+        return mode_ = Mode::String, true;
+      return false;
+    case Mode::Unicode:
+      if (!is_hex(c)) return false;
+      if (--hex_left_ == 0) mode_ = Mode::String;
+      return true;
+    case Mode::KeyOrClose:
+    case Mode::Key:
+      if (is_ws(c)) return true;
+      if (c == '"') return in_key_ = true, mode_ = Mode::String, true;
+      if (c == '}' && mode_ == Mode::KeyOrClose) {
+        stack_.pop_back();
+        return end_value();
+      }
+      return false;
+    case Mode::Colon:
+      if (is_ws(c)) return true;
+      return c == ':' && (mode_ = Mode::Value, true);
+    case Mode::After:
+      if (is_ws(c)) return true;
+      if (c == ',') {
+        mode_ = stack_.back() == '{' ? Mode::Key : Mode::Value;
+        return true;
+      }
+      if ((c == '}' && stack_.back() == '{') || (c == ']' && stack_.back() == '[')) {
+        stack_.pop_back();
+        return end_value();
+      }
+      return false;
+    case Mode::Value:
+    case Mode::ValueOrClose:
+      if (is_ws(c)) return true;
+      if (c == ']' && mode_ == Mode::ValueOrClose) {
+        stack_.pop_back();
+        return end_value();
+      }
+      if (c == '{' || c == '[') {
+        if (stack_.size() >= kMaxDepth) return false;
+        stack_.push_back(char(c));
+        mode_ = c == '{' ? Mode::KeyOrClose : Mode::ValueOrClose;
+        return true;
+      }
+      if (c == '"') return in_key_ = false, mode_ = Mode::String, true;
+      if (c == '-' || is_digit(c)) {
+        mode_ = Mode::Number;
+        num_ = c == '-' ? Sign : c == '0' ? Zero : Int;
+        return true;
+      }
+      if (c == 't') return literal_ = "rue", mode_ = Mode::Literal, true;
+      if (c == 'f') return literal_ = "alse", mode_ = Mode::Literal, true;
+      if (c == 'n') return literal_ = "ull", mode_ = Mode::Literal, true;
+      return false;
+  }
+  return false;
+}
+
+}  // namespace sluice::server

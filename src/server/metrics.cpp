@@ -1,0 +1,100 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace sluice::server {
+
+Metrics::Metrics()
+    : bucket_bounds_{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}, buckets_(bucket_bounds_.size() + 1) {}
+
+void Metrics::count_request(const std::string& endpoint, int status) {
+  std::lock_guard lk(mu_);
+  ++requests_[{endpoint, status}];
+}
+
+void Metrics::add_prompt(int64_t tokens, int64_t reused, double prefill_seconds) {
+  std::lock_guard lk(mu_);
+  prompt_tokens_ += uint64_t(tokens);
+  reused_tokens_ += uint64_t(reused);
+  prefill_seconds_ += prefill_seconds;
+}
+
+void Metrics::add_token(double seconds) {
+  std::lock_guard lk(mu_);
+  ++generated_tokens_;
+  decode_seconds_ += seconds;
+  size_t b = 0;
+  while (b < bucket_bounds_.size() && seconds > bucket_bounds_[b]) ++b;
+  ++buckets_[b];
+}
+
+void Metrics::set_queue(std::function<int64_t()> waiting, std::function<int64_t()> running) {
+  std::lock_guard lk(mu_);
+  waiting_ = std::move(waiting);
+  running_ = std::move(running);
+}
+
+void Metrics::set_expert_stats(const ExpertStats& s) {
+  std::lock_guard lk(mu_);
+  experts_ = s;
+}
+
+void Metrics::add_request_seconds(double s) {
+  std::lock_guard lk(mu_);
+  request_seconds_ += s;
+  ++request_count_;
+}
+
+double Metrics::mean_request_seconds() const {
+  std::lock_guard lk(mu_);
+  return request_count_ ? request_seconds_ / double(request_count_) : 1.0;
+}
+
+std::string Metrics::render() const {
+  std::lock_guard lk(mu_);
+  std::string o;
+  auto head = [&](const char* name, const char* type, const char* help) {
+    o += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  head("sluice_requests_total", "counter", "HTTP requests answered, by endpoint and status code.");
+  for (const auto& [k, v] : requests_)
+    o += fmt::format("sluice_requests_total{{endpoint=\"{}\",code=\"{}\"}} {}\n", k.first, k.second, v);
+  head("sluice_prompt_tokens_total", "counter", "Prompt tokens of generation requests, including reused ones.");
+  o += fmt::format("sluice_prompt_tokens_total {}\n", prompt_tokens_);
+  head("sluice_prompt_tokens_reused_total", "counter",
+       "Prompt tokens not prefilled again because the previous conversation's state was reused.");
+  o += fmt::format("sluice_prompt_tokens_reused_total {}\n", reused_tokens_);
+  head("sluice_generation_tokens_total", "counter", "Tokens generated.");
+  o += fmt::format("sluice_generation_tokens_total {}\n", generated_tokens_);
+  head("sluice_prefill_seconds_total", "counter", "Seconds spent prefilling prompts.");
+  o += fmt::format("sluice_prefill_seconds_total {}\n", prefill_seconds_);
+  head("sluice_time_per_output_token_seconds", "histogram", "Seconds per generated token (sampling and forward pass).");
+  uint64_t cum = 0;
+  for (size_t b = 0; b < bucket_bounds_.size(); ++b) {
+    cum += buckets_[b];
+    o += fmt::format("sluice_time_per_output_token_seconds_bucket{{le=\"{}\"}} {}\n", bucket_bounds_[b], cum);
+  }
+  cum += buckets_.back();
+  o += fmt::format("sluice_time_per_output_token_seconds_bucket{{le=\"+Inf\"}} {}\n", cum);
+  o += fmt::format("sluice_time_per_output_token_seconds_sum {}\n", decode_seconds_);
+  o += fmt::format("sluice_time_per_output_token_seconds_count {}\n", cum);
+  head("sluice_expert_requests_total", "counter",
+       "Routed experts the routers asked for (with --expert-cache-gb; 0 when all experts are in memory).");
+  o += fmt::format("sluice_expert_requests_total {}\n", experts_.requests);
+  head("sluice_expert_cache_hits_total", "counter", "Routed experts that were already in the expert cache when asked for.");
+  o += fmt::format("sluice_expert_cache_hits_total {}\n", experts_.hits);
+  head("sluice_expert_cache_hit_ratio", "gauge", "sluice_expert_cache_hits_total / sluice_expert_requests_total (0 before any).");
+  o += fmt::format("sluice_expert_cache_hit_ratio {}\n",
+                   experts_.requests ? double(experts_.hits) / double(experts_.requests) : 0.0);
+  head("sluice_expert_bytes_read_total", "counter", "Bytes of routed experts read from storage.");
+  o += fmt::format("sluice_expert_bytes_read_total {}\n", experts_.bytes_read);
+  head("sluice_expert_stall_seconds_total", "counter", "Seconds generation waited for expert reads.");
+  o += fmt::format("sluice_expert_stall_seconds_total {}\n", experts_.stall_seconds);
+  head("sluice_queue_waiting", "gauge", "Generation requests waiting for their turn.");
+  o += fmt::format("sluice_queue_waiting {}\n", waiting_ ? waiting_() : 0);
+  head("sluice_queue_running", "gauge", "Generation requests running (at most 1).");
+  o += fmt::format("sluice_queue_running {}\n", running_ ? running_() : 0);
+  return o;
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,41 @@
+// Server counters, rendered in the Prometheus text exposition format.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "io/expert_source.h"
+
+namespace sluice::server {
+
+class Metrics {
+ public:
+  Metrics();
+  void count_request(const std::string& endpoint, int status);
+  void add_prompt(int64_t tokens, int64_t reused, double prefill_seconds);
+  void add_token(double seconds);  // one generated token and the time it took
+  void set_queue(std::function<int64_t()> waiting, std::function<int64_t()> running);
+  std::string render() const;
+  double mean_request_seconds() const;
+  void add_request_seconds(double s);
+  // The routed-expert source's counters, as of the generation thread's last snapshot.
+  void set_expert_stats(const ExpertStats& s);
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  uint64_t prompt_tokens_ = 0, reused_tokens_ = 0, generated_tokens_ = 0;
+  double prefill_seconds_ = 0, decode_seconds_ = 0;
+  std::vector<double> bucket_bounds_;
+  std::vector<uint64_t> buckets_;  // cumulative counts are computed when rendering
+  double request_seconds_ = 0;
+  uint64_t request_count_ = 0;
+  std::function<int64_t()> waiting_, running_;
+  ExpertStats experts_;
+};
+
+}  // namespace sluice::server

@@ -1,0 +1,47 @@
+#include "server/queue.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace sluice::server {
+
+std::unique_ptr<GenerationQueue::Turn> GenerationQueue::join() {
+  std::lock_guard lk(mu_);
+  if (order_.size() >= max_waiting_ + 1) return nullptr;
+  const uint64_t id = next_id_++;
+  order_.push_back(id);
+  return std::unique_ptr<Turn>(new Turn(*this, id));
+}
+
+bool GenerationQueue::Turn::wait(const std::function<bool()>& give_up) {
+  std::unique_lock lk(q_.mu_);
+  while (q_.order_.front() != id_) {
+    if (give_up) {
+      q_.cv_.wait_for(lk, std::chrono::milliseconds(50));
+      if (q_.order_.front() != id_ && give_up()) return false;
+    } else {
+      q_.cv_.wait(lk);
+    }
+  }
+  return true;
+}
+
+GenerationQueue::Turn::~Turn() {
+  {
+    std::lock_guard lk(q_.mu_);
+    q_.order_.erase(std::find(q_.order_.begin(), q_.order_.end(), id_));
+  }
+  q_.cv_.notify_all();
+}
+
+int64_t GenerationQueue::waiting() const {
+  std::lock_guard lk(mu_);
+  return order_.empty() ? 0 : int64_t(order_.size()) - 1;
+}
+
+int64_t GenerationQueue::running() const {
+  std::lock_guard lk(mu_);
+  return order_.empty() ? 0 : 1;
+}
+
+}  // namespace sluice::server

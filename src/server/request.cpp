@@ -1,0 +1,417 @@
+#include "server/request.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "server/api_error.h"
+
+namespace sluice::server {
+
+using nlohmann::json;
+
+namespace {
+
+const char* type_name(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a number";
+    default: return "an unsupported value";
+  }
+}
+
+bool present(const json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
+
+// Refuses fields other than `known` (which may be absent).
+void only_known(const json& obj, const std::set<std::string>& known, const std::string& prefix) {
+  for (const auto& [k, v] : obj.items())
+    if (!known.count(k)) bad_field(prefix + k, "unknown field '{}{}': this server does not support it", prefix, k);
+}
+
+double number_in(const json& body, const char* key, double lo, double hi) {
+  const json& v = body[key];
+  if (!v.is_number()) bad_field(key, "'{}' must be a number, got {}", key, type_name(v));
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi) bad_field(key, "'{}' must be between {} and {}, got {}", key, lo, hi, v.dump());
+  return d;
+}
+
+int64_t integer_in(const json& body, const char* key, int64_t lo, int64_t hi) {
+  const json& v = body[key];
+  if (!v.is_number_integer()) bad_field(key, "'{}' must be an integer, got {}", key, type_name(v));
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    bad_field(key, "'{}' must be between {} and {}, got {}", key, lo, hi, v.dump());
+  const int64_t i = v.get<int64_t>();
+  if (i < lo || i > hi) bad_field(key, "'{}' must be between {} and {}, got {}", key, lo, hi, i);
+  return i;
+}
+
+bool boolean(const json& body, const char* key) {
+  const json& v = body[key];
+  if (!v.is_boolean()) bad_field(key, "'{}' must be a boolean, got {}", key, type_name(v));
+  return v.get<bool>();
+}
+
+std::string string_field(const json& v, const std::string& name) {
+  if (!v.is_string()) bad_field(name, "'{}' must be a string, got {}", name, type_name(v));
+  return v.get<std::string>();
+}
+
+// Fields shared by both endpoints.
+void parse_common(const json& body, Request& r, const RequestLimits& limits) {
+  if (!body.contains("model")) bad_field("model", "'model' is required");
+  r.model = string_field(body["model"], "model");
+
+  if (present(body, "n") && integer_in(body, "n", 1, std::numeric_limits<int64_t>::max()) != 1)
+    bad_field("n", "only n=1 is supported");
+  if (present(body, "temperature")) r.sampling.temperature = number_in(body, "temperature", 0, 2);
+  if (present(body, "top_p")) {
+    r.sampling.top_p = number_in(body, "top_p", 0, 1);
+    if (r.sampling.top_p == 0) {  // only the most likely token survives
+      r.sampling.top_p = 1;
+      r.sampling.top_k = 1;
+    }
+  }
+  if (present(body, "top_k")) {
+    const int64_t k = integer_in(body, "top_k", -1, std::numeric_limits<int32_t>::max());
+    if (r.sampling.top_k != 1) r.sampling.top_k = k < 0 ? 0 : k;  // -1: no limit (vLLM's spelling)
+  }
+  if (present(body, "min_p")) r.sampling.min_p = number_in(body, "min_p", 0, 1);
+  r.sampling.seed = limits.default_seed;
+  if (present(body, "seed")) {
+    const json& s = body["seed"];
+    if (!s.is_number_integer()) bad_field("seed", "'seed' must be an integer, got {}", type_name(s));
+    r.sampling.seed = s.is_number_unsigned() ? s.get<uint64_t>() : uint64_t(s.get<int64_t>());
+  }
+  for (const char* k : {"frequency_penalty", "presence_penalty"})
+    if (present(body, k) && number_in(body, k, -2, 2) != 0)
+      bad_field(k, "'{}' is not supported: only 0 is accepted", k);
+  if (present(body, "logit_bias")) {
+    const json& lb = body["logit_bias"];
+    if (!lb.is_object()) bad_field("logit_bias", "'logit_bias' must be an object, got {}", type_name(lb));
+    for (const auto& [k, v] : lb.items()) {
+      const std::string name = "logit_bias." + k;
+      size_t used = 0;
+      long long id = -1;
+      try {
+        id = std::stoll(k, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != k.size() || id < 0 || id >= limits.vocab)
+        bad_field(name, "'logit_bias' keys must be token ids below {}, got '{}'", limits.vocab, k);
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < -100 || v.get<double>() > 100)
+        bad_field(name, "'logit_bias' values must be numbers between -100 and 100");
+      r.logit_bias[int32_t(id)] = v.get<float>();
+    }
+  }
+  if (present(body, "stop")) {
+    const json& s = body["stop"];
+    if (s.is_string()) {
+      r.stop.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      if (s.size() > 4) bad_field("stop", "'stop' takes at most 4 strings, got {}", s.size());
+      for (size_t i = 0; i < s.size(); ++i) r.stop.push_back(string_field(s[i], fmt::format("stop[{}]", i)));
+    } else {
+      bad_field("stop", "'stop' must be a string or an array of strings, got {}", type_name(s));
+    }
+    for (size_t i = 0; i < r.stop.size(); ++i)
+      if (r.stop[i].empty()) bad_field("stop", "stop strings must not be empty");
+  }
+  if (present(body, "stream")) r.stream = boolean(body, "stream");
+  if (present(body, "stream_options")) {
+    const json& so = body["stream_options"];
+    if (!so.is_object()) bad_field("stream_options", "'stream_options' must be an object, got {}", type_name(so));
+    if (!r.stream) bad_field("stream_options", "'stream_options' is only allowed when 'stream' is true");
+    only_known(so, {"include_usage"}, "stream_options.");
+    if (present(so, "include_usage")) {
+      if (!so["include_usage"].is_boolean())
+        bad_field("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
+      r.include_usage = so["include_usage"].get<bool>();
+    }
+  }
+  if (present(body, "user")) string_field(body["user"], "user");
+  if (present(body, "metadata") && !body["metadata"].is_object())
+    bad_field("metadata", "'metadata' must be an object, got {}", type_name(body["metadata"]));
+  if (present(body, "store") && boolean(body, "store")) bad_field("store", "'store' is not supported: only false");
+}
+
+int64_t token_limit(const json& body, const char* key) {
+  return integer_in(body, key, 1, std::numeric_limits<int32_t>::max());
+}
+
+// message content -> string (text parts concatenated) or null.
+json flatten_content(const json& c, const std::string& where, bool null_ok) {
+  if (c.is_string()) return c;
+  if (c.is_null()) {
+    if (!null_ok) bad_field(where, "'{}' must not be null", where);
+    return nullptr;
+  }
+  if (!c.is_array()) bad_field(where, "'{}' must be a string or an array of content parts, got {}", where, type_name(c));
+  std::string text;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const std::string pw = fmt::format("{}[{}]", where, i);
+    const json& p = c[i];
+    if (!p.is_object()) bad_field(pw, "'{}' must be an object, got {}", pw, type_name(p));
+    if (!p.contains("type")) bad_field(pw + ".type", "'{}.type' is required", pw);
+    const std::string type = string_field(p["type"], pw + ".type");
+    if (type != "text")
+      bad_field(pw + ".type", "content part type '{}' is not supported: this model takes text only", type);
+    only_known(p, {"type", "text"}, pw + ".");
+    if (!p.contains("text")) bad_field(pw + ".text", "'{}.text' is required", pw);
+    text += string_field(p["text"], pw + ".text");
+  }
+  return text;
+}
+
+json parse_messages(const json& body) {
+  if (!body.contains("messages")) bad_field("messages", "'messages' is required");
+  const json& ms = body["messages"];
+  if (!ms.is_array()) bad_field("messages", "'messages' must be an array, got {}", type_name(ms));
+  if (ms.empty()) bad_field("messages", "'messages' must not be empty");
+  json out = json::array();
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const std::string w = fmt::format("messages[{}]", i);
+    const json& m = ms[i];
+    if (!m.is_object()) bad_field(w, "'{}' must be an object, got {}", w, type_name(m));
+    if (!m.contains("role")) bad_field(w + ".role", "'{}.role' is required", w);
+    std::string role = string_field(m["role"], w + ".role");
+    json o;
+    if (role == "system" || role == "developer" || role == "user") {
+      only_known(m, {"role", "content", "name"}, w + ".");
+      if (!m.contains("content")) bad_field(w + ".content", "'{}.content' is required", w);
+      o["role"] = role == "developer" ? "system" : role;
+      o["content"] = flatten_content(m["content"], w + ".content", false);
+    } else if (role == "assistant") {
+      only_known(m, {"role", "content", "name", "tool_calls", "reasoning_content", "refusal", "annotations", "audio",
+                     "function_call"},
+                 w + ".");
+      for (const char* k : {"refusal", "audio", "function_call"})
+        if (present(m, k)) bad_field(w + "." + k, "'{}.{}' is not supported", w, k);
+      if (present(m, "annotations") && !(m["annotations"].is_array() && m["annotations"].empty()))
+        bad_field(w + ".annotations", "'{}.annotations' is not supported", w);
+      o["role"] = role;
+      o["content"] = flatten_content(m.value("content", json()), w + ".content", true);
+      if (present(m, "reasoning_content"))
+        o["reasoning_content"] = string_field(m["reasoning_content"], w + ".reasoning_content");
+      if (present(m, "tool_calls")) {
+        const json& tc = m["tool_calls"];
+        if (!tc.is_array()) bad_field(w + ".tool_calls", "'{}.tool_calls' must be an array", w);
+        json calls = json::array();
+        for (size_t j = 0; j < tc.size(); ++j) {
+          const std::string cw = fmt::format("{}.tool_calls[{}]", w, j);
+          const json& c = tc[j];
+          if (!c.is_object()) bad_field(cw, "'{}' must be an object", cw);
+          only_known(c, {"id", "type", "function"}, cw + ".");
+          if (!c.contains("id")) bad_field(cw + ".id", "'{}.id' is required", cw);
+          if (present(c, "type") && string_field(c["type"], cw + ".type") != "function")
+            bad_field(cw + ".type", "'{}.type' must be \"function\"", cw);
+          if (!c.contains("function") || !c["function"].is_object())
+            bad_field(cw + ".function", "'{}.function' must be an object", cw);
+          const json& f = c["function"];
+          only_known(f, {"name", "arguments"}, cw + ".function.");
+          if (!f.contains("name")) bad_field(cw + ".function.name", "'{}.function.name' is required", cw);
+          if (!f.contains("arguments")) bad_field(cw + ".function.arguments", "'{}.function.arguments' is required", cw);
+          calls.push_back({{"id", string_field(c["id"], cw + ".id")},
+                           {"type", "function"},
+                           {"function",
+                            {{"name", string_field(f["name"], cw + ".function.name")},
+                             {"arguments", string_field(f["arguments"], cw + ".function.arguments")}}}});
+        }
+        if (!calls.empty()) o["tool_calls"] = calls;
+      }
+      if (o["content"].is_null() && !o.contains("tool_calls"))
+        bad_field(w + ".content", "'{}.content' is required unless the message has tool_calls", w);
+    } else if (role == "tool") {
+      only_known(m, {"role", "content", "tool_call_id", "name"}, w + ".");
+      if (!m.contains("tool_call_id")) bad_field(w + ".tool_call_id", "'{}.tool_call_id' is required", w);
+      o["role"] = role;
+      o["tool_call_id"] = string_field(m["tool_call_id"], w + ".tool_call_id");
+      if (!m.contains("content")) bad_field(w + ".content", "'{}.content' is required", w);
+      o["content"] = flatten_content(m["content"], w + ".content", false);
+    } else {
+      bad_field(w + ".role", "'{}.role' must be system, developer, user, assistant or tool, got '{}'", w, role);
+    }
+    if (present(m, "name")) o["name"] = string_field(m["name"], w + ".name");
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+bool valid_function_name(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+  return true;
+}
+
+json parse_tools(const json& body) {
+  const json& ts = body["tools"];
+  if (!ts.is_array()) bad_field("tools", "'tools' must be an array, got {}", type_name(ts));
+  json out = json::array();
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const std::string w = fmt::format("tools[{}]", i);
+    const json& t = ts[i];
+    if (!t.is_object()) bad_field(w, "'{}' must be an object", w);
+    only_known(t, {"type", "function"}, w + ".");
+    if (!t.contains("type") || string_field(t["type"], w + ".type") != "function")
+      bad_field(w + ".type", "'{}.type' must be \"function\"", w);
+    if (!t.contains("function") || !t["function"].is_object())
+      bad_field(w + ".function", "'{}.function' must be an object", w);
+    const json& f = t["function"];
+    only_known(f, {"name", "description", "parameters", "strict"}, w + ".function.");
+    if (!f.contains("name")) bad_field(w + ".function.name", "'{}.function.name' is required", w);
+    const std::string name = string_field(f["name"], w + ".function.name");
+    if (!valid_function_name(name))
+      bad_field(w + ".function.name", "'{}.function.name' must be 1-64 characters of a-z, A-Z, 0-9, _ and -", w);
+    if (present(f, "description")) string_field(f["description"], w + ".function.description");
+    if (present(f, "parameters") && !f["parameters"].is_object())
+      bad_field(w + ".function.parameters", "'{}.function.parameters' must be a JSON Schema object", w);
+    if (present(f, "strict") && f["strict"] == true)
+      bad_field(w + ".function.strict", "strict function calling is not supported");
+    json fo = {{"name", name}};
+    if (present(f, "description")) fo["description"] = f["description"];
+    if (present(f, "parameters")) fo["parameters"] = f["parameters"];
+    out.push_back({{"type", "function"}, {"function", fo}});
+  }
+  return out;
+}
+
+}  // namespace
+
+json parse_json_body(std::string_view body) {
+  json j;
+  try {
+    j = json::parse(body, [](int depth, json::parse_event_t, json&) {
+      if (depth > 64) throw ApiError(400, "invalid_request_error", "", "", "request body is nested deeper than 64 levels");
+      return true;
+    });
+  } catch (const json::exception& e) {
+    throw ApiError(400, "invalid_request_error", "", "",
+                   fmt::format("request body is not valid JSON: {}", e.what()));
+  }
+  if (!j.is_object()) throw ApiError(400, "invalid_request_error", "", "", "request body must be a JSON object");
+  return j;
+}
+
+Request parse_chat_request(const json& body, const RequestLimits& limits) {
+  only_known(body,
+             {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
+              "stop", "n", "stream", "stream_options", "logprobs", "top_logprobs", "response_format", "tools",
+              "tool_choice", "parallel_tool_calls", "frequency_penalty", "presence_penalty", "logit_bias", "user",
+              "metadata", "store", "modalities"},
+             "");
+  Request r;
+  r.kind = Request::Kind::Chat;
+  parse_common(body, r, limits);
+  r.messages = parse_messages(body);
+  if (present(body, "max_tokens")) r.max_tokens = token_limit(body, "max_tokens");
+  if (present(body, "max_completion_tokens")) {
+    const int64_t m = token_limit(body, "max_completion_tokens");
+    if (r.max_tokens && *r.max_tokens != m)
+      bad_field("max_completion_tokens", "'max_tokens' and 'max_completion_tokens' disagree; send one of them");
+    r.max_tokens = m;
+  }
+  if (present(body, "logprobs")) r.logprobs = boolean(body, "logprobs");
+  if (present(body, "top_logprobs")) {
+    r.top_logprobs = int(integer_in(body, "top_logprobs", 0, 20));
+    if (!r.logprobs) bad_field("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+  }
+  r.sampling.top_logprobs = r.top_logprobs;
+  if (present(body, "response_format")) {
+    const json& rf = body["response_format"];
+    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+      bad_field("response_format", "'response_format' must be an object with a string 'type'");
+    const std::string t = rf["type"].get<std::string>();
+    if (t == "json_object") {
+      r.json_object = true;
+    } else if (t != "text") {
+      bad_field("response_format.type", "response_format type '{}' is not supported (text and json_object are)", t);
+    }
+    only_known(rf, {"type"}, "response_format.");
+  }
+  if (present(body, "modalities")) {
+    const json& m = body["modalities"];
+    if (m != json::array({"text"})) bad_field("modalities", "only the \"text\" modality is supported");
+  }
+  std::string choice = "auto";
+  if (present(body, "tool_choice")) {
+    const json& tc = body["tool_choice"];
+    if (tc.is_string()) {
+      choice = tc.get<std::string>();
+      if (choice == "required")
+        bad_field("tool_choice", "tool_choice \"required\" is not supported (\"auto\" and \"none\" are)");
+      if (choice != "auto" && choice != "none")
+        bad_field("tool_choice", "'tool_choice' must be \"auto\" or \"none\", got \"{}\"", choice);
+    } else if (tc.is_object()) {
+      bad_field("tool_choice", "forcing a named function is not supported (tool_choice \"auto\" and \"none\" are)");
+    } else {
+      bad_field("tool_choice", "'tool_choice' must be a string, got {}", type_name(tc));
+    }
+  }
+  if (present(body, "parallel_tool_calls")) r.parallel_tool_calls = boolean(body, "parallel_tool_calls");
+  if (present(body, "tools")) {
+    json tools = parse_tools(body);
+    if (!tools.empty() && choice != "none") r.tools = std::move(tools);
+  }
+  return r;
+}
+
+Request parse_completion_request(const json& body, const RequestLimits& limits) {
+  only_known(body,
+             {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "best_of",
+              "stream", "stream_options", "logprobs", "echo", "suffix", "frequency_penalty", "presence_penalty",
+              "logit_bias", "user", "metadata", "store"},
+             "");
+  Request r;
+  r.kind = Request::Kind::Completion;
+  parse_common(body, r, limits);
+  if (!body.contains("prompt")) bad_field("prompt", "'prompt' is required");
+  const json& p = body["prompt"];
+  auto ids = [&](const json& a, const std::string& where) {
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const json& t = a[i];
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= limits.vocab ||
+          (t.is_number_unsigned() && t.get<uint64_t>() >= uint64_t(limits.vocab)))
+        bad_field(where, "'{}[{}]' must be a token id below {}, got {}", where, i, limits.vocab, t.dump());
+      out.push_back(t.get<int32_t>());
+    }
+    if (out.empty()) bad_field(where, "'{}' must not be empty", where);
+    return out;
+  };
+  if (p.is_string()) {
+    r.prompt_text = p.get<std::string>();
+  } else if (p.is_array() && !p.empty() && p[0].is_string()) {
+    if (p.size() != 1) bad_field("prompt", "only one prompt per request is supported, got {}", p.size());
+    r.prompt_text = p[0].get<std::string>();
+  } else if (p.is_array() && !p.empty() && p[0].is_array()) {
+    if (p.size() != 1) bad_field("prompt", "only one prompt per request is supported, got {}", p.size());
+    r.prompt_ids = ids(p[0], "prompt[0]");
+    r.prompt_is_ids = true;
+  } else if (p.is_array()) {
+    r.prompt_ids = ids(p, "prompt");
+    r.prompt_is_ids = true;
+  } else {
+    bad_field("prompt", "'prompt' must be a string, an array of token ids, or a one-element array of either");
+  }
+  r.max_tokens = present(body, "max_tokens") ? token_limit(body, "max_tokens") : 16;  // OpenAI's default
+  if (present(body, "best_of") && integer_in(body, "best_of", 1, std::numeric_limits<int64_t>::max()) != 1)
+    bad_field("best_of", "only best_of=1 is supported");
+  if (present(body, "logprobs")) {
+    r.logprobs = true;
+    r.top_logprobs = int(integer_in(body, "logprobs", 0, 5));
+    r.sampling.top_logprobs = r.top_logprobs;
+  }
+  if (present(body, "echo")) r.echo = boolean(body, "echo");
+  if (present(body, "suffix")) bad_field("suffix", "'suffix' (fill-in-the-middle) is not supported");
+  return r;
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,56 @@
+// OpenAI request bodies -> validated generation requests. Every field is
+// either honoured or refused with a 400 that names it; unknown fields are refused.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/sampler.h"
+
+namespace sluice::server {
+
+struct Request {
+  enum class Kind { Chat, Completion };
+  Kind kind = Kind::Chat;
+  std::string model;
+
+  // Chat: messages with every content flattened to a string (or null for an
+  // assistant turn that only calls tools); tools as sent, null when absent or tool_choice "none".
+  nlohmann::json messages = nlohmann::json::array();
+  nlohmann::json tools;
+  bool parallel_tool_calls = true;
+
+  // Completions: the prompt as text, or as token ids.
+  std::string prompt_text;
+  std::vector<int32_t> prompt_ids;
+  bool prompt_is_ids = false;
+  bool echo = false;
+
+  std::optional<int64_t> max_tokens;  // absent: up to the context length
+  SamplingParams sampling;
+  std::map<int32_t, float> logit_bias;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;  // completions: logprobs >= 0 given
+  int top_logprobs = 0;
+  bool json_object = false;  // response_format {"type": "json_object"}
+};
+
+struct RequestLimits {
+  int64_t vocab = 0;          // token ids and logit_bias keys must be below this
+  uint64_t default_seed = 0;  // used when the request has no seed
+};
+
+// Parses a body; 400 for malformed JSON, a non-object, or nesting deeper than 64.
+nlohmann::json parse_json_body(std::string_view body);
+
+Request parse_chat_request(const nlohmann::json& body, const RequestLimits& limits);
+Request parse_completion_request(const nlohmann::json& body, const RequestLimits& limits);
+
+}  // namespace sluice::server

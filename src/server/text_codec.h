@@ -1,0 +1,38 @@
+// The ChatCodec of a real checkpoint: its tokenizer (tokenizer.json or
+// tiktoken.model) and its Jinja chat template, with the reply syntax picked
+// from the markers the template uses.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "server/chat_codec.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace sluice::server {
+
+class TextChatCodec : public ChatCodec {
+ public:
+  // model_vocab: the model's output size; ids beyond the tokenizer's decode to nothing.
+  TextChatCodec(const std::string& model_dir, int64_t model_vocab);
+  std::string describe() const override;
+  std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools) const override;
+  std::vector<int32_t> encode(const std::string& text) const override;
+  std::unique_ptr<Detokenizer> detokenizer() const override;
+  std::string token_bytes(int32_t id) const override;
+  std::vector<int32_t> stop_ids() const override { return stop_ids_; }
+  ReplySyntax reply_syntax(const std::vector<int32_t>& prompt) const override;
+
+  const std::string& family() const { return family_; }
+
+ private:
+  std::unique_ptr<text::Tokenizer> tok_;
+  std::optional<text::ChatTemplate> tmpl_;
+  std::string family_;  // "deepseek_v3", "kimi_k2", "qwen3" or "" (no tool-call syntax known)
+  bool template_renders_tools_ = false;
+  bool add_bos_ = false;
+  std::vector<int32_t> stop_ids_;
+};
+
+}  // namespace sluice::server

@@ -1,0 +1,49 @@
+// The server on the project's trained model (models/sluice-k3-mini: Kimi K3
+// architecture, byte-level BPE tokenizer, ChatML template): greedy chat replies
+// equal `sluice generate --chat`, seeded sampling reproduces, and a follow-up
+// turn reuses the conversation state.
+//   node k3_mini.mjs SLUICE_BINARY MODEL_DIR
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { startServer, runner } from './harness.mjs';
+
+const require = createRequire(new URL('../node/package.json', import.meta.url));
+const { default: OpenAI } = require('openai');
+const [binary, modelDir] = process.argv.slice(2);
+const MODEL = 'sluice-k3-mini';
+const server = await startServer(binary, modelDir, ['--served-model-name', MODEL]);
+const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 });
+const t = runner();
+const N = 24;
+
+for (const prompt of ['In the beginning God created the heaven and the earth.', 'Blessed are the meek: for they shall inherit the earth.']) {
+  await t.test(`greedy reply equals sluice generate --chat: "${prompt.slice(0, 20)}..."`, async () => {
+    const cli = execFileSync(binary, ['generate', '--model', modelDir, '--prompt', prompt, '--chat', '--max-new', String(N)], { encoding: 'utf8' });
+    const expected = cli.replace(/\n$/, '').split('<|im_end|>')[0];  // (older generate printed the stop token)
+    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: prompt }], max_tokens: N, temperature: 0 });
+    assert.equal(r.choices[0].message.content, expected);
+    assert.equal(r.choices[0].finish_reason, r.usage.completion_tokens < N ? 'stop' : 'length');
+  });
+}
+
+await t.test('seeded sampling reproduces; a follow-up turn reuses the state', async () => {
+  const p = { model: MODEL, messages: [{ role: 'user', content: 'And Moses said' }], max_tokens: 16, temperature: 0.8, top_p: 0.95, seed: 7 };
+  const a = await client.chat.completions.create(p);
+  const b = await client.chat.completions.create(p);
+  assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+  const next = await client.chat.completions.create({
+    ...p, messages: [...p.messages, { role: 'assistant', content: a.choices[0].message.content }, { role: 'user', content: 'And then?' }],
+  });
+  assert.ok(next.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens - 1, JSON.stringify(next.usage));
+});
+
+await t.test('tools are refused: this template has no tool-call syntax', async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }] }),
+    (e) => e.status === 400 && e.param === 'tools');
+});
+
+const st = await server.stop();
+await t.test('server exits cleanly', async () => assert.equal(st.code, 0));
+t.finish();

