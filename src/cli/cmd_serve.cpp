@@ -24,7 +24,7 @@ void add_serve_command(CLI::App& app, Action& action) {
     server::ServerOptions s;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "Model directory")->required();
+  cmd->add_option("--model", o->model, "Model directory (default: $SLUICE_MODEL or the shipped sluice-k3-mini)");
   cmd->add_option("--host", o->s.host, "Address to listen on (loopback by default)")->capture_default_str();
   cmd->add_option("--port", o->s.port, "Port to listen on (0: any free port, printed at start)")->capture_default_str();
   cmd->add_option("--api-key", o->s.api_key, "Require 'Authorization: Bearer KEY' on every request but /health");
@@ -40,6 +40,7 @@ void add_serve_command(CLI::App& app, Action& action) {
       if (o->s.port < 0 || o->s.port > 65535) fail("--port must be in 0..65535, got {}", o->s.port);
       if (o->s.max_request_bytes < 1024) fail("--max-request-bytes must be at least 1024, got {}", o->s.max_request_bytes);
       if (o->s.max_queue > 4096) fail("--max-queue must be at most 4096, got {}", o->s.max_queue);
+      o->model = model_or_default(o->model);
       o->s.model_name = o->name;
       if (o->s.model_name.empty())
         o->s.model_name = std::filesystem::path(o->model).lexically_normal().filename().string();
