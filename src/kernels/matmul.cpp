@@ -27,7 +27,7 @@ void matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, 
   // Split over rows so each thread streams its own part of the weights; tiny
   // products stay on the calling thread.
   const int64_t work = W.rows * W.cols * std::max<int64_t>(n, 1);
-  if (work < (1 << 16)) {
+  if (work < (1 << 18)) {
     rows_fn(W, 0, W.rows, X, n, ldx, Y, ldy);
     return;
   }
