@@ -47,6 +47,22 @@ struct DraftControl {
     }
   }
 };
+// Drafts after `history`, then feeds `next` and the draft as one batch from a
+// checkpoint; returns the logits of every position of the batch.
+std::vector<float> draft_and_verify(Session& s, Drafter& drafter, DraftControl& control,
+                                    const std::vector<int32_t>& history, int32_t next, int64_t room,
+                                    SpeculationStats& st, std::vector<int32_t>& draft) {
+  const int64_t want = control.next(room);
+  draft = want > 0 ? drafter.propose(history, want) : std::vector<int32_t>{};
+  std::vector<int32_t> batch{next};
+  batch.insert(batch.end(), draft.begin(), draft.end());
+  s.checkpoint();
+  std::vector<float> logits = s.feed_all(batch);
+  ++st.passes;
+  st.proposed += int64_t(draft.size());
+  return logits;
+}
+
 }  // namespace
 
 std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>& prompt, int64_t max_new,
@@ -71,14 +87,8 @@ std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>
     if (int64_t(out.size()) >= max_new || is_eos(next)) break;
     // Never draft past the token budget.
     const int64_t room = max_new - int64_t(out.size());
-    const int64_t want = control.next(room);
-    std::vector<int32_t> draft = want > 0 ? drafter.propose(history, want) : std::vector<int32_t>{};
-    std::vector<int32_t> batch{next};
-    batch.insert(batch.end(), draft.begin(), draft.end());
-    s.checkpoint();
-    std::vector<float> logits = s.feed_all(batch);
-    ++st.passes;
-    st.proposed += int64_t(draft.size());
+    std::vector<int32_t> draft;
+    std::vector<float> logits = draft_and_verify(s, drafter, control, history, next, room, st, draft);
     size_t a = 0;
     bool stop = false;
     while (a < draft.size() && argmax(logits.data() + a * size_t(V), V) == draft[a]) {
@@ -151,14 +161,8 @@ std::vector<int32_t> generate_speculative_sampled(Session& s, const std::vector<
     };
     if (emit(next)) break;
     const int64_t room = max_new - int64_t(out.size());
-    const int64_t want = control.next(room);
-    std::vector<int32_t> draft = want > 0 ? drafter.propose(history, want) : std::vector<int32_t>{};
-    std::vector<int32_t> batch{next};
-    batch.insert(batch.end(), draft.begin(), draft.end());
-    s.checkpoint();
-    std::vector<float> logits = s.feed_all(batch);
-    ++st.passes;
-    st.proposed += int64_t(draft.size());
+    std::vector<int32_t> draft;
+    std::vector<float> logits = draft_and_verify(s, drafter, control, history, next, room, st, draft);
     size_t a = 0;
     bool stop = false;
     int32_t following = -1;  // the token after the accepted prefix
