@@ -73,6 +73,24 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+std::string base64(const std::string& s) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string o;
+  size_t i = 0;
+  for (; i + 2 < s.size(); i += 3) {
+    uint32_t v = uint32_t(uint8_t(s[i])) << 16 | uint32_t(uint8_t(s[i + 1])) << 8 | uint8_t(s[i + 2]);
+    o += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], t[v & 63]};
+  }
+  if (s.size() - i == 1) {
+    uint32_t v = uint32_t(uint8_t(s[i])) << 16;
+    o += {t[v >> 18], t[(v >> 12) & 63], '=', '='};
+  } else if (s.size() - i == 2) {
+    uint32_t v = uint32_t(uint8_t(s[i])) << 16 | uint32_t(uint8_t(s[i + 1])) << 8;
+    o += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], '='};
+  }
+  return o;
+}
+
 std::string copy_golden(const TempDir& tmp, const std::string& name) {
   namespace fs = std::filesystem;
   std::string dst = tmp.file(name);

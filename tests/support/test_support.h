@@ -32,6 +32,9 @@ class TempDir {
 // Copies tests/fixtures/golden/NAME into a writable directory under `tmp`.
 std::string copy_golden(const TempDir& tmp, const std::string& name);
 
+// Standard base64 with padding (for writing tiktoken rank files in tests).
+std::string base64(const std::string& bytes);
+
 struct CommandResult {
   int exit_code = -1;
   std::string out, err;

@@ -19,23 +19,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-std::string b64(const std::string& s) {
-  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string o;
-  size_t i = 0;
-  for (; i + 2 < s.size(); i += 3) {
-    uint32_t v = uint32_t(uint8_t(s[i])) << 16 | uint32_t(uint8_t(s[i + 1])) << 8 | uint8_t(s[i + 2]);
-    o += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], t[v & 63]};
-  }
-  if (s.size() - i == 1) {
-    uint32_t v = uint32_t(uint8_t(s[i])) << 16;
-    o += {t[v >> 18], t[(v >> 12) & 63], '=', '='};
-  } else if (s.size() - i == 2) {
-    uint32_t v = uint32_t(uint8_t(s[i])) << 16 | uint32_t(uint8_t(s[i + 1])) << 8;
-    o += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], '='};
-  }
-  return o;
-}
 
 // K3-shaped: byte ranks plus a few merges; specials at the K3 offsets from the base.
 std::unique_ptr<text::Tokenizer> k3_tokenizer(const test::TempDir& tmp) {
@@ -43,9 +26,9 @@ std::unique_ptr<text::Tokenizer> k3_tokenizer(const test::TempDir& tmp) {
   std::filesystem::create_directories(d);
   std::string ranks;
   int r = 0;
-  for (int b = 0; b < 256; ++b) ranks += b64(std::string(1, char(b))) + " " + std::to_string(r++) + "\n";
+  for (int b = 0; b < 256; ++b) ranks += test::base64(std::string(1, char(b))) + " " + std::to_string(r++) + "\n";
   for (std::string tok : {"me", "ss", "age", "mess", "message", "ro", "le", "role", "=\"", "\""})
-    ranks += b64(tok) + " " + std::to_string(r++) + "\n";
+    ranks += test::base64(tok) + " " + std::to_string(r++) + "\n";
   std::ofstream(d + "/tiktoken.model") << ranks;
   auto id = [&](int off) { return std::to_string(r + off); };
   nlohmann::json cfg = {{"tokenizer_class", "TikTokenTokenizer"},
