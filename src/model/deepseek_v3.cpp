@@ -86,16 +86,13 @@ std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, con
       std::unique_ptr<GatedMlp> shared;
       const int64_t ns = cfg.get_int("n_shared_experts", 0);
       if (ns > 0)
-        shared = std::make_unique<GatedMlp>(W.linear(P + "mlp.shared_experts.gate_proj", I * ns, D),
-                                            W.linear(P + "mlp.shared_experts.up_proj", I * ns, D),
-                                            W.linear(P + "mlp.shared_experts.down_proj", D, I * ns), act);
+        shared = load_gated_mlp(W, P + "mlp.shared_experts.", I * ns, D, act);
       model->experts().set_layer(int32_t(l), std::move(experts));
       L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(P + "mlp.gate", E, D), nullptr, rs, act,
                                          std::move(shared), nullptr);
     } else {
       const int64_t I = cfg.req_int("intermediate_size");
-      L.ffn = std::make_unique<GatedMlp>(W.linear(P + "mlp.gate_proj", I, D), W.linear(P + "mlp.up_proj", I, D),
-                                         W.linear(P + "mlp.down_proj", D, I), act);
+      L.ffn = load_gated_mlp(W, P + "mlp.", I, D, act);
     }
     model->add_layer(std::move(L));
   }

@@ -202,17 +202,14 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
       std::unique_ptr<GatedMlp> shared;
       const int64_t ns = cfg.get_int("num_shared_experts", 0);
       if (ns > 0)
-        shared = std::make_unique<GatedMlp>(W.linear(M + "shared_experts.gate_proj", I * ns, D),
-                                            W.linear(M + "shared_experts.up_proj", I * ns, D),
-                                            W.linear(M + "shared_experts.down_proj", D, I * ns), act);
+        shared = load_gated_mlp(W, M + "shared_experts.", I * ns, D, act);
       model->experts().set_layer(int32_t(l), std::move(experts));
       L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(M + "gate", E, D), nullptr, rs, act,
                                          std::move(shared), std::move(lp));
     } else {
       const int64_t I = cfg.req_int("intermediate_size");
       const std::string Q = W.has_linear(M + "gate_proj") ? M : P + "mlp.";
-      L.ffn = std::make_unique<GatedMlp>(W.linear(Q + "gate_proj", I, D), W.linear(Q + "up_proj", I, D),
-                                         W.linear(Q + "down_proj", D, I), act);
+      L.ffn = load_gated_mlp(W, Q, I, D, act);
     }
     if (attn_res_block > 0) {
       L.attn_res_norm = W.vec(P + "self_attention_res_norm.weight", D);

@@ -82,8 +82,7 @@ std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const
                                          nullptr, nullptr);
     } else {
       const int64_t I = cfg.req_int("intermediate_size");
-      L.ffn = std::make_unique<GatedMlp>(W.linear(P + "mlp.gate_proj", I, D), W.linear(P + "mlp.up_proj", I, D),
-                                         W.linear(P + "mlp.down_proj", D, I), act);
+      L.ffn = load_gated_mlp(W, P + "mlp.", I, D, act);
     }
     model->add_layer(std::move(L));
   }
