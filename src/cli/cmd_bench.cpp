@@ -9,11 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/text_generation.h"
 #include "format/config.h"
 #include "model/architectures.h"
 #include "model/model.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
+#include "text/tokenizer.h"
 #include "util/error.h"
 #include "util/process_stats.h"
 #include "util/progress.h"
@@ -26,9 +28,9 @@ struct BenchOpts {
   double ram_gb = 0;
   int64_t tokens = 16, prompt_tokens = 16, chunk = 64;
   uint64_t seed = 1;
-  bool no_prefetch = false, buffered = false, io_only = false, speculate = false;
+  bool no_prefetch = false, buffered = false, io_only = false, speculate = false, generate = false;
   int64_t draft_max = 8, repeat_prompt = 1;
-  std::string prompt_from, heat_file;
+  std::string prompt_from, prompt_file, heat_file;
   int queue_depth = 128;
   uint32_t chunk_kb = 1024;
 };
@@ -93,9 +95,10 @@ int run_io_only(const BenchOpts& o, const StreamingOptions& so) {
   return 0;
 }
 
-// Generation of --tokens tokens with n-gram speculation; per generated token.
-// Counters start when the first token is out, i.e. after the prompt's prefill.
-int run_speculative(const BenchOpts& o, const Model& model, const std::vector<int32_t>& prompt) {
+// Greedy generation of --tokens tokens, plain or with n-gram speculation, through
+// the same decoding loop; means per generated token. Counters start when the
+// first token is out, i.e. after the prompt's prefill.
+int run_generation(const BenchOpts& o, const Model& model, const std::vector<int32_t>& prompt) {
   using clock = std::chrono::steady_clock;
   Session g(model);
   g.set_prefill_chunk(o.chunk);
@@ -108,7 +111,9 @@ int run_speculative(const BenchOpts& o, const Model& model, const std::vector<in
   clock::time_point t_first;
   const auto t0 = clock::now();
   double prefill = 0;
-  generate_speculative(g, prompt, o.tokens + 1, true, drafter, so, &st, [&](int32_t) {
+  const int64_t V = model.info().vocab;
+  auto greedy = [V](float* logits) { return argmax(logits, V); };
+  generate(g, prompt, o.tokens + 1, true, greedy, o.speculate ? &drafter : nullptr, so, &st, [&](int32_t) {
     if (st.generated == 1) {
       t_first = clock::now();
       prefill = std::chrono::duration<double>(t_first - t0).count();
@@ -119,16 +124,17 @@ int run_speculative(const BenchOpts& o, const Model& model, const std::vector<in
   const double gen = std::chrono::duration<double>(clock::now() - t_first).count();
   const ExpertStats e1 = model.expert_stats();
   const double n = double(std::max<int64_t>(1, st.generated - 1));
-  nlohmann::json j = {{"model", o.model}, {"speculate", true}, {"draft_max", o.draft_max},
+  nlohmann::json j = {{"model", o.model}, {"speculate", o.speculate}, {"draft_max", o.draft_max},
                       {"prompt_tokens", prompt.size()}, {"tokens", st.generated - 1}, {"prefill_seconds", prefill},
-                      {"seconds_per_token", gen / n}, {"passes", st.passes}, {"proposed", st.proposed},
+                      {"seconds_per_token", gen / n}, {"verify_passes", st.passes},
+                      {"forward_passes", st.forward_passes()}, {"proposed", st.proposed},
                       {"accepted", st.accepted}, {"acceptance", st.acceptance()},
                       {"expert_bytes_read_per_token", double(e1.bytes_read - e0.bytes_read) / n},
                       {"expert_bytes_needed_per_token", double(e1.bytes_needed - e0.bytes_needed) / n},
                       {"storage_bytes_read", process_read_bytes() - io0}, {"peak_rss_bytes", process_peak_rss()}};
-  std::printf("%s: speculative %.4f s/token over %lld tokens (%lld passes, acceptance %.1f%%), prefill %.2f s for %zu "
+  std::printf("%s: %s %.4f s/token over %lld tokens (%lld forward passes, acceptance %.1f%%), prefill %.2f s for %zu "
               "tokens, experts read %s/token (needed %s/token), peak RSS %s\n",
-              o.model.c_str(), gen / n, (long long)(st.generated - 1), (long long)st.passes, 100 * st.acceptance(),
+              o.model.c_str(), o.speculate ? "speculative" : "plain", gen / n, (long long)(st.generated - 1), (long long)st.forward_passes(), 100 * st.acceptance(),
               prefill, prompt.size(), human_bytes(j["expert_bytes_read_per_token"].get<double>()).c_str(),
               human_bytes(j["expert_bytes_needed_per_token"].get<double>()).c_str(),
               human_bytes(double(process_peak_rss())).c_str());
@@ -179,11 +185,17 @@ int run_bench(const BenchOpts& o) {
   std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
   for (auto& t : prompt) t = int32_t(rng() % uint64_t(V));
   if (!o.prompt_from.empty()) prompt = tokens_from_safetensors(o.prompt_from);
+  if (!o.prompt_file.empty()) {
+    std::ifstream in(o.prompt_file, std::ios::binary);
+    if (!in) fail("{}: cannot read the prompt file", o.prompt_file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    prompt = encode_prompt(*text::Tokenizer::load(o.model), *model, text);
+  }
   {
     const std::vector<int32_t> once = prompt;  // copy-heavy prompts: the same text several times
     for (int64_t r = 1; r < o.repeat_prompt; ++r) prompt.insert(prompt.end(), once.begin(), once.end());
   }
-  if (o.speculate) return run_speculative(o, *model, prompt);
+  if (o.speculate || o.generate) return run_generation(o, *model, prompt);
 
   Session s(*model);
   s.set_prefill_chunk(o.chunk);
@@ -292,9 +304,14 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--read-kb", o->chunk_kb, "Size of each read in KiB (experts are split into reads of this size)")
       ->capture_default_str();
   cmd->add_flag("--io-only", o->io_only, "Only read experts (random top-k per layer and token), no compute");
-  cmd->add_flag("--speculate", o->speculate, "Generate with n-gram speculative decoding (reports per generated token)");
+  cmd->add_flag("--generate", o->generate,
+                "Time greedy generation as a whole (means per generated token, forward passes, expert bytes); "
+                "the baseline for --speculate");
+  cmd->add_flag("--speculate", o->speculate, "As --generate, with n-gram speculative decoding");
   cmd->add_option("--draft-max", o->draft_max, "Most draft tokens verified per pass")->capture_default_str();
-  cmd->add_option("--prompt-from", o->prompt_from, "Prompt token ids from FILE:TENSOR instead of random ids");
+  auto* pf = cmd->add_option("--prompt-from", o->prompt_from, "Prompt token ids from FILE:TENSOR instead of random ids");
+  cmd->add_option("--prompt-file", o->prompt_file, "Prompt text from FILE, encoded with the model's tokenizer")
+      ->excludes(pf);
   cmd->add_option("--repeat-prompt", o->repeat_prompt, "Repeat the prompt this many times (copy-heavy input)")
       ->capture_default_str();
   cmd->callback([o, &action] { action = [o] { return run_bench(*o); }; });

@@ -29,10 +29,10 @@ void add_chat_command(CLI::App& app, Action& action) {
   cmd->add_option("--model", o->model, "Model directory (default: $SLUICE_MODEL or the shipped sluice-k3-mini)");
   cmd->add_option("--system", o->system, "System message");
   cmd->add_option("--max-new", o->gen.max_new, "Maximum tokens per reply")->capture_default_str();
-  cmd->add_flag("--speculate", o->gen.speculate, "n-gram speculative decoding (same output)");
-  cmd->add_flag("--stats", o->gen.stats, "Print speculation and expert I/O statistics to stderr");
+  add_generation_options(cmd, o->gen);
   cmd->callback([o, &action] {
     action = [o] {
+      check_generation_options(o->gen);
       const std::string dir = model_or_default(o->model);
       auto model = load_model(dir);
       auto tok = text::Tokenizer::load(dir);

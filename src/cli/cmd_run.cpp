@@ -23,12 +23,11 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("prompt", o->prompt, "Prompt text")->required();
   cmd->add_option("--model", o->model, "Model directory (default: $SLUICE_MODEL or the shipped sluice-k3-mini)");
   cmd->add_option("--max-new", o->gen.max_new, "Maximum number of tokens to generate")->capture_default_str();
-  cmd->add_flag("--speculate", o->gen.speculate, "n-gram speculative decoding (same output)");
-  cmd->add_option("--draft-max", o->gen.draft_max, "Most draft tokens per verification pass")->capture_default_str();
   cmd->add_option("--ram", o->ram_gb, "Stream routed experts within this many GB (default: all in RAM)");
-  cmd->add_flag("--stats", o->gen.stats, "Print speculation and expert I/O statistics to stderr");
+  add_generation_options(cmd, o->gen);
   cmd->callback([o, &action] {
     action = [o] {
+      check_generation_options(o->gen);
       const std::string dir = model_or_default(o->model);
       LoadOptions lo;
       if (o->ram_gb > 0) {

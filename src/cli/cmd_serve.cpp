@@ -33,12 +33,18 @@ void add_serve_command(CLI::App& app, Action& action) {
   cmd->add_option("--max-queue", o->s.max_queue, "Requests that may wait for the running one; more get 429")
       ->capture_default_str();
   cmd->add_option("--served-model-name", o->name, "Model id clients send (default: the directory's name)");
+  cmd->add_flag("--speculate", o->s.speculate,
+                "n-gram speculative decoding: drafts from the conversation are verified in one pass (same output, "
+                "greedy or sampled)");
+  cmd->add_option("--draft-max", o->s.speculation.max_draft, "With --speculate: most draft tokens verified per pass")
+      ->capture_default_str();
   cmd->add_option("--expert-cache-gb", o->expert_cache_gb,
                   "Read routed experts from disk on demand into a cache of this many GiB (default: all in memory)");
   cmd->callback([o, &action] {
     action = [o] {
       if (o->s.port < 0 || o->s.port > 65535) fail("--port must be in 0..65535, got {}", o->s.port);
       if (o->s.max_request_bytes < 1024) fail("--max-request-bytes must be at least 1024, got {}", o->s.max_request_bytes);
+      if (o->s.speculation.max_draft < 1) fail("--draft-max must be >= 1, got {}", o->s.speculation.max_draft);
       if (o->s.max_queue > 4096) fail("--max-queue must be at most 4096, got {}", o->s.max_queue);
       o->model = model_or_default(o->model);
       o->s.model_name = o->name;

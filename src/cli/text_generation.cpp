@@ -17,6 +17,57 @@ std::vector<int32_t> encode_prompt(const text::Tokenizer& tok, const Model& mode
   return ids;
 }
 
+void add_generation_options(CLI::App* cmd, TextGenOptions& g) {
+  cmd->add_flag("--speculate", g.speculate,
+                "n-gram speculative decoding: drafts from the text so far are verified in one pass (same output)");
+  cmd->add_option("--draft-max", g.draft_max, "With --speculate: most draft tokens verified per pass")
+      ->capture_default_str();
+  cmd->add_option("--temperature", g.sampling.temperature, "Sampling temperature (0: greedy)")->capture_default_str();
+  cmd->add_option("--top-p", g.sampling.top_p, "Sample from the smallest set of tokens with this much probability")
+      ->capture_default_str();
+  cmd->add_option("--top-k", g.sampling.top_k, "Sample from the k most likely tokens (0: all)")->capture_default_str();
+  cmd->add_option("--min-p", g.sampling.min_p, "Drop tokens less likely than this times the most likely one")
+      ->capture_default_str();
+  cmd->add_option("--seed", g.sampling.seed, "Seed of the sampler (the same seed gives the same text)")
+      ->capture_default_str();
+  cmd->add_flag("--stats", g.stats, "Print speculation and expert I/O statistics to stderr");
+}
+
+void check_generation_options(const TextGenOptions& g) {
+  if (g.max_new < 0) fail("--max-new must be >= 0, got {}", g.max_new);
+  if (g.draft_max < 1) fail("--draft-max must be >= 1, got {}", g.draft_max);
+  if (!(g.sampling.temperature >= 0)) fail("--temperature must be >= 0, got {}", g.sampling.temperature);
+  if (!(g.sampling.top_p > 0 && g.sampling.top_p <= 1)) fail("--top-p must be in (0, 1], got {}", g.sampling.top_p);
+  if (g.sampling.top_k < 0) fail("--top-k must be >= 0, got {}", g.sampling.top_k);
+  if (!(g.sampling.min_p >= 0 && g.sampling.min_p <= 1)) fail("--min-p must be in [0, 1], got {}", g.sampling.min_p);
+}
+
+std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& prompt, const TextGenOptions& o,
+                                     const std::function<void(int32_t)>& on_token) {
+  std::vector<int32_t> out;
+  if (o.max_new <= 0) return out;
+  const auto& eos = s.model().info().eos_ids;
+  const int64_t V = s.model().info().vocab;
+  Sampler sampler(o.sampling);
+  auto pick = [&](float* logits) { return sampler.sample(logits, V).token; };
+  auto take = [&](int32_t t) {
+    out.push_back(t);
+    if (on_token) on_token(t);
+    return o.ignore_eos || std::find(eos.begin(), eos.end(), t) == eos.end();
+  };
+  NgramDrafter drafter;
+  SpeculationOptions so;
+  so.max_draft = o.draft_max;
+  SpeculationStats st;
+  std::vector<float> logits = s.feed(prompt);
+  decode(s, std::move(logits), s.tokens(), o.max_new, pick, take, o.speculate ? &drafter : nullptr, so, &st);
+  if (o.stats && o.speculate)
+    std::fprintf(stderr, "[speculation: %lld tokens after %lld forward passes, %lld of %lld drafts accepted (%.0f%%)]\n",
+                 (long long)st.generated, (long long)st.forward_passes(),
+                 (long long)st.accepted, (long long)st.proposed, 100 * st.acceptance());
+  return out;
+}
+
 std::vector<int32_t> stream_text(Session& s, const text::Tokenizer& tok, const std::vector<int32_t>& prompt,
                                  const TextGenOptions& o, std::FILE* out) {
   const auto& eos = s.model().info().eos_ids;
@@ -32,19 +83,7 @@ std::vector<int32_t> stream_text(Session& s, const text::Tokenizer& tok, const s
     std::fflush(out);
   };
   const ExpertStats before = s.model().expert_stats();
-  if (o.speculate) {
-    NgramDrafter drafter;
-    SpeculationOptions so;
-    so.max_draft = o.draft_max;
-    SpeculationStats st;
-    generate_speculative(s, prompt, o.max_new, o.ignore_eos, drafter, so, &st, on_token);
-    if (o.stats)
-      std::fprintf(stderr, "[speculation: %lld tokens in %lld passes, %lld of %lld drafts accepted (%.0f%%)]\n",
-                   (long long)st.generated, (long long)st.passes, (long long)st.accepted, (long long)st.proposed,
-                   100 * st.acceptance());
-  } else {
-    generate_greedy(s, prompt, o.max_new, o.ignore_eos, on_token);
-  }
+  generate_tokens(s, prompt, o, on_token);
   if (o.stats) {
     const ExpertStats after = s.model().expert_stats();
     std::fprintf(stderr, "[experts: %s needed, %s read from storage]\n",

@@ -1,10 +1,15 @@
 // Generation with text out, shared by generate --prompt, run and chat:
-// greedy or n-gram speculative decoding, streaming decoded text as tokens
-// arrive (partial UTF-8 held back), stopping at the model's stop ids.
+// greedy or sampled decoding, optionally n-gram speculative (same output),
+// streaming decoded text as tokens arrive (partial UTF-8 held back), stopping
+// at the model's stop ids.
 #pragma once
 #include <cstdio>
+#include <functional>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
+#include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
 #include "text/tokenizer.h"
@@ -17,7 +22,18 @@ struct TextGenOptions {
   bool speculate = false;
   int64_t draft_max = 8;
   bool stats = false;  // speculation / expert statistics to stderr
+  SamplingParams sampling{.temperature = 0};  // greedy unless --temperature
 };
+
+// --speculate, --draft-max, --stats and the sampling options, shared by the generating commands.
+void add_generation_options(CLI::App* cmd, TextGenOptions& g);
+// Checks the values given (throws sluice::Error naming the option).
+void check_generation_options(const TextGenOptions& g);
+
+// Decodes after `prompt` (fed first) as the options say; on_token sees every token.
+// history: tokens before `prompt` already in `s` are taken from the session.
+std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& prompt, const TextGenOptions& o,
+                                     const std::function<void(int32_t)>& on_token = {});
 
 // Returns the generated ids, stop token excluded.
 std::vector<int32_t> stream_text(Session& s, const text::Tokenizer& tok, const std::vector<int32_t>& prompt,

@@ -10,10 +10,21 @@
 namespace sluice {
 
 void State::rollback(int64_t keep) {
-  if (checkpoint_pos < 0 || keep < 0 || checkpoint_pos + keep > pos)
-    fail("rollback to {} tokens after the checkpoint at {} is not possible at position {}", keep, checkpoint_pos, pos);
-  for (auto& l : layers) l->rollback(keep);
-  pos = checkpoint_pos + keep;
+  if (checkpoints.empty()) fail("rollback without a checkpoint");
+  const int64_t at = checkpoints.back();
+  if (keep < 0 || at + keep > pos)
+    fail("rollback to {} tokens after the checkpoint at {} is not possible at position {}", keep, at, pos);
+  for (auto& l : layers)
+    if (l) l->rollback(keep);
+  checkpoints.pop_back();
+  pos = at + keep;
+}
+
+void State::commit() {
+  if (checkpoints.empty()) fail("commit without a checkpoint");
+  for (auto& l : layers)
+    if (l) l->commit();
+  checkpoints.pop_back();
 }
 
 void embed_tokens(const QMatrix& embed, const int32_t* tokens, int64_t T, float* out) {

@@ -14,23 +14,36 @@ struct KdaState : LayerState {
   // Last (kernel-1) projection rows of q, k, v (oldest first), and the recurrent state.
   std::vector<float> hist_q, hist_k, hist_v;
   std::vector<float> S;  // [H][D][D]
-  // Rollback support: the state at the checkpoint and, for every token fed since,
-  // its projections (for the convolution history) and the recurrence inputs.
-  bool recording = false;
-  std::vector<float> cp_hist_q, cp_hist_k, cp_hist_v, cp_S;
-  std::vector<float> rec_pq, rec_pk, rec_pv;      // raw projections [n, C]
-  std::vector<float> rec_q, rec_k, rec_v, rec_g;  // recurrence inputs [n, C]
-  std::vector<float> rec_beta;                    // [n, H]
+  // Rollback support. Checkpoints nest (the server keeps one at the end of a
+  // prompt while speculation sets and clears its own per verification pass):
+  // each holds a copy of the state when it was set and how many tokens had
+  // been recorded by then. While any is set, every token fed records its raw
+  // projections (for the convolution history) and the inputs of the state
+  // update (q is not needed to replay the state and is not kept).
+  struct Mark {
+    std::vector<float> hist_q, hist_k, hist_v, S;
+    int64_t recorded = 0;
+  };
+  std::vector<Mark> marks;
+  bool recording() const { return !marks.empty(); }
+  std::vector<float> rec_pq, rec_pk, rec_pv;  // raw projections [n, C]
+  std::vector<float> rec_k, rec_v, rec_g;     // recurrence inputs [n, C]
+  std::vector<float> rec_beta;                // [n, H]
   int64_t H = 0, Dh = 0, C = 0;
+  int64_t recorded() const { return H ? int64_t(rec_beta.size()) / H : 0; }
   int64_t bytes() const override {
-    return int64_t((hist_q.size() + hist_k.size() + hist_v.size() + S.size()) * sizeof(float));
+    size_t n = hist_q.size() + hist_k.size() + hist_v.size() + S.size();
+    for (const auto& m : marks) n += m.hist_q.size() + m.hist_k.size() + m.hist_v.size() + m.S.size();
+    for (const auto* v : {&rec_pq, &rec_pk, &rec_pv, &rec_k, &rec_v, &rec_g, &rec_beta}) n += v->size();
+    return int64_t(n * sizeof(float));
   }
-  void checkpoint() override {
-    recording = true;
-    cp_hist_q = hist_q, cp_hist_k = hist_k, cp_hist_v = hist_v, cp_S = S;
-    for (auto* v : {&rec_pq, &rec_pk, &rec_pv, &rec_q, &rec_k, &rec_v, &rec_g, &rec_beta}) v->clear();
-  }
+  void checkpoint() override { marks.push_back({hist_q, hist_k, hist_v, S, recorded()}); }
   void rollback(int64_t keep) override;
+  void commit() override {
+    marks.pop_back();
+    if (marks.empty())
+      for (auto* v : {&rec_pq, &rec_pk, &rec_pv, &rec_k, &rec_v, &rec_g, &rec_beta}) v->clear();
+  }
 };
 
 // One token of the gated delta rule for one head; o may be null.
@@ -45,29 +58,36 @@ void delta_step(float* S, const float* q, const float* k, const float* v, const 
   for (int64_t i = 0; i < Dh; ++i) ops::axpy(q[i], S + i * Dh, o, Dh);
 }
 
-void keep_history(std::vector<float>& hist, const std::vector<float>& cp, const std::vector<float>& rec, int64_t keep,
-                  int64_t C) {
+// The last hist.size()/C rows of [cp; rec[0..keep)].
+void keep_history(std::vector<float>& hist, const std::vector<float>& cp, const float* rec, int64_t keep, int64_t C) {
   std::vector<float> seq(cp);
-  seq.insert(seq.end(), rec.begin(), rec.begin() + keep * C);
+  seq.insert(seq.end(), rec, rec + keep * C);
   std::copy(seq.end() - int64_t(hist.size()), seq.end(), hist.begin());
 }
 
 void KdaState::rollback(int64_t keep) {
-  const int64_t n = int64_t(rec_beta.size()) / H;
-  if (!recording || keep > n) fail("KDA state: cannot keep {} of {} tokens since the checkpoint", keep, n);
-  S = cp_S;
+  if (marks.empty()) fail("KDA state: rollback without a checkpoint");
+  Mark m = std::move(marks.back());
+  marks.pop_back();
+  const int64_t n = recorded() - m.recorded;
+  if (keep < 0 || keep > n) fail("KDA state: cannot keep {} of {} tokens since the checkpoint", keep, n);
+  // Replaying the recorded updates from the copy gives the state bit for bit.
+  S = std::move(m.S);
   std::vector<float> u(static_cast<size_t>(Dh));
-  for (int64_t t = 0; t < keep; ++t)
+  for (int64_t t = m.recorded; t < m.recorded + keep; ++t)
     for (int64_t h = 0; h < H; ++h) {
       const size_t o = size_t(t * C + h * Dh);
-      delta_step(S.data() + h * Dh * Dh, &rec_q[o], &rec_k[o], &rec_v[o], &rec_g[o], rec_beta[size_t(t * H + h)], Dh,
+      delta_step(S.data() + h * Dh * Dh, nullptr, &rec_k[o], &rec_v[o], &rec_g[o], rec_beta[size_t(t * H + h)], Dh,
                  u.data(), nullptr);
     }
-  keep_history(hist_q, cp_hist_q, rec_pq, keep, C);
-  keep_history(hist_k, cp_hist_k, rec_pk, keep, C);
-  keep_history(hist_v, cp_hist_v, rec_pv, keep, C);
-  recording = false;
-  for (auto* v : {&rec_pq, &rec_pk, &rec_pv, &rec_q, &rec_k, &rec_v, &rec_g, &rec_beta}) v->clear();
+  const size_t base = size_t(m.recorded * C);
+  keep_history(hist_q, m.hist_q, rec_pq.data() + base, keep, C);
+  keep_history(hist_k, m.hist_k, rec_pk.data() + base, keep, C);
+  keep_history(hist_v, m.hist_v, rec_pv.data() + base, keep, C);
+  // Keep what an enclosing checkpoint still needs; nothing once none is left.
+  const int64_t still = marks.empty() ? 0 : m.recorded + keep;
+  for (auto* v : {&rec_pq, &rec_pk, &rec_pv, &rec_k, &rec_v, &rec_g}) v->resize(size_t(still * C));
+  rec_beta.resize(size_t(still * H));
 }
 
 // Causal depthwise convolution over [history; x] followed by SiLU; updates the history.
@@ -113,7 +133,7 @@ void KdaAttention::forward(const float* x, int64_t T, int64_t /*pos*/, LayerStat
   matmul(w_.q, x, T, D, q.data(), C);
   matmul(w_.k, x, T, D, k.data(), C);
   matmul(w_.v, x, T, D, v.data(), C);
-  if (st.recording) {
+  if (st.recording()) {
     st.rec_pq.insert(st.rec_pq.end(), q.begin(), q.end());
     st.rec_pk.insert(st.rec_pk.end(), k.begin(), k.end());
     st.rec_pv.insert(st.rec_pv.end(), v.begin(), v.end());
@@ -157,8 +177,7 @@ void KdaAttention::forward(const float* x, int64_t T, int64_t /*pos*/, LayerStat
       l2norm(q.data() + t * C + h * Dh, Dh, s_.l2_eps, qscale);
       l2norm(k.data() + t * C + h * Dh, Dh, s_.l2_eps, 1.0f);
     }
-  if (st.recording) {
-    st.rec_q.insert(st.rec_q.end(), q.begin(), q.end());
+  if (st.recording()) {
     st.rec_k.insert(st.rec_k.end(), k.begin(), k.end());
     st.rec_v.insert(st.rec_v.end(), v.begin(), v.end());
     st.rec_g.insert(st.rec_g.end(), z.begin(), z.end());

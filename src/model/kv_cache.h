@@ -19,8 +19,13 @@ class RowCache : public LayerState {
   }
   float* row(size_t table, int64_t r) { return tables_[table].data() + r * widths_[table]; }
   const float* row(size_t table, int64_t r) const { return tables_[table].data() + r * widths_[table]; }
-  void checkpoint() override { checkpoint_rows_ = rows_; }
-  void rollback(int64_t keep) override { resize(checkpoint_rows_ + keep); }
+  void checkpoint() override { marks_.push_back(rows_); }
+  void rollback(int64_t keep) override {
+    const int64_t at = marks_.back();
+    marks_.pop_back();
+    resize(at + keep);
+  }
+  void commit() override { marks_.pop_back(); }
   int64_t bytes() const override {
     int64_t b = 0;
     for (const auto& t : tables_) b += int64_t(t.size() * sizeof(float));
@@ -30,7 +35,8 @@ class RowCache : public LayerState {
  private:
   std::vector<int64_t> widths_;
   std::vector<std::vector<float>> tables_;
-  int64_t rows_ = 0, checkpoint_rows_ = 0;
+  int64_t rows_ = 0;
+  std::vector<int64_t> marks_;  // rows at each open checkpoint, innermost last
 };
 
 }  // namespace sluice

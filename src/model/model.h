@@ -24,19 +24,22 @@ struct ModelInfo {
 // Per-layer cached state: KV cache, latent cache, or recurrent state.
 // Speculative decoding feeds a batch of guesses and then keeps only a prefix:
 // checkpoint() marks the rollback point, rollback(keep) returns the state to
-// "checkpoint + the first `keep` tokens fed since", bit for bit.
+// "checkpoint + the first `keep` tokens fed since", bit for bit, and removes
+// the mark. Checkpoints nest: rollback() always goes to the innermost one
+// (the server's mark at the end of a prompt outlives speculation's per-pass marks).
 class LayerState {
  public:
   virtual ~LayerState() = default;
   virtual int64_t bytes() const = 0;
   virtual void checkpoint() = 0;
   virtual void rollback(int64_t keep) = 0;
+  virtual void commit() = 0;  // removes the innermost mark, keeping everything fed since
 };
 
 // A sequence being decoded: position plus every layer's state.
 struct State {
   int64_t pos = 0;
-  int64_t checkpoint_pos = -1;
+  std::vector<int64_t> checkpoints;  // position of each open checkpoint, innermost last
   std::vector<std::unique_ptr<LayerState>> layers;
   int64_t bytes() const {
     int64_t b = 0;
@@ -44,10 +47,12 @@ struct State {
     return b;
   }
   void checkpoint() {
-    checkpoint_pos = pos;
-    for (auto& l : layers) l->checkpoint();
+    checkpoints.push_back(pos);
+    for (auto& l : layers)
+      if (l) l->checkpoint();
   }
-  void rollback(int64_t keep);  // keep <= tokens fed since checkpoint()
+  void rollback(int64_t keep);  // keep <= tokens fed since the innermost checkpoint()
+  void commit();                // removes the innermost checkpoint, keeping the state
 };
 
 // Optional capture of intermediate values for verification.

@@ -41,12 +41,18 @@ std::vector<float> Session::feed_all(const std::vector<int32_t>& tokens, Forward
 
 void Session::checkpoint() {
   state_->checkpoint();
-  checkpoint_tokens_ = tokens_.size();
+  checkpoint_tokens_.push_back(tokens_.size());
 }
 
 void Session::rollback(int64_t keep) {
-  state_->rollback(keep);
-  tokens_.resize(checkpoint_tokens_ + size_t(keep));
+  state_->rollback(keep);  // checks the mark and `keep`
+  tokens_.resize(checkpoint_tokens_.back() + size_t(keep));
+  checkpoint_tokens_.pop_back();
+}
+
+void Session::commit() {
+  state_->commit();
+  checkpoint_tokens_.pop_back();
 }
 
 int32_t argmax(const float* v, int64_t n) {

@@ -22,9 +22,12 @@ class Session {
   // Feeds tokens and returns logits for every one of them ([T, vocab]).
   std::vector<float> feed_all(const std::vector<int32_t>& tokens, ForwardTrace* trace = nullptr);
   const std::vector<float>& last_logits() const { return logits_; }
-  // Speculation: mark a rollback point, later keep only `keep` of the tokens fed since.
+  // Mark a rollback point; rollback(keep) later keeps only `keep` of the tokens
+  // fed since the innermost open mark and closes it. Marks nest (see State).
   void checkpoint();
   void rollback(int64_t keep);
+  void commit();  // closes the innermost mark, keeping everything fed since
+  size_t open_checkpoints() const { return checkpoint_tokens_.size(); }
   // Long inputs are fed in chunks of at most this many tokens (each chunk reads
   // every distinct expert it needs once). 0: no limit.
   void set_prefill_chunk(int64_t n) { chunk_ = n; }
@@ -35,7 +38,7 @@ class Session {
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
   int64_t chunk_ = 64;
-  size_t checkpoint_tokens_ = 0;
+  std::vector<size_t> checkpoint_tokens_;  // tokens() size at each open mark
 };
 
 int32_t argmax(const float* v, int64_t n);  // lowest index among ties

@@ -1,7 +1,6 @@
 #include "runtime/speculative.h"
 
 #include <algorithm>
-#include <random>
 
 namespace sluice {
 
@@ -47,150 +46,83 @@ struct DraftControl {
     }
   }
 };
-// Drafts after `history`, then feeds `next` and the draft as one batch from a
-// checkpoint; returns the logits of every position of the batch.
-std::vector<float> draft_and_verify(Session& s, Drafter& drafter, DraftControl& control,
-                                    const std::vector<int32_t>& history, int32_t next, int64_t room,
-                                    SpeculationStats& st, std::vector<int32_t>& draft) {
-  const int64_t want = control.next(room);
-  draft = want > 0 ? drafter.propose(history, want) : std::vector<int32_t>{};
-  std::vector<int32_t> batch{next};
-  batch.insert(batch.end(), draft.begin(), draft.end());
-  s.checkpoint();
-  std::vector<float> logits = s.feed_all(batch);
-  ++st.passes;
-  st.proposed += int64_t(draft.size());
-  return logits;
+}  // namespace
+
+int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> history, int64_t max_new,
+               const TokenPicker& pick, const TokenSink& take, Drafter* drafter, const SpeculationOptions& opts,
+               SpeculationStats* stats) {
+  SpeculationStats local;
+  SpeculationStats& st = stats ? *stats : local;
+  if (max_new <= 0) return 0;
+  const size_t V = size_t(s.model().info().vocab);
+  int64_t n = 0;
+  // Picks and hands over the token at one position; false: decoding ends here.
+  auto emit = [&](float* row, int32_t& token) {
+    token = pick(row);
+    history.push_back(token);
+    ++n;
+    ++st.generated;
+    return take(token) && n < max_new;
+  };
+  int32_t next;  // chosen and taken, not yet fed
+  if (!emit(logits.data(), next)) return n;
+  DraftControl control(opts);
+  for (;;) {
+    // Never draft past the token budget.
+    const int64_t want = drafter ? control.next(max_new - n) : 0;
+    std::vector<int32_t> draft = want > 0 ? drafter->propose(history, want) : std::vector<int32_t>{};
+    if (draft.empty()) {
+      logits = s.feed({next});
+      ++st.plain;
+      if (!emit(logits.data(), next)) return n;
+      continue;
+    }
+    // `next` and the draft in one pass; position i's logits choose the token after draft[i-1].
+    std::vector<int32_t> batch{next};
+    batch.insert(batch.end(), draft.begin(), draft.end());
+    s.checkpoint();
+    logits = s.feed_all(batch);
+    ++st.passes;
+    st.proposed += int64_t(draft.size());
+    size_t i = 0;
+    bool more = true;
+    int32_t chosen = -1;
+    for (;; ++i) {
+      more = emit(logits.data() + i * V, chosen);
+      if (!more || i == draft.size() || chosen != draft[i]) break;
+    }
+    const bool matched = i < draft.size() && chosen == draft[i];  // only when stopping on a draft token
+    st.accepted += int64_t(i + (matched ? 1 : 0));
+    // Keep `next` and the drafts taken before position i (the token chosen there is not fed yet).
+    s.rollback(int64_t(1 + i));
+    if (!more) return n;
+    control.update(i, draft.size());
+    next = chosen;
+  }
 }
 
-}  // namespace
+std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, int64_t max_new, bool ignore_eos,
+                              const TokenPicker& pick, Drafter* drafter, const SpeculationOptions& opts,
+                              SpeculationStats* stats, const std::function<void(int32_t)>& on_token) {
+  std::vector<int32_t> out;
+  if (max_new <= 0) return out;
+  const auto& eos = s.model().info().eos_ids;
+  std::vector<float> logits = s.feed(prompt);
+  auto take = [&](int32_t t) {
+    out.push_back(t);
+    if (on_token) on_token(t);
+    return ignore_eos || std::find(eos.begin(), eos.end(), t) == eos.end();
+  };
+  decode(s, std::move(logits), prompt, max_new, pick, take, drafter, opts, stats);
+  return out;
+}
 
 std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>& prompt, int64_t max_new,
                                           bool ignore_eos, Drafter& drafter, const SpeculationOptions& opts,
                                           SpeculationStats* stats, const std::function<void(int32_t)>& on_token) {
-  SpeculationStats local;
-  SpeculationStats& st = stats ? *stats : local;
-  std::vector<int32_t> out;
-  if (max_new <= 0) return out;
-  const auto& eos = s.model().info().eos_ids;
   const int64_t V = s.model().info().vocab;
-  auto is_eos = [&](int32_t t) { return !ignore_eos && std::find(eos.begin(), eos.end(), t) != eos.end(); };
-  std::vector<int32_t> history = prompt;
-  const std::vector<float>& first = s.feed(prompt);
-  int32_t next = argmax(first.data(), V);
-  DraftControl control(opts);
-  for (;;) {
-    out.push_back(next);
-    history.push_back(next);
-    ++st.generated;
-    if (on_token) on_token(next);
-    if (int64_t(out.size()) >= max_new || is_eos(next)) break;
-    // Never draft past the token budget.
-    const int64_t room = max_new - int64_t(out.size());
-    std::vector<int32_t> draft;
-    std::vector<float> logits = draft_and_verify(s, drafter, control, history, next, room, st, draft);
-    size_t a = 0;
-    bool stop = false;
-    while (a < draft.size() && argmax(logits.data() + a * size_t(V), V) == draft[a]) {
-      out.push_back(draft[a]);
-      history.push_back(draft[a]);
-      ++st.generated;
-      if (on_token) on_token(draft[a]);
-      ++a;
-      if (int64_t(out.size()) >= max_new || is_eos(draft[a - 1])) {
-        stop = true;
-        break;
-      }
-    }
-    st.accepted += int64_t(a);
-    s.rollback(int64_t(1 + a));  // keep `next` and the accepted drafts
-    if (stop) break;
-    next = argmax(logits.data() + a * size_t(V), V);  // the verifier's own token after the accepted prefix
-    control.update(a, draft.size());
-  }
-  return out;
-}
-
-int32_t draw(const std::vector<double>& p, double u, int32_t excluded) {
-  double total = 0;
-  for (size_t i = 0; i < p.size(); ++i)
-    if (int32_t(i) != excluded) total += p[i];
-  double target = u * total, acc = 0;
-  int32_t last = -1;
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (int32_t(i) == excluded || p[i] <= 0) continue;
-    acc += p[i];
-    last = int32_t(i);
-    if (target < acc) return last;
-  }
-  return last;  // rounding at the top end
-}
-
-std::pair<bool, int32_t> verify_draft(const std::vector<double>& p, int32_t draft, double u_accept, double u_sample) {
-  const double pd = draft >= 0 && size_t(draft) < p.size() ? p[size_t(draft)] : 0.0;
-  if (u_accept < pd) return {true, draft};
-  return {false, draw(p, u_sample, draft)};
-}
-
-std::vector<int32_t> generate_speculative_sampled(Session& s, const std::vector<int32_t>& prompt, int64_t max_new,
-                                                  bool ignore_eos, Drafter& drafter, const SpeculationOptions& opts,
-                                                  const Distribution& dist, uint64_t seed, SpeculationStats* stats,
-                                                  const std::function<void(int32_t)>& on_token) {
-  SpeculationStats local;
-  SpeculationStats& st = stats ? *stats : local;
-  std::vector<int32_t> out;
-  if (max_new <= 0) return out;
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> U(0.0, 1.0);
-  const auto& eos = s.model().info().eos_ids;
-  const int64_t V = s.model().info().vocab;
-  auto is_eos = [&](int32_t t) { return !ignore_eos && std::find(eos.begin(), eos.end(), t) != eos.end(); };
-  std::vector<double> p;
-  std::vector<int32_t> history = prompt;
-  const std::vector<float>& first = s.feed(prompt);
-  dist(first.data(), V, p);
-  int32_t next = draw(p, U(rng));
-  DraftControl control(opts);
-  for (;;) {
-    auto emit = [&](int32_t t) {
-      out.push_back(t);
-      history.push_back(t);
-      ++st.generated;
-      if (on_token) on_token(t);
-      return int64_t(out.size()) >= max_new || is_eos(t);
-    };
-    if (emit(next)) break;
-    const int64_t room = max_new - int64_t(out.size());
-    std::vector<int32_t> draft;
-    std::vector<float> logits = draft_and_verify(s, drafter, control, history, next, room, st, draft);
-    size_t a = 0;
-    bool stop = false;
-    int32_t following = -1;  // the token after the accepted prefix
-    for (; a < draft.size(); ++a) {
-      dist(logits.data() + a * size_t(V), V, p);
-      const double ua = U(rng), us = U(rng);
-      auto [ok, tok] = verify_draft(p, draft[a], ua, us);
-      if (!ok) {
-        following = tok;
-        break;
-      }
-      if (emit(draft[a])) {
-        stop = true;
-        ++a;
-        break;
-      }
-    }
-    st.accepted += int64_t(std::min(a, draft.size()));
-    s.rollback(int64_t(1 + std::min(a, draft.size())));
-    if (stop) break;
-    if (following < 0) {  // every draft accepted: the bonus token from the last position
-      dist(logits.data() + a * size_t(V), V, p);
-      following = draw(p, U(rng));
-    }
-    next = following;
-    control.update(std::min(a, draft.size()), draft.size());
-  }
-  return out;
+  auto greedy = [V](float* logits) { return argmax(logits, V); };
+  return generate(s, prompt, max_new, ignore_eos, greedy, &drafter, opts, stats, on_token);
 }
 
 }  // namespace sluice

@@ -1,8 +1,8 @@
-// Draft-based speculative decoding that never changes the output: a drafter
-// guesses the next tokens, the model verifies all of them in one batched
-// forward pass (each routed expert read once for the batch), the longest
-// prefix that matches what greedy decoding would have produced is kept, the
-// state rolls back exactly to it, and the verifier's own next token is added.
+// Decoding, plain or speculative. Speculation never changes the output: a
+// drafter guesses the next tokens, the model verifies all of them in one
+// batched forward pass (each routed expert read once for the batch), the
+// longest prefix that matches what plain decoding would have chosen is kept,
+// the state rolls back exactly to it, and the verifier's own next token is added.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -40,31 +40,45 @@ struct SpeculationOptions {
 };
 
 struct SpeculationStats {
-  int64_t passes = 0;           // verification forward passes
+  int64_t passes = 0;           // verification forward passes (a draft and the token before it)
+  int64_t plain = 0;            // one-token forward passes (no draft this step)
   int64_t proposed = 0;         // draft tokens proposed
   int64_t accepted = 0;         // draft tokens accepted
   int64_t generated = 0;        // tokens emitted
   double acceptance() const { return proposed ? double(accepted) / double(proposed) : 0.0; }
+  int64_t forward_passes() const { return passes + plain; }  // after the prompt's
 };
 
-// Sampling distribution over the vocabulary for one position's logits (after
-// temperature, top-k/top-p/min-p filtering); entries sum to 1.
-using Distribution = std::function<void(const float* logits, int64_t n, std::vector<double>& probs)>;
+// Chooses the token for one position from its logits (it may adjust them in
+// place, e.g. a logit bias). decode() calls it exactly once per emitted token,
+// in order, with or without speculation, so a stateful picker such as a seeded
+// sampler makes the same choices both ways.
+using TokenPicker = std::function<int32_t(float* logits)>;
+// Takes each chosen token, in order; returning false stops decoding after it.
+using TokenSink = std::function<bool(int32_t token)>;
 
-// The standard rejection rule for a deterministic draft token d (the draft
-// "distribution" is all mass on d): accept d with probability p(d); otherwise
-// emit a token drawn from p with d removed and renormalised. The emitted token
-// is distributed exactly as p. Returns {accepted, token}.
-std::pair<bool, int32_t> verify_draft(const std::vector<double>& p, int32_t draft, double u_accept, double u_sample);
-// Inverse-CDF draw from p with u in [0, 1), optionally excluding one token.
-int32_t draw(const std::vector<double>& p, double u, int32_t excluded = -1);
+// Decodes up to max_new tokens after a prompt already fed to `s`: `logits` are
+// the prompt's last position's, `history` the tokens so far (the drafter's
+// context). Without a drafter, one token per forward pass. With one, the
+// chosen token and a draft are fed as one batch; the token picked at each
+// position is compared with the draft and the first difference ends the pass
+// (it becomes the next chosen token), the state rolls back to it, and the
+// batch's last position gives a bonus token when every draft matched. Because
+// a position's logits do not depend on how tokens were batched, the output is
+// the plain output token for token, for greedy and sampled picking alike. For
+// sampling this is the standard rejection rule for a deterministic draft d:
+// d is accepted with probability p(d), and on rejection the token is drawn
+// from p with d removed. The last emitted token is never fed, as in plain
+// decoding. Returns the number of tokens emitted.
+int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> history, int64_t max_new,
+               const TokenPicker& pick, const TokenSink& take, Drafter* drafter, const SpeculationOptions& opts,
+               SpeculationStats* stats);
 
-// Sampled generation with speculation: every emitted token has the model's
-// sampling distribution; the same seed gives the same tokens.
-std::vector<int32_t> generate_speculative_sampled(Session& s, const std::vector<int32_t>& prompt, int64_t max_new,
-                                                  bool ignore_eos, Drafter& drafter, const SpeculationOptions& opts,
-                                                  const Distribution& dist, uint64_t seed, SpeculationStats* stats,
-                                                  const std::function<void(int32_t)>& on_token = {});
+// Feeds `prompt`, then decodes with `pick` (speculating when `drafter` is set),
+// stopping after an end-of-sequence id unless ignore_eos. on_token sees every token.
+std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, int64_t max_new, bool ignore_eos,
+                              const TokenPicker& pick, Drafter* drafter, const SpeculationOptions& opts,
+                              SpeculationStats* stats, const std::function<void(int32_t)>& on_token = {});
 
 // Greedy generation with speculation; the tokens equal generate_greedy's.
 std::vector<int32_t> generate_speculative(Session& s, const std::vector<int32_t>& prompt, int64_t max_new,

@@ -15,8 +15,13 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
-Generator::Generator(const Model& model, const ChatCodec& codec, Metrics& metrics, int64_t context_length)
+Generator::Generator(const Model& model, const ChatCodec& codec, Metrics& metrics, int64_t context_length,
+                     const SpeculationOptions* speculation)
     : model_(model), codec_(codec), metrics_(metrics), context_(context_length) {
+  if (speculation) {
+    speculation_ = *speculation;
+    drafter_ = std::make_unique<NgramDrafter>();
+  }
   stop_ids_ = model.info().eos_ids;
   for (int32_t id : codec.stop_ids())
     if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
@@ -56,6 +61,7 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
     while (common < st.size() && common < P && st[common] == prompt[common]) ++common;
     if (common == st.size() && common < P) {
       start = common;
+      if (checkpoint_ >= 0) session_->commit();  // the old rollback point is not needed any more
     } else if (checkpoint_ >= 0 && common >= size_t(checkpoint_)) {
       const size_t keep = std::min(common, P - 1) - size_t(checkpoint_);
       session_->rollback(int64_t(keep));
@@ -121,50 +127,61 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
     return !b.empty() && next.feed(b);
   };
 
+  // One token at a time through the same picker and sink, speculating or not:
+  // the picker applies the logit bias, samples (within the JSON grammar when asked),
+  // the sink releases text and decides whether to go on.
   bool stopped = false;
-  for (int64_t i = 0; i < max_new; ++i) {
-    if (alive && !alive()) {
+  Sample picked;
+  auto pick = [&](float* row) {
+    for (const auto& [id, bias] : req.logit_bias) row[size_t(id)] += bias;
+    picked = sampler.sample(row, V);
+    if (json && !json_ok(picked.token)) picked = sampler.sample(row, V, json_ok);
+    return picked.token;
+  };
+  auto last = Clock::now();
+  auto took = [&] {  // time since the previous token: a verification pass is shared by its tokens
+    const auto now = Clock::now();
+    metrics_.add_token(std::chrono::duration<double>(now - last).count());
+    last = now;
+  };
+  auto take = [&](int32_t token) {
+    if (json && !is_stop(token)) json->feed(codec_.token_bytes(token));
+    ++out.completion_tokens;
+    if (req.logprobs) pending_lp.push_back({token, picked.logprob, std::move(picked.top)});
+    took();
+    if (out.completion_tokens % 16 == 0) metrics_.set_expert_stats(model_.expert_stats());
+    if (is_stop(token)) {
+      stopped = true;
+      return false;
+    }
+    const std::string text = stops.push(detok->push(token));
+    if (stops.stopped()) {
+      stopped = true;
+      if (!release(text, false)) out.cancelled = true;
+      return false;
+    }
+    if (!release(text, false) || (alive && !alive())) {
       out.cancelled = true;
-      break;
+      return false;
     }
     if (json && json->complete()) {  // the object is closed: nothing may follow
       stopped = true;
-      break;
+      return false;
     }
-    const auto ts = Clock::now();
-    for (const auto& [id, bias] : req.logit_bias) logits[size_t(id)] += bias;
-    Sample s = sampler.sample(logits.data(), V);
-    if (json && !json_ok(s.token)) s = sampler.sample(logits.data(), V, json_ok);
-    if (json && !is_stop(s.token)) json->feed(codec_.token_bytes(s.token));
-    ++out.completion_tokens;
-    if (req.logprobs) pending_lp.push_back({s.token, s.logprob, std::move(s.top)});
-    if (is_stop(s.token)) {
-      metrics_.add_token(seconds_since(ts));
-      stopped = true;
-      break;
+    return true;
+  };
+  if (alive && !alive()) {
+    out.cancelled = true;
+  } else {
+    SpeculationStats spec;
+    try {
+      decode(*session_, std::move(logits), prompt, max_new, pick, take, drafter_.get(), speculation_, &spec);
+    } catch (...) {
+      session_.reset();
+      checkpoint_ = -1;
+      throw;
     }
-    const std::string text = stops.push(detok->push(s.token));
-    if (stops.stopped()) {
-      metrics_.add_token(seconds_since(ts));
-      stopped = true;
-      if (!release(text, false)) out.cancelled = true;
-      break;
-    }
-    if (!release(text, false)) {
-      out.cancelled = true;
-      break;
-    }
-    if (i + 1 < max_new) {
-      try {
-        logits = session_->feed({s.token});
-      } catch (...) {
-        session_.reset();
-        checkpoint_ = -1;
-        throw;
-      }
-    }
-    metrics_.add_token(seconds_since(ts));
-    if (i % 16 == 15) metrics_.set_expert_stats(model_.expert_stats());
+    if (drafter_) metrics_.add_speculation(spec.passes, spec.proposed, spec.accepted);
   }
   metrics_.set_expert_stats(model_.expert_stats());
   if (out.cancelled) return out;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "runtime/speculative.h"
 #include "server/chat_codec.h"
 
 namespace sluice::server {
@@ -19,6 +20,8 @@ struct ServerOptions {
   std::string model_name;  // the id clients send as "model"
   int read_timeout_s = 5;  // per read; slow senders are cut off
   int64_t context_length = 0;  // positions per conversation (0: unbounded)
+  bool speculate = false;      // n-gram speculative decoding (same output)
+  SpeculationOptions speculation;
 };
 
 class HttpServer {

@@ -39,6 +39,13 @@ void Metrics::set_expert_stats(const ExpertStats& s) {
   experts_ = s;
 }
 
+void Metrics::add_speculation(int64_t passes, int64_t proposed, int64_t accepted) {
+  std::lock_guard lk(mu_);
+  spec_passes_ += uint64_t(passes);
+  spec_proposed_ += uint64_t(proposed);
+  spec_accepted_ += uint64_t(accepted);
+}
+
 void Metrics::add_request_seconds(double s) {
   std::lock_guard lk(mu_);
   request_seconds_ += s;
@@ -78,6 +85,16 @@ std::string Metrics::render() const {
   o += fmt::format("sluice_time_per_output_token_seconds_bucket{{le=\"+Inf\"}} {}\n", cum);
   o += fmt::format("sluice_time_per_output_token_seconds_sum {}\n", decode_seconds_);
   o += fmt::format("sluice_time_per_output_token_seconds_count {}\n", cum);
+  head("sluice_speculation_passes_total", "counter",
+       "Forward passes that verified a draft (with --speculate; plain decoding steps are not counted).");
+  o += fmt::format("sluice_speculation_passes_total {}\n", spec_passes_);
+  head("sluice_speculation_draft_tokens_total", "counter", "Draft tokens proposed for verification.");
+  o += fmt::format("sluice_speculation_draft_tokens_total {}\n", spec_proposed_);
+  head("sluice_speculation_accepted_tokens_total", "counter", "Draft tokens the model chose itself, so emitted without a pass of their own.");
+  o += fmt::format("sluice_speculation_accepted_tokens_total {}\n", spec_accepted_);
+  head("sluice_expert_bytes_needed_total", "counter",
+       "Bytes of routed experts the forward passes used, from the cache or storage (with --expert-cache-gb).");
+  o += fmt::format("sluice_expert_bytes_needed_total {}\n", experts_.bytes_needed);
   head("sluice_expert_requests_total", "counter",
        "Routed experts the routers asked for (with --expert-cache-gb; 0 when all experts are in memory).");
   o += fmt::format("sluice_expert_requests_total {}\n", experts_.requests);

@@ -24,6 +24,8 @@ class Metrics {
   void add_request_seconds(double s);
   // The routed-expert source's counters, as of the generation thread's last snapshot.
   void set_expert_stats(const ExpertStats& s);
+  // One request's speculation: verification passes, draft tokens proposed and accepted.
+  void add_speculation(int64_t passes, int64_t proposed, int64_t accepted);
 
  private:
   mutable std::mutex mu_;
@@ -32,6 +34,7 @@ class Metrics {
   double prefill_seconds_ = 0, decode_seconds_ = 0;
   std::vector<double> bucket_bounds_;
   std::vector<uint64_t> buckets_;  // cumulative counts are computed when rendering
+  uint64_t spec_passes_ = 0, spec_proposed_ = 0, spec_accepted_ = 0;
   double request_seconds_ = 0;
   uint64_t request_count_ = 0;
   std::function<int64_t()> waiting_, running_;

@@ -40,3 +40,10 @@ if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/k3_mini.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})
   set_tests_properties(server.k3_mini PROPERTIES LABELS "server;asan" TIMEOUT 900)
 endif()
+
+# Speculative decoding behind the server: the same replies with and without it.
+if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
+  add_test(NAME server.speculation
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/speculation.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})
+  set_tests_properties(server.speculation PROPERTIES LABELS "server;asan" TIMEOUT 900)
+endif()

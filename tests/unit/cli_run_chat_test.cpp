@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "support/test_support.h"
 
@@ -20,6 +22,34 @@ TEST(CliRun, DefaultModelCompletesAndSpeculationGivesTheSameText) {
   auto streamed = test::run_sluice({"run", "And God said, Let there be", "--max-new", "24", "--ram", "0.004"});
   ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
   EXPECT_EQ(streamed.out, plain.out);
+}
+
+// Seeded sampling: the seed decides the text and speculation does not change
+// it (drafts are proposed on this repetitive prompt, and some rejected); greedy
+// speculation has drafts accepted here.
+TEST(CliRun, SampledTextDependsOnTheSeedNotOnSpeculation) {
+  const std::string verse = "And God said, Let there be light: and there was light. ";
+  const std::string prompt = verse + verse + "And God said, Let there be";
+  auto generate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"run", prompt, "--max-new", "32", "--stats"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = test::run_sluice(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r;
+  };
+  auto a = generate({"--temperature", "0.8", "--top-p", "0.95", "--seed", "7"});
+  auto b = generate({"--temperature", "0.8", "--top-p", "0.95", "--seed", "7", "--speculate"});
+  auto c = generate({"--temperature", "0.8", "--top-p", "0.95", "--seed", "8", "--speculate"});
+  EXPECT_EQ(b.out, a.out);
+  EXPECT_NE(c.out, a.out);
+  EXPECT_NE(b.err.find("[speculation: "), std::string::npos) << b.err;
+  EXPECT_EQ(b.err.find(" of 0 drafts"), std::string::npos) << "no draft proposed: " << b.err;
+  auto greedy = generate({}), greedy_spec = generate({"--speculate"});
+  EXPECT_EQ(greedy_spec.out, greedy.out);
+  EXPECT_EQ(greedy_spec.err.find(" 0 of "), std::string::npos) << "no draft accepted: " << greedy_spec.err;
+  auto bad = test::run_sluice({"run", "x", "--temperature", "-1"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--temperature"), std::string::npos) << bad.err;
 }
 
 TEST(CliChat, AnswersEachLineAndEndsOnEof) {

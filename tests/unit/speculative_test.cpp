@@ -8,9 +8,11 @@
 #include <random>
 
 #include "model/model.h"
+#include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
 #include "support/test_support.h"
+#include "util/error.h"
 
 namespace sluice {
 namespace {
@@ -129,45 +131,134 @@ TEST(NgramDrafter, ProposesWhatFollowedTheLongestRecentMatch) {
 namespace sluice {
 namespace {
 
-// The rejection rule emits tokens distributed exactly as p, whatever the draft.
-TEST(SampledSpeculation, RejectionRuleKeepsTheDistribution) {
-  std::vector<double> p = {0.05, 0.4, 0.0, 0.25, 0.3};
-  std::mt19937_64 rng(7);
-  std::uniform_real_distribution<double> U(0.0, 1.0);
-  for (int32_t draft : {1, 2, 4}) {
-    std::vector<double> count(p.size(), 0.0);
-    const int N = 200000;
-    for (int i = 0; i < N; ++i) count[size_t(verify_draft(p, draft, U(rng), U(rng)).second)] += 1;
-    for (size_t t = 0; t < p.size(); ++t) {
-      const double sd = std::sqrt(p[t] * (1 - p[t]) / N);
-      EXPECT_NEAR(count[t] / N, p[t], 5 * sd + 1e-9) << "draft " << draft << " token " << t;
-    }
+// Plain sampled decoding, one token per forward pass, written out here so the
+// speculative path is compared with something that does not share its loop.
+std::vector<int32_t> sample_plainly(Session& s, const std::vector<int32_t>& prompt, int64_t n, const SamplingParams& p) {
+  Sampler sampler(p);
+  const int64_t V = s.model().info().vocab;
+  std::vector<float> logits = s.feed(prompt);
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    out.push_back(sampler.sample(logits.data(), V).token);
+    if (i + 1 < n) logits = s.feed({out.back()});
+  }
+  return out;
+}
+
+std::vector<int32_t> sample_speculatively(Session& s, const std::vector<int32_t>& prompt, int64_t n,
+                                          const SamplingParams& p, Drafter& d, SpeculationStats* st) {
+  Sampler sampler(p);
+  const int64_t V = s.model().info().vocab;
+  auto pick = [&](float* logits) { return sampler.sample(logits, V).token; };
+  return generate(s, prompt, n, /*ignore_eos=*/true, pick, &d, {}, st);
+}
+
+// A position's logits are the same bits whether its token was fed alone or in
+// a batch: that is what lets sampled speculation reproduce plain sampling.
+TEST_P(Speculation, BatchedLogitsEqualOneTokenAtATime) {
+  auto model = load_model(test::fixture("golden/" + GetParam()));
+  const int64_t V = model->info().vocab;
+  auto ref = test::read_i64(test::fixture("golden/" + GetParam() + "/reference.safetensors"), "input_ids");
+  std::vector<int32_t> prefix(ref.begin(), ref.begin() + 10), batch(ref.begin() + 10, ref.begin() + 16);
+  Session a(*model), b(*model);
+  a.feed(prefix);
+  b.feed(prefix);
+  std::vector<float> all = a.feed_all(batch);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const std::vector<float>& one = b.feed({batch[i]});
+    EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + long(i) * V)) << "position " << i;
   }
 }
 
-std::vector<double> softmax_t(const float* l, int64_t n, double temp) {
-  std::vector<double> p(static_cast<size_t>(n));
-  double m = *std::max_element(l, l + n), z = 0;
-  for (int64_t i = 0; i < n; ++i) z += p[size_t(i)] = std::exp((l[i] - m) / temp);
-  for (auto& x : p) x /= z;
-  return p;
+// Seeded sampling with speculation emits exactly the plain sampled tokens, for
+// drafts that are right, partly wrong, wrong, or n-gram guesses. Accepting a
+// draft d exactly when the sampler picks d is the rejection rule for a
+// deterministic draft (accept with probability p(d), else draw from p without d).
+TEST_P(Speculation, SampledTokenIdenticalToPlainSampling) {
+  auto model = load_model(test::fixture("golden/" + GetParam()));
+  const int64_t V = model->info().vocab;
+  auto ref = test::read_i64(test::fixture("golden/" + GetParam() + "/reference.safetensors"), "input_ids");
+  std::vector<int32_t> prompt(ref.begin(), ref.begin() + 8);
+  const int64_t n = 32;
+  SamplingParams settings[3];
+  settings[0].temperature = 1.0, settings[0].seed = 11;
+  settings[1].temperature = 0.7, settings[1].top_p = 0.9, settings[1].top_k = 40, settings[1].seed = 5;
+  settings[2].temperature = 0.3, settings[2].min_p = 0.05, settings[2].seed = 99;
+  for (const SamplingParams& p : settings) {
+    Session plain(*model);
+    const std::vector<int32_t> want = sample_plainly(plain, prompt, n, p);
+    std::vector<int32_t> truth = prompt;
+    truth.insert(truth.end(), want.begin(), want.end());
+    int64_t accepted = 0, proposed = 0;
+    for (int64_t wrong_every : {0, 3, 1}) {
+      OracleDrafter d(truth, wrong_every, V);
+      Session s(*model);
+      SpeculationStats st;
+      EXPECT_EQ(sample_speculatively(s, prompt, n, p, d, &st), want)
+          << "temperature " << p.temperature << ", every " << wrong_every << " wrong";
+      // The state after speculation is the plain one: the same next logits.
+      Session q(*model);
+      sample_plainly(q, prompt, n, p);
+      EXPECT_EQ(s.tokens(), q.tokens());
+      const std::vector<float> next = s.feed({want.back()});
+      EXPECT_EQ(next, q.feed({want.back()}));
+      accepted += st.accepted, proposed += st.proposed;
+      if (wrong_every == 0) {
+        EXPECT_EQ(st.accepted, st.proposed);
+      }
+      if (wrong_every == 1) {
+        EXPECT_EQ(st.accepted, 0);
+      }
+    }
+    EXPECT_GT(accepted, 0);
+    EXPECT_GT(proposed, accepted);
+    NgramDrafter ng(4, 1);
+    Session s(*model);
+    EXPECT_EQ(sample_speculatively(s, prompt, n, p, ng, nullptr), want) << "n-gram drafts";
+  }
 }
 
-TEST(SampledSpeculation, SeedReproducibleAndNearGreedyAtLowTemperature) {
-  auto model = load_model(test::fixture("golden/kimi_linear_tiny"));
-  std::vector<int32_t> prompt = {5, 17, 9, 33, 41, 5, 17, 9};
-  Distribution hot = [](const float* l, int64_t n, std::vector<double>& p) { p = softmax_t(l, n, 1.0); };
-  Distribution cold = [](const float* l, int64_t n, std::vector<double>& p) { p = softmax_t(l, n, 1e-4); };
-  NgramDrafter d1(4, 1), d2(4, 1);
-  Session a(*model), b(*model);
-  auto x = generate_speculative_sampled(a, prompt, 24, true, d1, {}, hot, 42, nullptr);
-  auto y = generate_speculative_sampled(b, prompt, 24, true, d2, {}, hot, 42, nullptr);
-  EXPECT_EQ(x, y);
-  Session c(*model), g(*model);
-  NgramDrafter d3(4, 1);
-  SpeculationStats st;
-  auto z = generate_speculative_sampled(c, prompt, 24, true, d3, {}, cold, 1, &st);
-  EXPECT_EQ(z, generate_greedy(g, prompt, 24, true));
+// The server keeps a rollback point at the end of a prompt while speculation
+// sets and clears its own per pass: rolling back the outer one afterwards must
+// give the state of feeding the kept tokens straight.
+TEST(Rollback, NestedCheckpoints) {
+  for (const char* name : {"kimi_linear_tiny", "gpt_oss_tiny", "deepseek_v3_tiny"}) {
+    auto model = load_model(test::fixture(std::string("golden/") + name));
+    std::vector<int32_t> prefix = {5, 17, 9, 33, 41}, gen = {100, 200, 300, 400, 500, 600, 700};
+    Session a(*model);
+    a.feed(prefix);
+    a.checkpoint();                  // outer: end of the prompt
+    a.feed({gen[0], gen[1]});
+    a.checkpoint();                  // inner: a verification pass with a wrong guess
+    a.feed_all({gen[2], gen[3], 999});
+    a.rollback(2);
+    a.checkpoint();                  // a second pass, fully kept
+    a.feed_all({gen[4], gen[5], gen[6]});
+    a.rollback(3);
+    EXPECT_EQ(a.open_checkpoints(), 1u);
+    a.rollback(3);                   // outer: keep 3 of the 7 generated tokens
+    EXPECT_EQ(a.open_checkpoints(), 0u);
+    Session b(*model);
+    std::vector<int32_t> straight = prefix;
+    straight.insert(straight.end(), gen.begin(), gen.begin() + 3);
+    b.feed(straight);
+    EXPECT_EQ(a.tokens(), b.tokens()) << name;
+    EXPECT_EQ(a.feed_all({7, 8}), b.feed_all({7, 8})) << name;
+
+    // commit() closes a mark and keeps everything; the enclosing one still works.
+    Session c(*model), e(*model);
+    c.feed(prefix);
+    c.checkpoint();
+    c.feed({gen[0]});
+    c.checkpoint();
+    c.feed_all({gen[1], gen[2]});
+    c.commit();
+    c.rollback(2);
+    e.feed(prefix);
+    e.feed({gen[0], gen[1]});
+    EXPECT_EQ(c.feed_all({7, 8}), e.feed_all({7, 8})) << name;
+    EXPECT_THROW(c.rollback(0), Error) << "no mark left";
+  }
 }
 
 }  // namespace
