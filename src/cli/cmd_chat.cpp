@@ -36,6 +36,7 @@ void add_chat_command(CLI::App& app, Action& action) {
       const std::string dir = model_or_default(o->model);
       auto model = load_model(dir);
       auto tok = text::Tokenizer::load(dir);
+      make_drafter(o->gen, *model);
       auto tmpl = text::ChatTemplate::load(dir);
       nlohmann::json messages = nlohmann::json::array();
       if (!o->system.empty()) messages.push_back({{"role", "system"}, {"content", o->system}});

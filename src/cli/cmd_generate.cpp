@@ -49,6 +49,7 @@ void add_generate_command(CLI::App& app, Action& action) {
       if (*tk) {
         std::vector<int32_t> prompt = parse_token_list(o->tokens);
         auto model = load_model(o->model);
+        make_drafter(o->gen, *model);
         Session s(*model);
         std::vector<int32_t> ids = generate_tokens(s, prompt, o->gen);
         std::string line = "[";
@@ -70,6 +71,7 @@ void add_generate_command(CLI::App& app, Action& action) {
       }
       auto model = load_model(o->model);
       std::vector<int32_t> prompt = encode_prompt(*tok, *model, text);
+      make_drafter(o->gen, *model);
       Session s(*model);
       stream_text(s, *tok, prompt, o->gen, stdout);
       std::fputc('\n', stdout);

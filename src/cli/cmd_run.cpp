@@ -38,6 +38,7 @@ void add_run_command(CLI::App& app, Action& action) {
       auto model = load_model(dir, lo);
       auto tok = text::Tokenizer::load(dir);
       auto prompt = encode_prompt(*tok, *model, o->prompt);
+      make_drafter(o->gen, *model);
       Session s(*model);
       std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
       stream_text(s, *tok, prompt, o->gen, stdout);

@@ -1,4 +1,5 @@
 // sluice serve: the OpenAI-compatible HTTP server.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "cli/commands.h"
 #include "format/config.h"
 #include "model/model.h"
+#include "runtime/model_drafter.h"
 #include "server/chat_codec.h"
 #include "server/http_server.h"
 #include "util/error.h"
@@ -19,8 +21,10 @@ namespace {
 void add_serve_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat completions, completions, models)");
   struct Opts {
-    std::string model, name;
+    std::string model, name, draft_model;
     double expert_cache_gb = 0;
+    bool speculate = false;
+    int64_t ngram = 4;
     server::ServerOptions s;
   };
   auto o = std::make_shared<Opts>();
@@ -33,17 +37,23 @@ void add_serve_command(CLI::App& app, Action& action) {
   cmd->add_option("--max-queue", o->s.max_queue, "Requests that may wait for the running one; more get 429")
       ->capture_default_str();
   cmd->add_option("--served-model-name", o->name, "Model id clients send (default: the directory's name)");
-  cmd->add_flag("--speculate", o->s.speculate,
+  cmd->add_flag("--speculate", o->speculate,
                 "n-gram speculative decoding: drafts from the conversation are verified in one pass (same output, "
                 "greedy or sampled)");
   cmd->add_option("--draft-max", o->s.speculation.max_draft, "With --speculate: most draft tokens verified per pass")
       ->capture_default_str();
+  cmd->add_option("--ngram", o->ngram, "With --speculate: longest suffix (in tokens) looked up in the conversation")
+      ->capture_default_str();
+  cmd->add_option("--draft-model", o->draft_model,
+                  "Speculate with this smaller model's greedy continuation instead of n-grams (it must use the same "
+                  "tokenizer; implies --speculate)");
   cmd->add_option("--expert-cache-gb", o->expert_cache_gb,
                   "Read routed experts from disk on demand into a cache of this many GiB (default: all in memory)");
   cmd->callback([o, &action] {
     action = [o] {
       if (o->s.port < 0 || o->s.port > 65535) fail("--port must be in 0..65535, got {}", o->s.port);
       if (o->s.max_request_bytes < 1024) fail("--max-request-bytes must be at least 1024, got {}", o->s.max_request_bytes);
+      if (o->ngram < 1) fail("--ngram must be >= 1, got {}", o->ngram);
       if (o->s.speculation.max_draft < 1) fail("--draft-max must be >= 1, got {}", o->s.speculation.max_draft);
       if (o->s.max_queue > 4096) fail("--max-queue must be at most 4096, got {}", o->s.max_queue);
       o->model = model_or_default(o->model);
@@ -70,6 +80,10 @@ void add_serve_command(CLI::App& app, Action& action) {
         lo.streaming.cache_bytes = uint64_t(o->expert_cache_gb * double(1ull << 30));
       }
       auto model = load_model(o->model, lo);
+      if (!o->draft_model.empty())
+        o->s.drafter = std::make_shared<ModelDrafter>(load_model(o->draft_model), model->info().vocab);
+      else if (o->speculate)
+        o->s.drafter = std::make_shared<NgramDrafter>(o->ngram, std::min<int64_t>(2, o->ngram));
       o->s.context_length = model->info().max_positions > 0
                                 ? model->info().max_positions
                                 : Config::load(o->model).get_int("max_position_embeddings", 0);

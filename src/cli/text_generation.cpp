@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/model_drafter.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -22,6 +23,11 @@ void add_generation_options(CLI::App* cmd, TextGenOptions& g) {
                 "n-gram speculative decoding: drafts from the text so far are verified in one pass (same output)");
   cmd->add_option("--draft-max", g.draft_max, "With --speculate: most draft tokens verified per pass")
       ->capture_default_str();
+  cmd->add_option("--ngram", g.ngram, "With --speculate: longest suffix (in tokens) looked up in the text so far")
+      ->capture_default_str();
+  cmd->add_option("--draft-model", g.draft_model,
+                  "Speculate with this smaller model's greedy continuation instead of n-grams (it must use the same "
+                  "tokenizer; implies --speculate)");
   cmd->add_option("--temperature", g.sampling.temperature, "Sampling temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--top-p", g.sampling.top_p, "Sample from the smallest set of tokens with this much probability")
       ->capture_default_str();
@@ -36,10 +42,20 @@ void add_generation_options(CLI::App* cmd, TextGenOptions& g) {
 void check_generation_options(const TextGenOptions& g) {
   if (g.max_new < 0) fail("--max-new must be >= 0, got {}", g.max_new);
   if (g.draft_max < 1) fail("--draft-max must be >= 1, got {}", g.draft_max);
+  if (g.ngram < 1) fail("--ngram must be >= 1, got {}", g.ngram);
   if (!(g.sampling.temperature >= 0)) fail("--temperature must be >= 0, got {}", g.sampling.temperature);
   if (!(g.sampling.top_p > 0 && g.sampling.top_p <= 1)) fail("--top-p must be in (0, 1], got {}", g.sampling.top_p);
   if (g.sampling.top_k < 0) fail("--top-k must be >= 0, got {}", g.sampling.top_k);
   if (!(g.sampling.min_p >= 0 && g.sampling.min_p <= 1)) fail("--min-p must be in [0, 1], got {}", g.sampling.min_p);
+}
+
+void make_drafter(TextGenOptions& g, const Model& target) {
+  if (!g.draft_model.empty()) {
+    g.speculate = true;
+    g.drafter = std::make_shared<ModelDrafter>(load_model(g.draft_model), target.info().vocab);
+  } else if (g.speculate) {
+    g.drafter = std::make_shared<NgramDrafter>(g.ngram, std::min<int64_t>(2, g.ngram));
+  }
 }
 
 std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& prompt, const TextGenOptions& o,
@@ -55,16 +71,28 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
     if (on_token) on_token(t);
     return o.ignore_eos || std::find(eos.begin(), eos.end(), t) == eos.end();
   };
-  NgramDrafter drafter;
+  if (o.speculate && !o.drafter) fail("internal: speculation without a drafter (make_drafter not called)");
   SpeculationOptions so;
   so.max_draft = o.draft_max;
   SpeculationStats st;
+  const ExpertStats before = s.model().expert_stats();
   std::vector<float> logits = s.feed(prompt);
-  decode(s, std::move(logits), s.tokens(), o.max_new, pick, take, o.speculate ? &drafter : nullptr, so, &st);
-  if (o.stats && o.speculate)
-    std::fprintf(stderr, "[speculation: %lld tokens after %lld forward passes, %lld of %lld drafts accepted (%.0f%%)]\n",
-                 (long long)st.generated, (long long)st.forward_passes(),
-                 (long long)st.accepted, (long long)st.proposed, 100 * st.acceptance());
+  const ExpertStats after_prompt = s.model().expert_stats();
+  decode(s, std::move(logits), s.tokens(), o.max_new, pick, take, o.speculate ? o.drafter.get() : nullptr, so, &st);
+  if (o.stats) {
+    const ExpertStats after = s.model().expert_stats();
+    if (o.speculate)
+      std::fprintf(stderr, "[speculation: %lld tokens after %lld forward passes, %lld of %lld drafts accepted (%.0f%%)]\n",
+                   (long long)st.generated, (long long)st.forward_passes(), (long long)st.accepted,
+                   (long long)st.proposed, 100 * st.acceptance());
+    const double n = double(std::max<int64_t>(1, st.generated));
+    std::fprintf(stderr,
+                 "[experts: %s needed, %s read from storage in all; while generating %s needed and %s read per token]\n",
+                 human_bytes(double(after.bytes_needed - before.bytes_needed)).c_str(),
+                 human_bytes(double(after.bytes_read - before.bytes_read)).c_str(),
+                 human_bytes(double(after.bytes_needed - after_prompt.bytes_needed) / n).c_str(),
+                 human_bytes(double(after.bytes_read - after_prompt.bytes_read) / n).c_str());
+  }
   return out;
 }
 
@@ -82,14 +110,7 @@ std::vector<int32_t> stream_text(Session& s, const text::Tokenizer& tok, const s
     std::fwrite(piece.data(), 1, piece.size(), out);
     std::fflush(out);
   };
-  const ExpertStats before = s.model().expert_stats();
   generate_tokens(s, prompt, o, on_token);
-  if (o.stats) {
-    const ExpertStats after = s.model().expert_stats();
-    std::fprintf(stderr, "[experts: %s needed, %s read from storage]\n",
-                 human_bytes(double(after.bytes_needed - before.bytes_needed)).c_str(),
-                 human_bytes(double(after.bytes_read - before.bytes_read)).c_str());
-  }
   std::string rest = dec.flush();
   std::fwrite(rest.data(), 1, rest.size(), out);
   return kept;

@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdio>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -23,12 +25,17 @@ struct TextGenOptions {
   int64_t draft_max = 8;
   bool stats = false;  // speculation / expert statistics to stderr
   SamplingParams sampling{.temperature = 0};  // greedy unless --temperature
+  int64_t ngram = 4;         // longest suffix looked up by the n-gram drafter
+  std::string draft_model;   // a small model as the drafter instead (implies speculate)
+  std::shared_ptr<Drafter> drafter;  // made by make_drafter() once the target is loaded
 };
 
 // --speculate, --draft-max, --stats and the sampling options, shared by the generating commands.
 void add_generation_options(CLI::App* cmd, TextGenOptions& g);
 // Checks the values given (throws sluice::Error naming the option).
 void check_generation_options(const TextGenOptions& g);
+// Sets g.drafter for the target model: the draft model or n-gram lookup when speculating.
+void make_drafter(TextGenOptions& g, const Model& target);
 
 // Decodes after `prompt` (fed first) as the options say; on_token sees every token.
 // history: tokens before `prompt` already in `s` are taken from the session.

@@ -16,12 +16,13 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 }  // namespace
 
 Generator::Generator(const Model& model, const ChatCodec& codec, Metrics& metrics, int64_t context_length,
-                     const SpeculationOptions* speculation)
-    : model_(model), codec_(codec), metrics_(metrics), context_(context_length) {
-  if (speculation) {
-    speculation_ = *speculation;
-    drafter_ = std::make_unique<NgramDrafter>();
-  }
+                     std::shared_ptr<Drafter> drafter, const SpeculationOptions& speculation)
+    : model_(model),
+      codec_(codec),
+      metrics_(metrics),
+      context_(context_length),
+      drafter_(std::move(drafter)),
+      speculation_(speculation) {
   stop_ids_ = model.info().eos_ids;
   for (int32_t id : codec.stop_ids())
     if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);

@@ -35,10 +35,10 @@ using EmitFn = std::function<bool(const ReplyDelta& delta, const std::vector<Log
 
 class Generator {
  public:
-  // context_length: positions a conversation may use (0: unbounded). With
-  // `speculation`, n-gram drafts are verified in batches (the output is the same).
+  // context_length: positions a conversation may use (0: unbounded). With a
+  // drafter, its drafts are verified in batches (the output is the same).
   Generator(const Model& model, const ChatCodec& codec, Metrics& metrics, int64_t context_length,
-            const SpeculationOptions* speculation = nullptr);
+            std::shared_ptr<Drafter> drafter = nullptr, const SpeculationOptions& speculation = {});
 
   // Context budget checks before queueing: throws ApiError(400) when the prompt does not fit.
   int64_t max_new_tokens(const Request& req, int64_t prompt_tokens) const;
@@ -56,7 +56,7 @@ class Generator {
   int64_t checkpoint_ = -1;           // session_'s rollback point (tokens before it), -1: none
   std::vector<int32_t> stop_ids_;
   int64_t context_;
-  std::unique_ptr<Drafter> drafter_;  // null: no speculation
+  std::shared_ptr<Drafter> drafter_;  // null: no speculation
   SpeculationOptions speculation_;
 };
 

@@ -64,7 +64,7 @@ struct HttpServer::Impl {
   std::atomic<bool> stopping{false};
 
   Impl(const Model& m, const ChatCodec& c, ServerOptions o)
-      : model(m), codec(c), opts(std::move(o)), queue(opts.max_queue), generator(m, c, metrics, opts.context_length, opts.speculate ? &opts.speculation : nullptr) {
+      : model(m), codec(c), opts(std::move(o)), queue(opts.max_queue), generator(m, c, metrics, opts.context_length, opts.drafter, opts.speculation) {
     metrics.set_queue([this] { return queue.waiting(); }, [this] { return queue.running(); });
     setup();
   }

@@ -20,7 +20,7 @@ struct ServerOptions {
   std::string model_name;  // the id clients send as "model"
   int read_timeout_s = 5;  // per read; slow senders are cut off
   int64_t context_length = 0;  // positions per conversation (0: unbounded)
-  bool speculate = false;      // n-gram speculative decoding (same output)
+  std::shared_ptr<Drafter> drafter;  // speculative decoding (same output); null: none
   SpeculationOptions speculation;
 };
 

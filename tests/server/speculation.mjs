@@ -1,5 +1,6 @@
-// Speculative decoding in the server never changes a reply: two servers on the
-// project's trained model, one plain and one with --speculate, answer the same
+// Speculative decoding in the server never changes a reply: servers on the
+// project's trained model, plain, with --speculate (n-gram drafts) and with
+// --draft-model (the model drafting for itself), answer the same
 // requests (greedy and seeded sampling, logprobs, logit bias, stop strings,
 // JSON mode, streaming, follow-up turns that reuse or roll back the kept
 // conversation) with identical bodies, and the speculating one reports drafts
@@ -15,7 +16,9 @@ const [binary, modelDir] = process.argv.slice(2);
 const MODEL = 'm';
 const plain = await startServer(binary, modelDir, ['--served-model-name', MODEL]);
 const spec = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--speculate', '--draft-max', '6']);
-const clients = [plain, spec].map((s) => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 }));
+// The model as its own draft model (every greedy draft is right; the plumbing is what is tested).
+const drafted = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft-model', modelDir]);
+const clients = [plain, spec, drafted].map((s) => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 }));
 const t = runner();
 
 // A passage the model has seen, given twice and started a third time: n-gram
@@ -30,8 +33,10 @@ function comparable(r) {
   return rest;
 }
 
+// The plain reply and the n-gram server's; the draft-model server's must equal them too.
 async function both(kind, params) {
-  const [a, b] = await Promise.all(clients.map((c) => (kind === 'chat' ? c.chat.completions : c.completions).create(params)));
+  const [a, b, c] = await Promise.all(clients.map((x) => (kind === 'chat' ? x.chat.completions : x.completions).create(params)));
+  assert.deepEqual(comparable(c), comparable(a), 'draft-model server');
   return [comparable(a), comparable(b)];
 }
 
@@ -64,6 +69,7 @@ await t.test('same streamed text with and without speculation', async () => {
   }));
   assert.ok(texts[0].length > 0);
   assert.equal(texts[1], texts[0]);
+  assert.equal(texts[2], texts[0]);
 });
 
 await t.test('follow-up turns (state kept, rolled back into the reply, or extended) give the same replies', async () => {
@@ -93,8 +99,9 @@ await t.test('/metrics counts drafts on the speculating server only', async () =
   assert.ok(accepted > 0 && accepted <= proposed, `accepted ${accepted} of ${proposed}`);
   assert.equal(await metric(plain.url, 'sluice_speculation_draft_tokens_total'), 0);
   assert.equal(await metric(spec.url, 'sluice_generation_tokens_total'), await metric(plain.url, 'sluice_generation_tokens_total'));
+  assert.ok(await metric(drafted.url, 'sluice_speculation_accepted_tokens_total') > accepted, 'the draft model guesses better');
 });
 
-const stops = await Promise.all([plain.stop(), spec.stop()]);
-await t.test('servers exit cleanly', async () => assert.deepEqual(stops.map((s) => s.code), [0, 0]));
+const stops = await Promise.all([plain.stop(), spec.stop(), drafted.stop()]);
+await t.test('servers exit cleanly', async () => assert.deepEqual(stops.map((s) => s.code), [0, 0, 0]));
 t.finish();

@@ -47,6 +47,10 @@ TEST(CliRun, SampledTextDependsOnTheSeedNotOnSpeculation) {
   auto greedy = generate({}), greedy_spec = generate({"--speculate"});
   EXPECT_EQ(greedy_spec.out, greedy.out);
   EXPECT_EQ(greedy_spec.err.find(" 0 of "), std::string::npos) << "no draft accepted: " << greedy_spec.err;
+  // The model as its own draft model: every draft is accepted, the text is the same.
+  auto self = generate({"--draft-model", test::fixture("../../models/sluice-k3-mini")});
+  EXPECT_EQ(self.out, greedy.out);
+  EXPECT_NE(self.err.find("drafts accepted (100%)"), std::string::npos) << self.err;
   auto bad = test::run_sluice({"run", "x", "--temperature", "-1"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("--temperature"), std::string::npos) << bad.err;

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "model/model.h"
+#include "runtime/model_drafter.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
@@ -259,6 +260,48 @@ TEST(Rollback, NestedCheckpoints) {
     EXPECT_EQ(c.feed_all({7, 8}), e.feed_all({7, 8})) << name;
     EXPECT_THROW(c.rollback(0), Error) << "no mark left";
   }
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// A draft model sharing the vocabulary: the target itself (every draft right),
+// a quantised release of the same weights (mostly right) and an unrelated
+// model (mostly wrong) all leave greedy and sampled output unchanged.
+TEST(ModelDrafter, DraftModelsOnlyChangeHowManyPassesAreNeeded) {
+  struct Case {
+    const char *target, *draft;
+  } cases[] = {{"kimi_linear_tiny", "kimi_linear_tiny"},
+               {"deepseek_v3_tiny", "deepseek_v3_tiny_int4"},
+               {"gpt_oss_tiny", "qwen3_moe_tiny"}};
+  for (const auto& c : cases) {
+    auto target = load_model(test::fixture(std::string("golden/") + c.target));
+    auto ref = test::read_i64(test::fixture(std::string("golden/") + c.target + "/reference.safetensors"), "input_ids");
+    std::vector<int32_t> prompt(ref.begin(), ref.begin() + 8);
+    const int64_t n = 32;
+    Session plain(*target);
+    const auto want = generate_greedy(plain, prompt, n, true);
+    ModelDrafter drafter(load_model(test::fixture(std::string("golden/") + c.draft)), target->info().vocab);
+    Session s(*target);
+    SpeculationStats st;
+    EXPECT_EQ(generate_speculative(s, prompt, n, true, drafter, {}, &st), want) << c.target << " <- " << c.draft;
+    EXPECT_GT(st.proposed, 0);
+    if (std::string(c.target) == c.draft) {
+      EXPECT_EQ(st.accepted, st.proposed) << c.target;
+      EXPECT_LE(st.forward_passes(), n / 4) << c.target;
+    }
+    // Sampling with the same drafter (its state follows the new history).
+    SamplingParams p;
+    p.temperature = 0.8, p.seed = 3;
+    Session q(*target), r(*target);
+    EXPECT_EQ(sample_speculatively(q, prompt, n, p, drafter, nullptr), sample_plainly(r, prompt, n, p))
+        << c.target << " <- " << c.draft;
+  }
+  auto big = load_model(test::fixture("golden/deepseek_v3_tiny"));
+  EXPECT_THROW(ModelDrafter(*big, 512), Error);
 }
 
 }  // namespace

@@ -1,0 +1,50 @@
+#include "runtime/model_drafter.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace sluice {
+
+ModelDrafter::ModelDrafter(std::unique_ptr<Model> draft, int64_t target_vocab)
+    : ModelDrafter(*draft, target_vocab) {
+  owned_ = std::move(draft);
+}
+
+ModelDrafter::ModelDrafter(const Model& draft, int64_t target_vocab) : draft_(draft) {
+  if (draft.info().vocab > target_vocab)
+    fail("the draft model's vocabulary ({} ids) is larger than the target's ({}): they do not share a tokenizer",
+         draft.info().vocab, target_vocab);
+}
+
+std::vector<int32_t> ModelDrafter::propose(const std::vector<int32_t>& history, int64_t max) {
+  if (max <= 0 || history.empty()) return {};
+  // The state holds the history of the previous call (its proposals are rolled
+  // back), normally a prefix of this one; a history that diverged (another
+  // conversation) starts over.
+  if (s_) {
+    const auto& have = s_->tokens();
+    if (have.size() >= history.size() || !std::equal(have.begin(), have.end(), history.begin())) s_.reset();
+  }
+  if (!s_) s_ = std::make_unique<Session>(draft_);
+  const int64_t V = draft_.info().vocab;
+  const size_t have = s_->tokens().size();
+  // Ids the draft model does not know cannot be continued from.
+  for (size_t i = have; i < history.size(); ++i)
+    if (history[i] < 0 || history[i] >= V) return {};
+  std::vector<float> logits = s_->feed(std::vector<int32_t>(history.begin() + std::ptrdiff_t(have), history.end()));
+  ++passes_;
+  s_->checkpoint();
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < max; ++i) {
+    out.push_back(argmax(logits.data(), V));
+    if (i + 1 < max) {
+      logits = s_->feed({out.back()});
+      ++passes_;
+    }
+  }
+  s_->rollback(0);
+  return out;
+}
+
+}  // namespace sluice

@@ -1,0 +1,32 @@
+// A small model sharing the target's tokenizer as the drafter: it keeps its
+// own state in step with the conversation and proposes its greedy
+// continuation. Its quality only affects speed; the target verifies every token.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/session.h"
+#include "runtime/speculative.h"
+
+namespace sluice {
+
+class ModelDrafter : public Drafter {
+ public:
+  // target_vocab: the verifier's vocabulary size; the draft model's must not exceed it
+  // (token ids mean the same text in both).
+  ModelDrafter(const Model& draft, int64_t target_vocab);
+  // The same, owning the draft model.
+  ModelDrafter(std::unique_ptr<Model> draft, int64_t target_vocab);
+  std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) override;
+  int64_t forward_passes() const { return passes_; }  // draft model passes so far (prefill chunks count once)
+
+ private:
+  std::unique_ptr<Model> owned_;
+  const Model& draft_;
+  std::unique_ptr<Session> s_;  // holds a prefix of the last history seen
+  int64_t passes_ = 0;
+};
+
+}  // namespace sluice
