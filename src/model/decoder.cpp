@@ -11,8 +11,8 @@ namespace sluice {
 
 void State::rollback(int64_t keep) {
   if (checkpoints.empty()) fail("rollback without a checkpoint");
-  const int64_t at = checkpoints.back();
-  if (keep < 0 || at + keep > pos)
+  const int64_t at = checkpoints.back().pos;
+  if (keep < 0 || at + keep > pos || (keep > 0 && !can_keep()))
     fail("rollback to {} tokens after the checkpoint at {} is not possible at position {}", keep, at, pos);
   for (auto& l : layers)
     if (l) l->rollback(keep);

@@ -17,15 +17,22 @@ struct KdaState : LayerState {
   // Rollback support. Checkpoints nest (the server keeps one at the end of a
   // prompt while speculation sets and clears its own per verification pass):
   // each holds a copy of the state when it was set and how many tokens had
-  // been recorded by then. While any is set, every token fed records its raw
-  // projections (for the convolution history) and the inputs of the state
-  // update (q is not needed to replay the state and is not kept).
+  // been recorded by then. While a recording mark is open, every token fed
+  // records its raw projections (for the convolution history) and the inputs
+  // of the state update (q is not needed to replay the state and is not
+  // kept), so that any prefix of them can be kept. A mark that does not
+  // record can only be returned to exactly (keep 0).
   struct Mark {
     std::vector<float> hist_q, hist_k, hist_v, S;
     int64_t recorded = 0;
+    bool record = true;
   };
   std::vector<Mark> marks;
-  bool recording() const { return !marks.empty(); }
+  bool recording() const {
+    for (const auto& m : marks)
+      if (m.record) return true;
+    return false;
+  }
   std::vector<float> rec_pq, rec_pk, rec_pv;  // raw projections [n, C]
   std::vector<float> rec_k, rec_v, rec_g;     // recurrence inputs [n, C]
   std::vector<float> rec_beta;                // [n, H]
@@ -37,12 +44,18 @@ struct KdaState : LayerState {
     for (const auto* v : {&rec_pq, &rec_pk, &rec_pv, &rec_k, &rec_v, &rec_g, &rec_beta}) n += v->size();
     return int64_t(n * sizeof(float));
   }
-  void checkpoint() override { marks.push_back({hist_q, hist_k, hist_v, S, recorded()}); }
+  bool needs_records() const override { return true; }
+  void checkpoint(bool record) override { marks.push_back({hist_q, hist_k, hist_v, S, recorded(), record}); }
   void rollback(int64_t keep) override;
   void commit() override {
     marks.pop_back();
-    if (marks.empty())
-      for (auto* v : {&rec_pq, &rec_pk, &rec_pv, &rec_k, &rec_v, &rec_g, &rec_beta}) v->clear();
+    drop_records(marks.empty() ? 0 : recorded());
+  }
+  // Keeps the first `n` records, none once no recording mark is left.
+  void drop_records(int64_t n) {
+    if (!recording()) n = 0;
+    for (auto* v : {&rec_pq, &rec_pk, &rec_pv, &rec_k, &rec_v, &rec_g}) v->resize(size_t(n * C));
+    rec_beta.resize(size_t(n * H));
   }
 };
 
@@ -69,8 +82,10 @@ void KdaState::rollback(int64_t keep) {
   if (marks.empty()) fail("KDA state: rollback without a checkpoint");
   Mark m = std::move(marks.back());
   marks.pop_back();
-  const int64_t n = recorded() - m.recorded;
-  if (keep < 0 || keep > n) fail("KDA state: cannot keep {} of {} tokens since the checkpoint", keep, n);
+  const int64_t n = m.record ? recorded() - m.recorded : 0;
+  if (keep < 0 || keep > n)
+    fail("KDA state: cannot keep {} tokens fed since a checkpoint that {}", keep,
+         m.record ? fmt::format("recorded {}", n) : std::string("did not record them"));
   // Replaying the recorded updates from the copy gives the state bit for bit.
   S = std::move(m.S);
   std::vector<float> u(static_cast<size_t>(Dh));
@@ -84,10 +99,8 @@ void KdaState::rollback(int64_t keep) {
   keep_history(hist_q, m.hist_q, rec_pq.data() + base, keep, C);
   keep_history(hist_k, m.hist_k, rec_pk.data() + base, keep, C);
   keep_history(hist_v, m.hist_v, rec_pv.data() + base, keep, C);
-  // Keep what an enclosing checkpoint still needs; nothing once none is left.
-  const int64_t still = marks.empty() ? 0 : m.recorded + keep;
-  for (auto* v : {&rec_pq, &rec_pk, &rec_pv, &rec_k, &rec_v, &rec_g}) v->resize(size_t(still * C));
-  rec_beta.resize(size_t(still * H));
+  // Keep what an enclosing checkpoint still needs.
+  drop_records(m.recorded + keep);
 }
 
 // Causal depthwise convolution over [history; x] followed by SiLU; updates the history.

@@ -19,7 +19,7 @@ class RowCache : public LayerState {
   }
   float* row(size_t table, int64_t r) { return tables_[table].data() + r * widths_[table]; }
   const float* row(size_t table, int64_t r) const { return tables_[table].data() + r * widths_[table]; }
-  void checkpoint() override { marks_.push_back(rows_); }
+  void checkpoint(bool) override { marks_.push_back(rows_); }
   void rollback(int64_t keep) override {
     const int64_t at = marks_.back();
     marks_.pop_back();

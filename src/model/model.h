@@ -31,25 +31,42 @@ class LayerState {
  public:
   virtual ~LayerState() = default;
   virtual int64_t bytes() const = 0;
-  virtual void checkpoint() = 0;
+  // record=false: the mark will only be returned to exactly (keep 0), so a
+  // state that would otherwise record every token fed after it need not.
+  virtual void checkpoint(bool record) = 0;
   virtual void rollback(int64_t keep) = 0;
   virtual void commit() = 0;  // removes the innermost mark, keeping everything fed since
+  // Whether keeping a prefix after a mark needs per-token records (recurrent
+  // state) rather than dropping rows (caches).
+  virtual bool needs_records() const { return false; }
 };
 
 // A sequence being decoded: position plus every layer's state.
 struct State {
   int64_t pos = 0;
-  std::vector<int64_t> checkpoints;  // position of each open checkpoint, innermost last
+  struct Mark {
+    int64_t pos;
+    bool record;
+  };
+  std::vector<Mark> checkpoints;  // each open checkpoint, innermost last
   std::vector<std::unique_ptr<LayerState>> layers;
   int64_t bytes() const {
     int64_t b = 0;
     for (const auto& l : layers) b += l ? l->bytes() : 0;
     return b;
   }
-  void checkpoint() {
-    checkpoints.push_back(pos);
+  void checkpoint(bool record = true) {
+    checkpoints.push_back({pos, record});
     for (auto& l : layers)
-      if (l) l->checkpoint();
+      if (l) l->checkpoint(record);
+  }
+  // Whether rollback(keep > 0) to the innermost mark is possible.
+  bool can_keep() const {
+    if (checkpoints.empty()) return false;
+    if (checkpoints.back().record) return true;
+    for (const auto& l : layers)
+      if (l && l->needs_records()) return false;
+    return true;
   }
   void rollback(int64_t keep);  // keep <= tokens fed since the innermost checkpoint()
   void commit();                // removes the innermost checkpoint, keeping the state

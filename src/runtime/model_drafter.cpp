@@ -34,7 +34,7 @@ std::vector<int32_t> ModelDrafter::propose(const std::vector<int32_t>& history, 
     if (history[i] < 0 || history[i] >= V) return {};
   std::vector<float> logits = s_->feed(std::vector<int32_t>(history.begin() + std::ptrdiff_t(have), history.end()));
   ++passes_;
-  s_->checkpoint();
+  s_->checkpoint(/*record=*/false);  // only ever returned to exactly
   std::vector<int32_t> out;
   for (int64_t i = 0; i < max; ++i) {
     out.push_back(argmax(logits.data(), V));

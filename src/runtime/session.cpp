@@ -39,14 +39,27 @@ std::vector<float> Session::feed_all(const std::vector<int32_t>& tokens, Forward
   return all;
 }
 
-void Session::checkpoint() {
-  state_->checkpoint();
+void Session::checkpoint(bool record) {
+  state_->checkpoint(record);
   checkpoint_tokens_.push_back(tokens_.size());
 }
 
 void Session::rollback(int64_t keep) {
-  state_->rollback(keep);  // checks the mark and `keep`
-  tokens_.resize(checkpoint_tokens_.back() + size_t(keep));
+  if (checkpoint_tokens_.empty()) fail("rollback without a checkpoint");
+  const size_t at = checkpoint_tokens_.back();
+  if (keep < 0 || at + size_t(keep) > tokens_.size())
+    fail("cannot keep {} tokens after the checkpoint: {} were fed since", keep, tokens_.size() - at);
+  if (keep > 0 && !state_->can_keep()) {
+    // Back to the mark, then the kept tokens again.
+    const std::vector<int32_t> again(tokens_.begin() + std::ptrdiff_t(at), tokens_.begin() + std::ptrdiff_t(at) + keep);
+    state_->rollback(0);
+    tokens_.resize(at);
+    checkpoint_tokens_.pop_back();
+    feed(again);
+    return;
+  }
+  state_->rollback(keep);
+  tokens_.resize(at + size_t(keep));
   checkpoint_tokens_.pop_back();
 }
 

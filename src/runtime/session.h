@@ -22,9 +22,13 @@ class Session {
   // Feeds tokens and returns logits for every one of them ([T, vocab]).
   std::vector<float> feed_all(const std::vector<int32_t>& tokens, ForwardTrace* trace = nullptr);
   const std::vector<float>& last_logits() const { return logits_; }
+  int64_t state_bytes() const { return state_->bytes(); }
   // Mark a rollback point; rollback(keep) later keeps only `keep` of the tokens
   // fed since the innermost open mark and closes it. Marks nest (see State).
-  void checkpoint();
+  // record=false suits a mark kept open over a long generation: recurrent
+  // state then keeps no per-token records, and rolling back to keep a prefix
+  // feeds that prefix again (KV caches simply drop rows either way).
+  void checkpoint(bool record = true);
   void rollback(int64_t keep);
   void commit();  // closes the innermost mark, keeping everything fed since
   size_t open_checkpoints() const { return checkpoint_tokens_.size(); }

@@ -77,7 +77,9 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
   try {
     // Everything but the last token, the rollback point, then the last token.
     if (start + 1 < P) session_->feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(start), prompt.end() - 1));
-    session_->checkpoint();
+    // Kept open over the whole generation: no per-token records (a later
+    // rollback into the reply feeds the kept part again on recurrent models).
+    session_->checkpoint(/*record=*/false);
     checkpoint_ = int64_t(P) - 1;
     logits = session_->feed({prompt.back()});
   } catch (...) {

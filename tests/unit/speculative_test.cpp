@@ -226,40 +226,61 @@ TEST(Rollback, NestedCheckpoints) {
   for (const char* name : {"kimi_linear_tiny", "gpt_oss_tiny", "deepseek_v3_tiny"}) {
     auto model = load_model(test::fixture(std::string("golden/") + name));
     std::vector<int32_t> prefix = {5, 17, 9, 33, 41}, gen = {100, 200, 300, 400, 500, 600, 700};
-    Session a(*model);
-    a.feed(prefix);
-    a.checkpoint();                  // outer: end of the prompt
-    a.feed({gen[0], gen[1]});
-    a.checkpoint();                  // inner: a verification pass with a wrong guess
-    a.feed_all({gen[2], gen[3], 999});
-    a.rollback(2);
-    a.checkpoint();                  // a second pass, fully kept
-    a.feed_all({gen[4], gen[5], gen[6]});
-    a.rollback(3);
-    EXPECT_EQ(a.open_checkpoints(), 1u);
-    a.rollback(3);                   // outer: keep 3 of the 7 generated tokens
-    EXPECT_EQ(a.open_checkpoints(), 0u);
-    Session b(*model);
-    std::vector<int32_t> straight = prefix;
-    straight.insert(straight.end(), gen.begin(), gen.begin() + 3);
-    b.feed(straight);
-    EXPECT_EQ(a.tokens(), b.tokens()) << name;
-    EXPECT_EQ(a.feed_all({7, 8}), b.feed_all({7, 8})) << name;
+    // The outer mark records per-token updates, or not (then keeping a prefix feeds it again).
+    for (bool record : {true, false}) {
+      const std::string label = std::string(name) + (record ? ", recording outer mark" : ", outer mark without records");
+      Session a(*model);
+      a.feed(prefix);
+      a.checkpoint(record);            // outer: end of the prompt
+      a.feed({gen[0], gen[1]});
+      a.checkpoint();                  // inner: a verification pass with a wrong guess
+      a.feed_all({gen[2], gen[3], 999});
+      a.rollback(2);
+      a.checkpoint();                  // a second pass, fully kept
+      a.feed_all({gen[4], gen[5], gen[6]});
+      a.rollback(3);
+      EXPECT_EQ(a.open_checkpoints(), 1u);
+      a.rollback(3);                   // outer: keep 3 of the 7 generated tokens
+      EXPECT_EQ(a.open_checkpoints(), 0u);
+      Session b(*model);
+      std::vector<int32_t> straight = prefix;
+      straight.insert(straight.end(), gen.begin(), gen.begin() + 3);
+      b.feed(straight);
+      EXPECT_EQ(a.tokens(), b.tokens()) << label;
+      EXPECT_EQ(a.state_bytes(), b.state_bytes()) << label << ": records left behind";
+      EXPECT_EQ(a.feed_all({7, 8}), b.feed_all({7, 8})) << label;
 
-    // commit() closes a mark and keeps everything; the enclosing one still works.
-    Session c(*model), e(*model);
-    c.feed(prefix);
-    c.checkpoint();
-    c.feed({gen[0]});
-    c.checkpoint();
-    c.feed_all({gen[1], gen[2]});
-    c.commit();
-    c.rollback(2);
-    e.feed(prefix);
-    e.feed({gen[0], gen[1]});
-    EXPECT_EQ(c.feed_all({7, 8}), e.feed_all({7, 8})) << name;
-    EXPECT_THROW(c.rollback(0), Error) << "no mark left";
+      // commit() closes a mark and keeps everything; the enclosing one still works.
+      Session c(*model), e(*model);
+      c.feed(prefix);
+      c.checkpoint(record);
+      c.feed({gen[0]});
+      c.checkpoint();
+      c.feed_all({gen[1], gen[2]});
+      c.commit();
+      c.rollback(2);
+      e.feed(prefix);
+      e.feed({gen[0], gen[1]});
+      EXPECT_EQ(c.feed_all({7, 8}), e.feed_all({7, 8})) << label;
+      EXPECT_THROW(c.rollback(0), Error) << "no mark left";
+    }
   }
+}
+
+// A mark kept open over a long generation without records costs only its copy
+// of the state: the recurrent state's size does not grow with the tokens fed.
+TEST(Rollback, MarkWithoutRecordsDoesNotGrow) {
+  auto model = load_model(test::fixture("golden/kimi_linear_tiny"));
+  Session with(*model), without(*model), none(*model);
+  with.checkpoint(true);
+  without.checkpoint(false);
+  const int64_t start = without.state_bytes();
+  std::vector<int32_t> toks;
+  for (int i = 0; i < 40; ++i) toks.push_back(int32_t(3 + 7 * i));
+  for (Session* s : {&with, &without, &none}) s->feed(toks);
+  // Only the KV caches of the MLA layers grow, the same in both sessions without records.
+  EXPECT_EQ(without.state_bytes() - start, none.state_bytes() - Session(*model).state_bytes());
+  EXPECT_GT(with.state_bytes(), without.state_bytes());
 }
 
 }  // namespace
