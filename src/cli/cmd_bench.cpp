@@ -29,7 +29,7 @@ struct BenchOpts {
   int64_t tokens = 16, prompt_tokens = 16, chunk = 64;
   uint64_t seed = 1;
   bool no_prefetch = false, buffered = false, io_only = false, speculate = false, generate = false;
-  int64_t draft_max = 8, repeat_prompt = 1;
+  int64_t draft_max = 8, repeat_prompt = 1, replay_wrong_every = -1;
   std::string prompt_from, prompt_file, heat_file;
   int queue_depth = 128;
   uint32_t chunk_kb = 1024;
@@ -95,14 +95,36 @@ int run_io_only(const BenchOpts& o, const StreamingOptions& so) {
   return 0;
 }
 
-// Greedy generation of --tokens tokens, plain or with n-gram speculation, through
-// the same decoding loop; means per generated token. Counters start when the
-// first token is out, i.e. after the prompt's prefill.
-int run_generation(const BenchOpts& o, const Model& model, const std::vector<int32_t>& prompt) {
+// Proposes a known continuation (a plain run's tokens), every `wrong_every`-th
+// draft token replaced by another id: bounds on what speculation can gain on a
+// model whose own text the n-gram drafter cannot predict (random weights).
+class ReplayDrafter : public Drafter {
+ public:
+  ReplayDrafter(std::vector<int32_t> text, int64_t wrong_every, int64_t vocab)
+      : text_(std::move(text)), wrong_every_(wrong_every), vocab_(vocab) {}
+  std::vector<int32_t> propose(const std::vector<int32_t>& h, int64_t max) override {
+    std::vector<int32_t> out;
+    for (size_t i = h.size(); i < text_.size() && int64_t(out.size()) < max; ++i) {
+      int32_t t = text_[i];
+      if (wrong_every_ > 0 && ++count_ % wrong_every_ == 0) t = int32_t((t + 1) % vocab_);
+      out.push_back(t);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<int32_t> text_;
+  int64_t wrong_every_, vocab_, count_ = 0;
+};
+
+// Greedy generation of --tokens tokens, plain or speculative, through the same
+// decoding loop; means per generated token. Counters start when the first token
+// is out, i.e. after the prompt's prefill. `text` receives prompt + output.
+nlohmann::json measure_generation(const BenchOpts& o, const Model& model, const std::vector<int32_t>& prompt,
+                                  Drafter* drafter, const char* label, std::vector<int32_t>* text = nullptr) {
   using clock = std::chrono::steady_clock;
   Session g(model);
   g.set_prefill_chunk(o.chunk);
-  NgramDrafter drafter;
   SpeculationOptions so;
   so.max_draft = o.draft_max;
   SpeculationStats st;
@@ -113,7 +135,7 @@ int run_generation(const BenchOpts& o, const Model& model, const std::vector<int
   double prefill = 0;
   const int64_t V = model.info().vocab;
   auto greedy = [V](float* logits) { return argmax(logits, V); };
-  generate(g, prompt, o.tokens + 1, true, greedy, o.speculate ? &drafter : nullptr, so, &st, [&](int32_t) {
+  std::vector<int32_t> out = generate(g, prompt, o.tokens + 1, true, greedy, drafter, so, &st, [&](int32_t) {
     if (st.generated == 1) {
       t_first = clock::now();
       prefill = std::chrono::duration<double>(t_first - t0).count();
@@ -124,7 +146,11 @@ int run_generation(const BenchOpts& o, const Model& model, const std::vector<int
   const double gen = std::chrono::duration<double>(clock::now() - t_first).count();
   const ExpertStats e1 = model.expert_stats();
   const double n = double(std::max<int64_t>(1, st.generated - 1));
-  nlohmann::json j = {{"model", o.model}, {"speculate", o.speculate}, {"draft_max", o.draft_max},
+  if (text) {
+    *text = prompt;
+    text->insert(text->end(), out.begin(), out.end());
+  }
+  nlohmann::json j = {{"model", o.model}, {"mode", label}, {"draft_max", o.draft_max},
                       {"prompt_tokens", prompt.size()}, {"tokens", st.generated - 1}, {"prefill_seconds", prefill},
                       {"seconds_per_token", gen / n}, {"verify_passes", st.passes},
                       {"forward_passes", st.forward_passes()}, {"proposed", st.proposed},
@@ -134,10 +160,36 @@ int run_generation(const BenchOpts& o, const Model& model, const std::vector<int
                       {"storage_bytes_read", process_read_bytes() - io0}, {"peak_rss_bytes", process_peak_rss()}};
   std::printf("%s: %s %.4f s/token over %lld tokens (%lld forward passes, acceptance %.1f%%), prefill %.2f s for %zu "
               "tokens, experts read %s/token (needed %s/token), peak RSS %s\n",
-              o.model.c_str(), o.speculate ? "speculative" : "plain", gen / n, (long long)(st.generated - 1), (long long)st.forward_passes(), 100 * st.acceptance(),
-              prefill, prompt.size(), human_bytes(j["expert_bytes_read_per_token"].get<double>()).c_str(),
+              o.model.c_str(), label, gen / n, (long long)(st.generated - 1), (long long)st.forward_passes(),
+              100 * st.acceptance(), prefill, prompt.size(),
+              human_bytes(j["expert_bytes_read_per_token"].get<double>()).c_str(),
               human_bytes(j["expert_bytes_needed_per_token"].get<double>()).c_str(),
               human_bytes(double(process_peak_rss())).c_str());
+  std::fflush(stdout);
+  return j;
+}
+
+// --generate, --speculate, or --replay-drafts (a plain run, then speculation
+// with its own tokens as drafts, each on a freshly loaded model so both start
+// with a cold expert cache).
+int run_generation(const BenchOpts& o, const LoadOptions& lo, const std::vector<int32_t>& prompt) {
+  nlohmann::json j;
+  if (o.replay_wrong_every >= 0) {
+    std::vector<int32_t> text;
+    nlohmann::json plain = measure_generation(o, *load_model(o.model, lo), prompt, nullptr, "plain", &text);
+    auto model = load_model(o.model, lo);
+    ReplayDrafter d(text, o.replay_wrong_every, model->info().vocab);
+    nlohmann::json spec = measure_generation(o, *model, prompt, &d, "replayed-drafts");
+    const double r = spec["seconds_per_token"].get<double>() / plain["seconds_per_token"].get<double>();
+    const double b = spec["expert_bytes_read_per_token"].get<double>() /
+                     std::max(1.0, plain["expert_bytes_read_per_token"].get<double>());
+    std::printf("speculative / plain: %.2fx time per token, %.2fx expert bytes read per token\n", r, b);
+    j = {{"plain", plain}, {"speculative", spec}, {"time_ratio", r}, {"expert_read_ratio", b}};
+  } else {
+    NgramDrafter drafter;
+    j = measure_generation(o, *load_model(o.model, lo), prompt, o.speculate ? &drafter : nullptr,
+                           o.speculate ? "speculative" : "plain");
+  }
   if (!o.json_out.empty()) std::ofstream(o.json_out) << j.dump(2) << "\n";
   return 0;
 }
@@ -179,7 +231,8 @@ int run_bench(const BenchOpts& o) {
   lo.streaming.queue_depth = o.queue_depth;
   lo.streaming.chunk_bytes = o.chunk_kb * 1024;
   if (o.io_only) return run_io_only(o, lo.streaming);
-  auto model = load_model(o.model, lo);
+  // Generation benchmarks load the model themselves (fresh per measurement).
+  auto model = load_model(o.model, o.speculate || o.generate || o.replay_wrong_every >= 0 ? LoadOptions{} : lo);
   const int64_t V = model->info().vocab;
   std::mt19937_64 rng(o.seed);
   std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
@@ -195,7 +248,10 @@ int run_bench(const BenchOpts& o) {
     const std::vector<int32_t> once = prompt;  // copy-heavy prompts: the same text several times
     for (int64_t r = 1; r < o.repeat_prompt; ++r) prompt.insert(prompt.end(), once.begin(), once.end());
   }
-  if (o.speculate || o.generate) return run_generation(o, *model, prompt);
+  if (o.speculate || o.generate || o.replay_wrong_every >= 0) {
+    model.reset();
+    return run_generation(o, lo, prompt);
+  }
 
   Session s(*model);
   s.set_prefill_chunk(o.chunk);
@@ -309,6 +365,9 @@ void add_bench_command(CLI::App& app, Action& action) {
                 "the baseline for --speculate");
   cmd->add_flag("--speculate", o->speculate, "As --generate, with n-gram speculative decoding");
   cmd->add_option("--draft-max", o->draft_max, "Most draft tokens verified per pass")->capture_default_str();
+  cmd->add_option("--replay-drafts", o->replay_wrong_every,
+                  "Plain generation, then speculation whose drafts are that run's own tokens with every K-th one "
+                  "wrong (0: none): what speculation gains or costs at a known acceptance, e.g. on random weights");
   auto* pf = cmd->add_option("--prompt-from", o->prompt_from, "Prompt token ids from FILE:TENSOR instead of random ids");
   cmd->add_option("--prompt-file", o->prompt_file, "Prompt text from FILE, encoded with the model's tokenizer")
       ->excludes(pf);
