@@ -4,16 +4,16 @@
 # free one, plain and speculative runs alternating so both see the same
 # (noisy) machine. Prints, per case, seconds, forward passes and expert bytes
 # per generated token, and the acceptance rate.
-# usage: bench/speculation.sh MODEL_DIR RAM_GB [TOKENS] [ROUNDS] [COPY_PROMPT_FILE]
-#   without COPY_PROMPT_FILE (e.g. a synthetic model without a tokenizer) the
+# usage: bench/speculation.sh MODEL_DIR RAM_GB [TOKENS] [ROUNDS] [COPY_PROMPT_FILE FREE_PROMPT_FILE]
+#   without prompt files (e.g. a synthetic model without a tokenizer) the
 #   copy-heavy prompt is 24 random tokens given 4 times, the free one 96 random tokens.
 set -euo pipefail
-model=$1 ram=$2 tokens=${3:-24} rounds=${4:-1} copy_file=${5:-}
+model=$1 ram=$2 tokens=${3:-24} rounds=${4:-1} copy_file=${5:-} free_file=${6:-}
 bin=$(dirname "$0")/../build/src/sluice
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 if [ -n "$copy_file" ]; then copy=(--prompt-file "$copy_file"); else copy=(--prompt-tokens 24 --repeat-prompt 4); fi
-free=(--prompt-tokens 96 --seed 7)
+if [ -n "$free_file" ]; then free=(--prompt-file "$free_file"); else free=(--prompt-tokens 96 --seed 7); fi
 for r in $(seq "$rounds"); do
   for kind in copy free; do
     for mode in generate speculate; do

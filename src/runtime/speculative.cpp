@@ -19,13 +19,18 @@ std::vector<int32_t> NgramDrafter::propose(const std::vector<int32_t>& h, int64_
 }
 
 namespace {
-// Adaptive draft length: grows after full acceptance, shrinks to the accepted
-// length + 1 after a miss, and pauses drafting while acceptance stays low.
+// Adaptive draft length. Every drafted position costs its share of a batched
+// pass (its routed experts above all), so drafts start short and double while
+// every token is accepted; a miss shrinks them to the accepted length + 1.
+// While acceptance stays low drafting pauses, for twice as long each time a
+// pause is followed by another failure, so text the drafter cannot predict
+// costs close to nothing.
 struct DraftControl {
   const SpeculationOptions& o;
-  int64_t len, paused = 0;
-  double running = 1.0;  // running acceptance rate of recent passes
-  explicit DraftControl(const SpeculationOptions& opts) : o(opts), len(opts.max_draft) {}
+  int64_t len, paused = 0, pause_len;
+  double running = 0.5;  // running acceptance rate of recent passes (two misses in a row pause drafting)
+  explicit DraftControl(const SpeculationOptions& opts)
+      : o(opts), len(std::min<int64_t>(opts.max_draft, 2)), pause_len(opts.pause_tokens) {}
   // Draft length for this step (0: decode plainly).
   int64_t next(int64_t room) {
     if (paused > 0) {
@@ -36,13 +41,16 @@ struct DraftControl {
   }
   void update(size_t accepted, size_t proposed) {
     if (!o.adaptive || proposed == 0) return;
-    if (accepted == proposed) len = std::min(o.max_draft, len + 2);
+    const double rate = double(accepted) / double(proposed);
+    if (accepted == proposed) len = std::min(o.max_draft, len * 2);
     else len = std::max<int64_t>(1, int64_t(accepted) + 1);
-    running = 0.7 * running + 0.3 * double(accepted) / double(proposed);
+    running = 0.7 * running + 0.3 * rate;
+    if (rate >= 0.5) pause_len = o.pause_tokens;  // drafting pays again: short pauses
     if (running < o.pause_below) {
-      paused = o.pause_tokens;
+      paused = pause_len;
+      pause_len = std::min<int64_t>(pause_len * 2, o.pause_tokens * 32);
       running = o.pause_below;  // one good pass after the pause resumes drafting
-      len = 2;
+      len = std::min<int64_t>(o.max_draft, 2);
     }
   }
 };

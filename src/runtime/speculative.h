@@ -33,10 +33,11 @@ class NgramDrafter : public Drafter {
 
 struct SpeculationOptions {
   int64_t max_draft = 8;   // tokens verified per pass at most
-  bool adaptive = true;    // shrink drafts while acceptance is low, grow them while high,
-                           // and pause drafting while it stays low
+  bool adaptive = true;    // start short, double drafts while all are accepted, shrink after
+                           // a miss, and pause drafting while acceptance stays low
   double pause_below = 0.25;  // running acceptance under which drafting pauses
-  int64_t pause_tokens = 8;   // plain decoding steps before drafting is tried again
+  int64_t pause_tokens = 8;   // plain decoding steps before drafting is tried again (doubling,
+                              // up to 32 times this, while the retries fail too)
 };
 
 struct SpeculationStats {
