@@ -19,14 +19,29 @@ ModelDrafter::ModelDrafter(const Model& draft, int64_t target_vocab) : draft_(dr
 
 std::vector<int32_t> ModelDrafter::propose(const std::vector<int32_t>& history, int64_t max) {
   if (max <= 0 || history.empty()) return {};
-  // The state holds the history of the previous call (its proposals are rolled
-  // back), normally a prefix of this one; a history that diverged (another
-  // conversation) starts over.
+  // The state holds the history of the previous call (its proposals rolled
+  // back), normally a prefix of this one. When they differ (the next turn of a
+  // chat re-tokenised, an edited conversation) it goes back to where they
+  // agree through the mark it keeps (KV caches drop rows, recurrent state feeds
+  // the common part again), or starts over when they agree on less than that.
   if (s_) {
     const auto& have = s_->tokens();
-    if (have.size() >= history.size() || !std::equal(have.begin(), have.end(), history.begin())) s_.reset();
+    size_t common = 0;
+    while (common < have.size() && common < history.size() && have[common] == history[common]) ++common;
+    common = std::min(common, history.size() - 1);  // the last token is fed for its logits
+    if (common < mark_at_) {
+      s_.reset();
+    } else if (common < have.size()) {
+      s_->rollback(int64_t(common - mark_at_));
+      s_->checkpoint(/*record=*/false);
+      mark_at_ = common;
+    }
   }
-  if (!s_) s_ = std::make_unique<Session>(draft_);
+  if (!s_) {
+    s_ = std::make_unique<Session>(draft_);
+    s_->checkpoint(/*record=*/false);
+    mark_at_ = 0;
+  }
   const int64_t V = draft_.info().vocab;
   const size_t have = s_->tokens().size();
   // Ids the draft model does not know cannot be continued from.

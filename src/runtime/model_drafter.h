@@ -26,6 +26,7 @@ class ModelDrafter : public Drafter {
   std::unique_ptr<Model> owned_;
   const Model& draft_;
   std::unique_ptr<Session> s_;  // holds a prefix of the last history seen
+  size_t mark_at_ = 0;          // tokens before s_'s open mark (where it can go back to)
   int64_t passes_ = 0;
 };
 

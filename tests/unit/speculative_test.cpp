@@ -325,5 +325,25 @@ TEST(ModelDrafter, DraftModelsOnlyChangeHowManyPassesAreNeeded) {
   EXPECT_THROW(ModelDrafter(*big, 512), Error);
 }
 
+// Histories that extend, diverge from, repeat or shorten the last one give the
+// proposals of a drafter that starts afresh (KV caches, sliding window, KDA).
+TEST(ModelDrafter, FollowsAnyHistory) {
+  for (const char* name : {"kimi_linear_tiny", "gpt_oss_tiny"}) {
+    auto draft = load_model(test::fixture(std::string("golden/") + name));
+    ModelDrafter kept(*draft, draft->info().vocab);
+    std::vector<int32_t> a;
+    for (int i = 0; i < 20; ++i) a.push_back(int32_t((37 * i + 11) % 1000));
+    std::vector<int32_t> b(a.begin(), a.begin() + 12);
+    for (int i = 0; i < 6; ++i) b.push_back(int32_t(500 + i));
+    std::vector<int32_t> c = b;
+    c.insert(c.end(), {9, 8, 7});
+    std::vector<int32_t> short_a(a.begin(), a.begin() + 5);
+    for (const std::vector<int32_t>* h : {&a, &b, &b, &c, &short_a, &a}) {
+      ModelDrafter fresh(*draft, draft->info().vocab);
+      EXPECT_EQ(kept.propose(*h, 5), fresh.propose(*h, 5)) << name << ", history of " << h->size();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice
