@@ -63,18 +63,20 @@ std::string Metrics::render() const {
   auto head = [&](const char* name, const char* type, const char* help) {
     o += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   };
+  // A metric with one sample and no labels.
+  auto single = [&](const char* name, const char* type, const char* help, const auto& value) {
+    head(name, type, help);
+    o += fmt::format("{} {}\n", name, value);
+  };
   head("sluice_requests_total", "counter", "HTTP requests answered, by endpoint and status code.");
   for (const auto& [k, v] : requests_)
     o += fmt::format("sluice_requests_total{{endpoint=\"{}\",code=\"{}\"}} {}\n", k.first, k.second, v);
-  head("sluice_prompt_tokens_total", "counter", "Prompt tokens of generation requests, including reused ones.");
-  o += fmt::format("sluice_prompt_tokens_total {}\n", prompt_tokens_);
-  head("sluice_prompt_tokens_reused_total", "counter",
-       "Prompt tokens not prefilled again because the previous conversation's state was reused.");
-  o += fmt::format("sluice_prompt_tokens_reused_total {}\n", reused_tokens_);
-  head("sluice_generation_tokens_total", "counter", "Tokens generated.");
-  o += fmt::format("sluice_generation_tokens_total {}\n", generated_tokens_);
-  head("sluice_prefill_seconds_total", "counter", "Seconds spent prefilling prompts.");
-  o += fmt::format("sluice_prefill_seconds_total {}\n", prefill_seconds_);
+  single("sluice_prompt_tokens_total", "counter",
+         "Prompt tokens of generation requests, including reused ones.", prompt_tokens_);
+  single("sluice_prompt_tokens_reused_total", "counter",
+         "Prompt tokens not prefilled again because the previous conversation's state was reused.", reused_tokens_);
+  single("sluice_generation_tokens_total", "counter", "Tokens generated.", generated_tokens_);
+  single("sluice_prefill_seconds_total", "counter", "Seconds spent prefilling prompts.", prefill_seconds_);
   head("sluice_time_per_output_token_seconds", "histogram", "Seconds per generated token (sampling and forward pass).");
   uint64_t cum = 0;
   for (size_t b = 0; b < bucket_bounds_.size(); ++b) {
@@ -85,32 +87,29 @@ std::string Metrics::render() const {
   o += fmt::format("sluice_time_per_output_token_seconds_bucket{{le=\"+Inf\"}} {}\n", cum);
   o += fmt::format("sluice_time_per_output_token_seconds_sum {}\n", decode_seconds_);
   o += fmt::format("sluice_time_per_output_token_seconds_count {}\n", cum);
-  head("sluice_speculation_passes_total", "counter",
-       "Forward passes that verified a draft (with --speculate; plain decoding steps are not counted).");
-  o += fmt::format("sluice_speculation_passes_total {}\n", spec_passes_);
-  head("sluice_speculation_draft_tokens_total", "counter", "Draft tokens proposed for verification.");
-  o += fmt::format("sluice_speculation_draft_tokens_total {}\n", spec_proposed_);
-  head("sluice_speculation_accepted_tokens_total", "counter", "Draft tokens the model chose itself, so emitted without a pass of their own.");
-  o += fmt::format("sluice_speculation_accepted_tokens_total {}\n", spec_accepted_);
-  head("sluice_expert_bytes_needed_total", "counter",
-       "Bytes of routed experts the forward passes used, from the cache or storage (with --expert-cache-gb).");
-  o += fmt::format("sluice_expert_bytes_needed_total {}\n", experts_.bytes_needed);
-  head("sluice_expert_requests_total", "counter",
-       "Routed experts the routers asked for (with --expert-cache-gb; 0 when all experts are in memory).");
-  o += fmt::format("sluice_expert_requests_total {}\n", experts_.requests);
-  head("sluice_expert_cache_hits_total", "counter", "Routed experts that were already in the expert cache when asked for.");
-  o += fmt::format("sluice_expert_cache_hits_total {}\n", experts_.hits);
-  head("sluice_expert_cache_hit_ratio", "gauge", "sluice_expert_cache_hits_total / sluice_expert_requests_total (0 before any).");
-  o += fmt::format("sluice_expert_cache_hit_ratio {}\n",
-                   experts_.requests ? double(experts_.hits) / double(experts_.requests) : 0.0);
-  head("sluice_expert_bytes_read_total", "counter", "Bytes of routed experts read from storage.");
-  o += fmt::format("sluice_expert_bytes_read_total {}\n", experts_.bytes_read);
-  head("sluice_expert_stall_seconds_total", "counter", "Seconds generation waited for expert reads.");
-  o += fmt::format("sluice_expert_stall_seconds_total {}\n", experts_.stall_seconds);
-  head("sluice_queue_waiting", "gauge", "Generation requests waiting for their turn.");
-  o += fmt::format("sluice_queue_waiting {}\n", waiting_ ? waiting_() : 0);
-  head("sluice_queue_running", "gauge", "Generation requests running (at most 1).");
-  o += fmt::format("sluice_queue_running {}\n", running_ ? running_() : 0);
+  single("sluice_speculation_passes_total", "counter",
+         "Forward passes that verified a draft (with --speculate; plain decoding steps are not counted).",
+         spec_passes_);
+  single("sluice_speculation_draft_tokens_total", "counter", "Draft tokens proposed for verification.", spec_proposed_);
+  single("sluice_speculation_accepted_tokens_total", "counter",
+         "Draft tokens the model chose itself, so emitted without a pass of their own.", spec_accepted_);
+  single("sluice_expert_bytes_needed_total", "counter",
+         "Bytes of routed experts the forward passes used, from the cache or storage (with --expert-cache-gb).",
+         experts_.bytes_needed);
+  single("sluice_expert_requests_total", "counter",
+         "Routed experts the routers asked for (with --expert-cache-gb; 0 when all experts are in memory).",
+         experts_.requests);
+  single("sluice_expert_cache_hits_total", "counter",
+         "Routed experts that were already in the expert cache when asked for.", experts_.hits);
+  single("sluice_expert_cache_hit_ratio", "gauge",
+         "sluice_expert_cache_hits_total / sluice_expert_requests_total (0 before any).",
+         experts_.requests ? double(experts_.hits) / double(experts_.requests) : 0.0);
+  single("sluice_expert_bytes_read_total", "counter",
+         "Bytes of routed experts read from storage.", experts_.bytes_read);
+  single("sluice_expert_stall_seconds_total", "counter",
+         "Seconds generation waited for expert reads.", experts_.stall_seconds);
+  single("sluice_queue_waiting", "gauge", "Generation requests waiting for their turn.", waiting_ ? waiting_() : 0);
+  single("sluice_queue_running", "gauge", "Generation requests running (at most 1).", running_ ? running_() : 0);
   return o;
 }
 
