@@ -95,28 +95,6 @@ int run_io_only(const BenchOpts& o, const StreamingOptions& so) {
   return 0;
 }
 
-// Proposes a known continuation (a plain run's tokens), every `wrong_every`-th
-// draft token replaced by another id: bounds on what speculation can gain on a
-// model whose own text the n-gram drafter cannot predict (random weights).
-class ReplayDrafter : public Drafter {
- public:
-  ReplayDrafter(std::vector<int32_t> text, int64_t wrong_every, int64_t vocab)
-      : text_(std::move(text)), wrong_every_(wrong_every), vocab_(vocab) {}
-  std::vector<int32_t> propose(const std::vector<int32_t>& h, int64_t max) override {
-    std::vector<int32_t> out;
-    for (size_t i = h.size(); i < text_.size() && int64_t(out.size()) < max; ++i) {
-      int32_t t = text_[i];
-      if (wrong_every_ > 0 && ++count_ % wrong_every_ == 0) t = int32_t((t + 1) % vocab_);
-      out.push_back(t);
-    }
-    return out;
-  }
-
- private:
-  std::vector<int32_t> text_;
-  int64_t wrong_every_, vocab_, count_ = 0;
-};
-
 // Greedy generation of --tokens tokens, plain or speculative, through the same
 // decoding loop; means per generated token. Counters start when the first token
 // is out, i.e. after the prompt's prefill. `text` receives prompt + output.
@@ -232,7 +210,8 @@ int run_bench(const BenchOpts& o) {
   lo.streaming.chunk_bytes = o.chunk_kb * 1024;
   if (o.io_only) return run_io_only(o, lo.streaming);
   // Generation benchmarks load the model themselves (fresh per measurement).
-  auto model = load_model(o.model, o.speculate || o.generate || o.replay_wrong_every >= 0 ? LoadOptions{} : lo);
+  const bool generation = o.speculate || o.generate || o.replay_wrong_every >= 0;
+  auto model = load_model(o.model, generation ? LoadOptions{} : lo);
   const int64_t V = model->info().vocab;
   std::mt19937_64 rng(o.seed);
   std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
@@ -248,7 +227,7 @@ int run_bench(const BenchOpts& o) {
     const std::vector<int32_t> once = prompt;  // copy-heavy prompts: the same text several times
     for (int64_t r = 1; r < o.repeat_prompt; ++r) prompt.insert(prompt.end(), once.begin(), once.end());
   }
-  if (o.speculate || o.generate || o.replay_wrong_every >= 0) {
+  if (generation) {
     model.reset();
     return run_generation(o, lo, prompt);
   }

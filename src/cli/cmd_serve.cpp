@@ -1,5 +1,4 @@
 // sluice serve: the OpenAI-compatible HTTP server.
-#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -80,10 +79,7 @@ void add_serve_command(CLI::App& app, Action& action) {
         lo.streaming.cache_bytes = uint64_t(o->expert_cache_gb * double(1ull << 30));
       }
       auto model = load_model(o->model, lo);
-      if (!o->draft_model.empty())
-        o->s.drafter = std::make_shared<ModelDrafter>(load_model(o->draft_model), model->info().vocab);
-      else if (o->speculate)
-        o->s.drafter = std::make_shared<NgramDrafter>(o->ngram, std::min<int64_t>(2, o->ngram));
+      o->s.drafter = choose_drafter(o->draft_model, o->speculate, o->ngram, *model);
       o->s.context_length = model->info().max_positions > 0
                                 ? model->info().max_positions
                                 : Config::load(o->model).get_int("max_position_embeddings", 0);

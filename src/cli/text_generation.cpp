@@ -50,35 +50,28 @@ void check_generation_options(const TextGenOptions& g) {
 }
 
 void make_drafter(TextGenOptions& g, const Model& target) {
-  if (!g.draft_model.empty()) {
-    g.speculate = true;
-    g.drafter = std::make_shared<ModelDrafter>(load_model(g.draft_model), target.info().vocab);
-  } else if (g.speculate) {
-    g.drafter = std::make_shared<NgramDrafter>(g.ngram, std::min<int64_t>(2, g.ngram));
-  }
+  g.drafter = choose_drafter(g.draft_model, g.speculate, g.ngram, target);
+  g.speculate = g.drafter != nullptr;
 }
 
 std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& prompt, const TextGenOptions& o,
                                      const std::function<void(int32_t)>& on_token) {
-  std::vector<int32_t> out;
-  if (o.max_new <= 0) return out;
-  const auto& eos = s.model().info().eos_ids;
+  if (o.max_new <= 0) return {};
+  if (o.speculate && !o.drafter) fail("internal: speculation without a drafter (make_drafter not called)");
   const int64_t V = s.model().info().vocab;
   Sampler sampler(o.sampling);
   auto pick = [&](float* logits) { return sampler.sample(logits, V).token; };
-  auto take = [&](int32_t t) {
-    out.push_back(t);
-    if (on_token) on_token(t);
-    return o.ignore_eos || std::find(eos.begin(), eos.end(), t) == eos.end();
-  };
-  if (o.speculate && !o.drafter) fail("internal: speculation without a drafter (make_drafter not called)");
   SpeculationOptions so;
   so.max_draft = o.draft_max;
   SpeculationStats st;
   const ExpertStats before = s.model().expert_stats();
-  std::vector<float> logits = s.feed(prompt);
-  const ExpertStats after_prompt = s.model().expert_stats();
-  decode(s, std::move(logits), s.tokens(), o.max_new, pick, take, o.speculate ? o.drafter.get() : nullptr, so, &st);
+  ExpertStats after_prompt = before;
+  auto seen = [&](int32_t t) {
+    if (st.generated == 1) after_prompt = s.model().expert_stats();  // the prompt is in, nothing fed after it yet
+    if (on_token) on_token(t);
+  };
+  std::vector<int32_t> out =
+      generate(s, prompt, o.max_new, o.ignore_eos, pick, o.speculate ? o.drafter.get() : nullptr, so, &st, seen);
   if (o.stats) {
     const ExpertStats after = s.model().expert_stats();
     if (o.speculate)

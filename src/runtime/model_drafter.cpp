@@ -48,18 +48,21 @@ std::vector<int32_t> ModelDrafter::propose(const std::vector<int32_t>& history, 
   for (size_t i = have; i < history.size(); ++i)
     if (history[i] < 0 || history[i] >= V) return {};
   std::vector<float> logits = s_->feed(std::vector<int32_t>(history.begin() + std::ptrdiff_t(have), history.end()));
-  ++passes_;
   s_->checkpoint(/*record=*/false);  // only ever returned to exactly
   std::vector<int32_t> out;
   for (int64_t i = 0; i < max; ++i) {
     out.push_back(argmax(logits.data(), V));
-    if (i + 1 < max) {
-      logits = s_->feed({out.back()});
-      ++passes_;
-    }
+    if (i + 1 < max) logits = s_->feed({out.back()});
   }
   s_->rollback(0);
   return out;
+}
+
+std::shared_ptr<Drafter> choose_drafter(const std::string& draft_model_dir, bool speculate, int64_t ngram,
+                                        const Model& target) {
+  if (!draft_model_dir.empty()) return std::make_shared<ModelDrafter>(load_model(draft_model_dir), target.info().vocab);
+  if (speculate) return std::make_shared<NgramDrafter>(ngram, std::min<int64_t>(2, ngram));
+  return nullptr;
 }
 
 }  // namespace sluice

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/model.h"
@@ -20,14 +21,18 @@ class ModelDrafter : public Drafter {
   // The same, owning the draft model.
   ModelDrafter(std::unique_ptr<Model> draft, int64_t target_vocab);
   std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) override;
-  int64_t forward_passes() const { return passes_; }  // draft model passes so far (prefill chunks count once)
 
  private:
   std::unique_ptr<Model> owned_;
   const Model& draft_;
   std::unique_ptr<Session> s_;  // holds a prefix of the last history seen
   size_t mark_at_ = 0;          // tokens before s_'s open mark (where it can go back to)
-  int64_t passes_ = 0;
 };
+
+// The drafter a command line asks for: the model in `draft_model_dir` when one
+// is given, else n-gram lookup of suffixes of up to `ngram` tokens when
+// `speculate`, else none (null).
+std::shared_ptr<Drafter> choose_drafter(const std::string& draft_model_dir, bool speculate, int64_t ngram,
+                                        const Model& target);
 
 }  // namespace sluice

@@ -18,6 +18,16 @@ std::vector<int32_t> NgramDrafter::propose(const std::vector<int32_t>& h, int64_
   return {};
 }
 
+std::vector<int32_t> ReplayDrafter::propose(const std::vector<int32_t>& h, int64_t max) {
+  std::vector<int32_t> out;
+  for (size_t i = h.size(); i < text_.size() && int64_t(out.size()) < max; ++i) {
+    int32_t t = text_[i];
+    if (wrong_every_ > 0 && ++count_ % wrong_every_ == 0) t = int32_t((t + 1) % vocab_);
+    out.push_back(t);
+  }
+  return out;
+}
+
 namespace {
 // Adaptive draft length. Every drafted position costs its share of a batched
 // pass (its routed experts above all), so drafts start short and double while
@@ -121,7 +131,7 @@ std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, in
     if (on_token) on_token(t);
     return ignore_eos || std::find(eos.begin(), eos.end(), t) == eos.end();
   };
-  decode(s, std::move(logits), prompt, max_new, pick, take, drafter, opts, stats);
+  decode(s, std::move(logits), s.tokens(), max_new, pick, take, drafter, opts, stats);
   return out;
 }
 

@@ -31,6 +31,21 @@ class NgramDrafter : public Drafter {
   int64_t max_n_, min_n_;
 };
 
+// Proposes a known continuation `text` (prompt + tokens), with every
+// `wrong_every`-th proposed token replaced by another id (0: never): drafts of
+// a chosen quality, for tests and for measuring what speculation gains or costs
+// at a known acceptance on models no real drafter can predict (random weights).
+class ReplayDrafter : public Drafter {
+ public:
+  ReplayDrafter(std::vector<int32_t> text, int64_t wrong_every, int64_t vocab)
+      : text_(std::move(text)), wrong_every_(wrong_every), vocab_(vocab) {}
+  std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) override;
+
+ private:
+  std::vector<int32_t> text_;
+  int64_t wrong_every_, vocab_, count_ = 0;
+};
+
 struct SpeculationOptions {
   int64_t max_draft = 8;   // tokens verified per pass at most
   bool adaptive = true;    // start short, double drafts while all are accepted, shrink after
@@ -75,8 +90,9 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
                const TokenPicker& pick, const TokenSink& take, Drafter* drafter, const SpeculationOptions& opts,
                SpeculationStats* stats);
 
-// Feeds `prompt`, then decodes with `pick` (speculating when `drafter` is set),
-// stopping after an end-of-sequence id unless ignore_eos. on_token sees every token.
+// Feeds `prompt` (after whatever `s` already holds), then decodes with `pick`
+// (speculating when `drafter` is set, on the whole text so far), stopping after an
+// end-of-sequence id unless ignore_eos. on_token sees every token.
 std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, int64_t max_new, bool ignore_eos,
                               const TokenPicker& pick, Drafter* drafter, const SpeculationOptions& opts,
                               SpeculationStats* stats, const std::function<void(int32_t)>& on_token = {});

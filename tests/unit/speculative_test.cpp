@@ -18,27 +18,6 @@
 namespace sluice {
 namespace {
 
-// Proposes the true continuation, with every `wrong_every`-th proposed token
-// replaced by a different id (0: never).
-class OracleDrafter : public Drafter {
- public:
-  OracleDrafter(std::vector<int32_t> truth, int64_t wrong_every, int64_t vocab)
-      : truth_(std::move(truth)), wrong_every_(wrong_every), vocab_(vocab) {}
-  std::vector<int32_t> propose(const std::vector<int32_t>& h, int64_t max) override {
-    std::vector<int32_t> out;
-    for (size_t i = h.size(); i < truth_.size() && int64_t(out.size()) < max; ++i) {
-      int32_t t = truth_[i];
-      if (wrong_every_ && ++count_ % wrong_every_ == 0) t = int32_t((t + 1) % vocab_);
-      out.push_back(t);
-    }
-    return out;
-  }
-
- private:
-  std::vector<int32_t> truth_;
-  int64_t wrong_every_, vocab_, count_ = 0;
-};
-
 class Speculation : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Speculation, TokenIdenticalToGreedyForAnyDrafts) {
@@ -57,7 +36,7 @@ TEST_P(Speculation, TokenIdenticalToGreedyForAnyDrafts) {
     int64_t wrong_every;
   } cases[] = {{"perfect drafts", 0}, {"every 3rd draft wrong", 3}, {"every draft wrong", 1}};
   for (const auto& c : cases) {
-    OracleDrafter d(truth, c.wrong_every, V);
+    ReplayDrafter d(truth, c.wrong_every, V);
     Session s(*model);
     SpeculationStats st;
     auto got = generate_speculative(s, prompt, n, true, d, {}, &st);
@@ -192,7 +171,7 @@ TEST_P(Speculation, SampledTokenIdenticalToPlainSampling) {
     truth.insert(truth.end(), want.begin(), want.end());
     int64_t accepted = 0, proposed = 0;
     for (int64_t wrong_every : {0, 3, 1}) {
-      OracleDrafter d(truth, wrong_every, V);
+      ReplayDrafter d(truth, wrong_every, V);
       Session s(*model);
       SpeculationStats st;
       EXPECT_EQ(sample_speculatively(s, prompt, n, p, d, &st), want)
