@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "model/model.h"
+#include "engine/engine.h"
 #include "runtime/session.h"
 
 namespace sluice {

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test: the release build's CTest suite (unit, golden, CLI and the
+# Runs every test: the include-graph check, the release build's CTest suite (unit, golden, CLI and the
 # node-reference suites), then the unit and golden tests again under
 # AddressSanitizer + UndefinedBehaviorSanitizer. Run scripts/setup.sh first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
+
+# The include graph first: no folder includes from a folder above it.
+python3 scripts/check_layers.py
 
 cmake --build build -j "$JOBS"
 (cd build && ctest -j "$JOBS" --output-on-failure --timeout 900)

@@ -10,9 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/text_generation.h"
-#include "format/config.h"
-#include "model/architectures.h"
-#include "model/model.h"
+#include "engine/engine.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
 #include "text/tokenizer.h"
@@ -47,13 +45,10 @@ double median(std::vector<double> v) {
 // This is the reader's raw throughput on the model's real expert extents.
 int run_io_only(const BenchOpts& o, const StreamingOptions& so) {
   using clock = std::chrono::steady_clock;
-  auto dec = load_decoder(o.model, true);
-  const ExpertTable& table = dec->experts();
-  StreamingExperts src(table, dec->checkpoint(), so);
-  const Config cfg = Config::load(o.model);
-  const Config text = cfg.has("text_config") ? cfg.sub("text_config") : cfg;
-  const int64_t k = text.has("num_experts_per_token") ? text.req_int("num_experts_per_token")
-                                                       : text.req_int("num_experts_per_tok");
+  auto engine = Engine::open(o.model);
+  const ExpertTable& table = engine->experts();
+  StreamingExperts src(table, engine->checkpoint(), so);
+  const int64_t k = engine->expert_index().layout().top_k;
   std::mt19937_64 rng(o.seed);
   std::vector<std::pair<int32_t, std::vector<int32_t>>> steps;  // (layer, experts) in decode order
   for (int64_t t = 0; t < o.tokens; ++t)

@@ -10,7 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/text_generation.h"
-#include "model/model.h"
+#include "engine/engine.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "util/error.h"

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "model/model.h"
+#include "engine/engine.h"
 #include "cli/text_generation.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"

@@ -3,7 +3,7 @@
 
 #include "cli/commands.h"
 #include "format/safetensors.h"
-#include "model/model.h"
+#include "engine/engine.h"
 #include "runtime/session.h"
 #include "util/error.h"
 

@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/text_generation.h"
-#include "model/model.h"
+#include "engine/engine.h"
 #include "text/tokenizer.h"
 #include "util/error.h"
 

@@ -7,9 +7,8 @@
 #include <pthread.h>
 
 #include "cli/commands.h"
-#include "format/config.h"
-#include "model/model.h"
-#include "runtime/model_drafter.h"
+#include "engine/engine.h"
+#include "engine/drafter.h"
 #include "server/chat_codec.h"
 #include "server/http_server.h"
 #include "util/error.h"
@@ -80,9 +79,7 @@ void add_serve_command(CLI::App& app, Action& action) {
       }
       auto model = load_model(o->model, lo);
       o->s.drafter = choose_drafter(o->draft_model, o->speculate, o->ngram, *model);
-      o->s.context_length = model->info().max_positions > 0
-                                ? model->info().max_positions
-                                : Config::load(o->model).get_int("max_position_embeddings", 0);
+      o->s.context_length = model->context_length();
       auto codec = server::make_chat_codec(o->model, model->info());
       server::HttpServer srv(*model, *codec, o->s);
       const int port = srv.bind();

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/model_drafter.h"
+#include "engine/drafter.h"
 #include "util/error.h"
 #include "util/progress.h"
 

@@ -24,7 +24,7 @@ Checkpoint::Checkpoint(const std::string& dir, bool use_prepared_spine, const st
     }
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       fail("{}: missing object field 'weight_map'", index.string());
-    std::map<std::string, const SafetensorsFile*> opened;
+    std::map<std::string, std::pair<const SafetensorsFile*, int32_t>> opened;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
       if (!it.value().is_string()) fail("{}: weight_map entry '{}' must be a file name", index.string(), it.key());
       std::string shard = it.value().get<std::string>();
@@ -34,16 +34,16 @@ Checkpoint::Checkpoint(const std::string& dir, bool use_prepared_spine, const st
       auto f = opened.find(shard);
       if (f == opened.end()) {
         files_.push_back(std::make_unique<SafetensorsFile>((fs::path(dir) / shard).string()));
-        f = opened.emplace(shard, files_.back().get()).first;
+        f = opened.emplace(shard, std::make_pair(files_.back().get(), int32_t(files_.size() - 1))).first;
       }
-      if (!f->second->has(it.key()))
+      if (!f->second.first->has(it.key()))
         fail("{}: weight_map says tensor '{}' is in {}, but that shard does not contain it", index.string(),
              it.key(), shard);
       where_[it.key()] = f->second;
     }
   } else if (fs::exists(single)) {
     files_.push_back(std::make_unique<SafetensorsFile>(single.string()));
-    for (const auto& [name, _] : files_.back()->tensors()) where_[name] = files_.back().get();
+    for (const auto& [name, _] : files_.back()->tensors()) where_[name] = {files_.back().get(), 0};
   } else {
     fail("{}: no model.safetensors or model.safetensors.index.json", dir);
   }
@@ -53,38 +53,41 @@ Checkpoint::Checkpoint(const std::string& dir, bool use_prepared_spine, const st
 
 void Checkpoint::overlay(const std::string& file) {
   files_.push_back(std::make_unique<SafetensorsFile>((fs::path(dir_) / file).string()));
-  for (const auto& [name, _] : files_.back()->tensors()) where_[name] = files_.back().get();
+  const int32_t index = int32_t(files_.size() - 1);
+  for (const auto& [name, _] : files_.back()->tensors()) where_[name] = {files_.back().get(), index};
 }
 
 void Checkpoint::overlay_prepared_spine() {
-  const fs::path spine = fs::path(dir_) / "sluice-spine.safetensors";
-  const fs::path manifest = fs::path(dir_) / "sluice-manifest.json";
+  const fs::path spine = fs::path(dir_) / kSpineFile;
+  const fs::path manifest = fs::path(dir_) / kManifestFile;
   if (!fs::exists(spine) || !fs::exists(manifest)) return;
+  const Manifest& m = *this->manifest();
   // The manifest records the shard sizes the spine was made from.
-  std::ifstream in(manifest);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-    for (const auto& f : j.at("files")) {
-      const std::string name = f.at("name").get<std::string>();
-      const fs::path p = fs::path(dir_) / name;
-      if (!fs::exists(p) || fs::file_size(p) != f.at("size").get<uint64_t>())
-        fail("{}: {} changed since `sluice prepare` (size differs); run it again", manifest.string(), name);
-    }
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: malformed manifest: {}", manifest.string(), e.what());
+  for (const auto& [name, size] : m.files) {
+    const fs::path p = fs::path(dir_) / name;
+    if (!fs::exists(p) || fs::file_size(p) != size)
+      fail("{}: {} changed since `sluice prepare` (size differs); run it again", manifest.string(), name);
   }
-  overlay("sluice-spine.safetensors");
+  overlay(kSpineFile);
   // Expert packs written by `prepare --pack-experts`, exactly as the manifest lists them.
-  if (j.contains("packs") && j["packs"].is_array())
-    for (const auto& p : j["packs"])
-      if (p.is_string()) overlay(p.get<std::string>());
+  for (const auto& p : m.packs) overlay(p);
+}
+
+const Manifest* Checkpoint::manifest() const {
+  if (!manifest_) manifest_.emplace(find_manifest(dir_));
+  return *manifest_ ? &**manifest_ : nullptr;
+}
+
+int32_t Checkpoint::file_index(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail("{}: checkpoint has no tensor '{}'", dir_, name);
+  return it->second.second;
 }
 
 TensorView Checkpoint::get(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end()) fail("{}: checkpoint has no tensor '{}'", dir_, name);
-  return it->second->get(name);
+  return it->second.first->get(name);
 }
 
 std::vector<std::string> Checkpoint::names() const {

@@ -4,9 +4,11 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "format/manifest.h"
 #include "format/safetensors.h"
 
 namespace sluice {
@@ -23,11 +25,16 @@ class Checkpoint {
   TensorView get(const std::string& name) const;  // throws naming the tensor and directory
   std::vector<std::string> names() const;
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+  // Index into files() of the file holding `name` (throws like get()).
+  int32_t file_index(const std::string& name) const;
+  // sluice-manifest.json of this directory, parsed on first use (null when there is none).
+  const Manifest* manifest() const;
 
  private:
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
-  std::map<std::string, const SafetensorsFile*> where_;
+  std::map<std::string, std::pair<const SafetensorsFile*, int32_t>> where_;
+  mutable std::optional<std::optional<Manifest>> manifest_;  // outer: loaded yet
   void overlay_prepared_spine();
   void overlay(const std::string& file);
 };

@@ -13,8 +13,7 @@
 #include <vector>
 
 #include "format/checkpoint.h"
-#include "io/expert_source.h"
-#include "io/streaming_experts.h"
+#include "format/extent.h"
 
 namespace sluice {
 

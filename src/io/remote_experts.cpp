@@ -19,14 +19,14 @@ namespace sluice {
 
 namespace fs = std::filesystem;
 
-RemoteExperts::RemoteExperts(const std::string& dir, const Checkpoint& ckpt, const ExpertTable& table,
+RemoteExperts::RemoteExperts(const std::string& dir, const Checkpoint& ckpt, const ExpertIndex& index,
                              std::vector<std::vector<uint64_t>> manifest_checksums, RemoteOptions opts)
     : dir_(dir), ckpt_(ckpt), manifest_(std::move(manifest_checksums)), opts_(std::move(opts)),
       repo_(RemoteRepo::load(dir)), cache_(dir) {
   if (opts_.parallel < 1) opts_.parallel = 1;
-  extents_.resize(size_t(table.layers()));
-  for (int32_t l = 0; l < table.layers(); ++l)
-    for (int32_t e = 0; e < table.experts(l); ++e) extents_[size_t(l)].push_back(expert_extents(ckpt, table.at(l, e)));
+  extents_.resize(size_t(index.layers()));
+  for (int32_t l = 0; l < index.layers(); ++l)
+    for (int32_t e = 0; e < index.experts(l); ++e) extents_[size_t(l)].push_back(index.extents(l, e));
   fds_.assign(ckpt.files().size(), -1);
   // Entries that do not describe this checkpoint's experts (a table from another model) are dropped.
   std::vector<std::pair<int32_t, int32_t>> stale;
@@ -243,7 +243,7 @@ void RemoteExperts::evict_over_limit(uint64_t protect_from_tick) {
 }
 
 std::shared_ptr<RemoteExperts> make_remote_fetcher(const std::string& dir, const Checkpoint& ckpt,
-                                                   const ExpertTable& table,
+                                                   const ExpertIndex& index,
                                                    std::vector<std::vector<uint64_t>> manifest_checksums) {
   if (!is_stream_dir(dir)) return nullptr;
   RemoteOptions o;
@@ -255,7 +255,7 @@ std::shared_ptr<RemoteExperts> make_remote_fetcher(const std::string& dir, const
     o.cache_max_bytes = uint64_t(gb * 1e9);
   }
   if (const char* v = std::getenv("SLUICE_FETCH_PARALLEL"); v && *v) o.parallel = std::max(1, std::atoi(v));
-  return std::make_shared<RemoteExperts>(dir, ckpt, table, std::move(manifest_checksums), o);
+  return std::make_shared<RemoteExperts>(dir, ckpt, index, std::move(manifest_checksums), o);
 }
 
 }  // namespace sluice

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "format/checkpoint.h"
+#include "format/expert_index.h"
 #include "io/expert_disk_cache.h"
-#include "io/expert_source.h"
 #include "io/http_client.h"
 #include "io/streaming_experts.h"
 
@@ -40,7 +40,7 @@ struct RemoteStats {
 class RemoteExperts : public ExpertFetcher {
  public:
   // `manifest_checksums`: layer -> expert -> XXH3-64 published by the repository (may be empty).
-  RemoteExperts(const std::string& dir, const Checkpoint& ckpt, const ExpertTable& table,
+  RemoteExperts(const std::string& dir, const Checkpoint& ckpt, const ExpertIndex& index,
                 std::vector<std::vector<uint64_t>> manifest_checksums, RemoteOptions opts = {});
   ~RemoteExperts() override;
 
@@ -74,7 +74,7 @@ class RemoteExperts : public ExpertFetcher {
 // Installs the fetcher for DIR when it is a stream-mode directory (sluice-remote.json);
 // returns null otherwise.
 std::shared_ptr<RemoteExperts> make_remote_fetcher(const std::string& dir, const Checkpoint& ckpt,
-                                                   const ExpertTable& table,
+                                                   const ExpertIndex& index,
                                                    std::vector<std::vector<uint64_t>> manifest_checksums);
 
 }  // namespace sluice

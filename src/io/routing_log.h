@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "io/expert_source.h"
+#include "compute/expert_source.h"
 
 namespace sluice {
 
@@ -31,5 +31,27 @@ class RecordingExperts : public ExpertSource {
   ExpertSource& inner_;
   RoutingLog& log_;
 };
+
+// How one MoE layer routed a token sequence (one request per token).
+struct LayerRouting {
+  int32_t layer = 0, experts = 0;
+  std::vector<int64_t> histogram;  // picks per expert
+  double max_over_mean = 0, min_over_mean = 0;
+  double normalized_entropy = 0;         // of the usage distribution, 1 = uniform
+  double consecutive_reuse = 0;          // share of picks also picked by the previous token
+  double uniform_consecutive_reuse = 0;  // the same under uniform random routing: k / E
+  double mean_reuse_distance = 0;        // tokens between two picks of an expert
+  std::vector<int64_t> lru_cache_sizes;  // per-layer LRU caches simulated (experts)
+  std::vector<double> lru_hit_rate;      // hit rate of each
+};
+
+// Per MoE layer that made requests, in layer order; experts_per_layer[l] is
+// layer l's expert count.
+std::vector<LayerRouting> routing_report(const RoutingLog& log, const std::vector<int32_t>& experts_per_layer,
+                                         const std::vector<int64_t>& lru_cache_sizes);
+
+// The statistics of one layer's steps (each the sorted picks of one token).
+LayerRouting layer_routing(int32_t layer, int32_t experts, const std::vector<std::vector<int32_t>>& steps,
+                           const std::vector<int64_t>& lru_cache_sizes);
 
 }  // namespace sluice

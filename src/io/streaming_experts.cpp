@@ -35,17 +35,7 @@ std::vector<ExpertExtent> expert_extents(const Checkpoint& ckpt, const ExpertWei
     auto [f, off] = locate(ckpt, r.ptr);
     ex.push_back({f, off, r.len});
   }
-  std::sort(ex.begin(), ex.end(), [](auto& a, auto& b) { return a.file != b.file ? a.file < b.file : a.offset < b.offset; });
-  std::vector<ExpertExtent> merged;
-  for (const auto& e : ex) {
-    if (!merged.empty() && merged.back().file == e.file && e.offset <= merged.back().offset + merged.back().length) {
-      auto& m = merged.back();
-      m.length = std::max(m.offset + m.length, e.offset + e.length) - m.offset;
-    } else {
-      merged.push_back(e);
-    }
-  }
-  return merged;
+  return merge_extents(std::move(ex));
 }
 
 StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& ckpt, StreamingOptions opts)

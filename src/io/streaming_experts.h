@@ -15,8 +15,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "compute/expert_source.h"
 #include "format/checkpoint.h"
-#include "io/expert_source.h"
+#include "format/extent.h"
 #include "io/read_queue.h"
 
 namespace sluice {
@@ -52,12 +53,6 @@ struct StreamingOptions {
   // Stream mode: fetches experts missing from the local files on first use.
   // Null: every expert is read from the local files as they are.
   std::shared_ptr<ExpertFetcher> fetcher;
-};
-
-// One expert's bytes in the checkpoint files.
-struct ExpertExtent {
-  int32_t file = 0;  // index into Checkpoint::files()
-  uint64_t offset = 0, length = 0;
 };
 
 // The extents of an expert's weight views, merged and sorted by file position.

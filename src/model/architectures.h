@@ -15,11 +15,9 @@ std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const
 std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const Config& cfg);
 std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Config& cfg);  // kimi_linear, kimi_k3
 
-// Builds the decoder for DIR without streaming (prepare and tests use this);
-// use_prepared_spine: read non-expert weights from sluice-spine.safetensors when present.
-std::unique_ptr<Decoder> load_decoder(const std::string& dir, bool use_prepared_spine);
-// The same over a checkpoint opened by the caller (e.g. with expert packs overlaid).
-std::unique_ptr<Decoder> build_decoder(const std::string& dir, std::unique_ptr<Checkpoint> ckpt);
+// The decoder config.json describes, over its checkpoint (the decoder keeps it:
+// the weights are views into its mapped files). Engines call this (engine/engine.h).
+std::unique_ptr<Decoder> build_decoder(const Config& cfg, std::unique_ptr<Checkpoint> ckpt);
 
 // vocab, hidden, layers, positions and end-of-sequence ids common to all configs.
 ModelInfo basic_model_info(const Config& cfg, const std::string& arch);

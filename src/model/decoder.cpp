@@ -43,27 +43,6 @@ Decoder::Decoder(ModelInfo info, std::unique_ptr<Checkpoint> ckpt, std::string p
   slot_->source = &table_;
 }
 
-uint64_t Decoder::routed_expert_bytes() const {
-  uint64_t n = 0;
-  for (int32_t l = 0; l < table_.layers(); ++l)
-    for (int32_t e = 0; e < table_.experts(l); ++e) n += expert_bytes(table_.at(l, e));
-  return n;
-}
-
-void Decoder::stream_spine(uint64_t budget) {
-  spine_layout_ = std::make_unique<SpineLayout>(*ckpt_, weights_->accessed_names(), table_);
-  // The embedding table stays on demand: a token reads one row of it.
-  std::vector<ExpertExtent> on_demand;
-  for (const auto& f : ckpt_->files()) {
-    const uint8_t* b = f->map_base();
-    if (b && embed_.data >= b && embed_.data < b + f->file_size())
-      on_demand.push_back({int32_t(&f - &ckpt_->files()[0]), uint64_t(embed_.data - b), uint64_t(embed_.nbytes())});
-  }
-  spine_ = std::make_unique<SpineStreamer>(*ckpt_, *spine_layout_, int64_t(layers_.size()), budget, on_demand);
-}
-
-uint64_t Decoder::spine_bytes() const { return weights_->accessed_bytes() - routed_expert_bytes(); }
-
 void Decoder::set_expert_source(std::unique_ptr<ExpertSource> source) {
   installed_source_ = std::move(source);
   slot_->source = installed_source_ ? installed_source_.get() : &table_;
@@ -96,14 +75,14 @@ void Decoder::forward_residual(State& state, float* h, int64_t T, ForwardTrace* 
   std::vector<float> xn(static_cast<size_t>(T * D)), tmp(static_cast<size_t>(T * D));
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
-    if (spine_) spine_->before_layer(int64_t(l));
+    if (hooks_) hooks_->before_layer(int64_t(l));
     for (int64_t t = 0; t < T; ++t) ops::rmsnorm(h + t * D, L.attn_norm, eps_, D, xn.data() + t * D);
     L.attn->forward(xn.data(), T, state.pos, *state.layers[l], tmp.data());
     ops::add(tmp.data(), h, T * D);
     for (int64_t t = 0; t < T; ++t) ops::rmsnorm(h + t * D, L.ffn_norm, eps_, D, xn.data() + t * D);
     L.ffn->forward(xn.data(), T, tmp.data());
     ops::add(tmp.data(), h, T * D);
-    if (spine_) spine_->after_layer(int64_t(l));
+    if (hooks_) hooks_->after_layer(int64_t(l));
     prefetch_next(l, h, T);
     if (trace) trace->hidden[l].insert(trace->hidden[l].end(), h, h + T * D);
   }
@@ -150,7 +129,7 @@ void Decoder::forward_attn_res(State& state, float* h, int64_t T, ForwardTrace* 
   };
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
-    if (spine_) spine_->before_layer(int64_t(l));
+    if (hooks_) hooks_->before_layer(int64_t(l));
     std::copy(h, h + TD, p.begin());
     if (blocks.empty()) std::copy(h, h + TD, x.begin());
     else attn_res_mix(sources(p), L.attn_res_norm, L.attn_res_proj, attn_res_.eps, T, D, x.data());
@@ -167,7 +146,7 @@ void Decoder::forward_attn_res(State& state, float* h, int64_t T, ForwardTrace* 
     for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x.data() + t * D, L.ffn_norm, eps_, D, xn.data() + t * D);
     L.ffn->forward(xn.data(), T, f.data());
     for (size_t i = 0; i < TD; ++i) h[i] = p[i] + f[i];
-    if (spine_) spine_->after_layer(int64_t(l));
+    if (hooks_) hooks_->after_layer(int64_t(l));
     prefetch_next(l, h, T);
     if (trace) trace->hidden[l].insert(trace->hidden[l].end(), h, h + TD);
   }

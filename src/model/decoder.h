@@ -9,13 +9,21 @@
 #include <vector>
 
 #include "format/checkpoint.h"
-#include "io/expert_source.h"
-#include "io/spine_streamer.h"
+#include "compute/expert_source.h"
 #include "model/blocks.h"
 #include "model/model.h"
 #include "model/weights.h"
 
 namespace sluice {
+
+// Called around each decoder layer's work (the engine streams the spine layer
+// by layer through these).
+class LayerHooks {
+ public:
+  virtual ~LayerHooks() = default;
+  virtual void before_layer(int64_t layer) = 0;
+  virtual void after_layer(int64_t layer) = 0;
+};
 
 class Decoder : public Model {
  public:
@@ -47,9 +55,9 @@ class Decoder : public Model {
   void set_expert_source(std::unique_ptr<ExpertSource> source);
   ExpertSource& expert_source() const { return *slot_->source; }
   const Checkpoint& checkpoint() const { return *ckpt_; }
-  // Read the spine into private memory once, streaming layers that do not fit in `budget` bytes.
-  void stream_spine(uint64_t budget);
-  SpineStreamStats spine_stats() const override { return spine_ ? spine_->stats() : SpineStreamStats{}; }
+  // Hooks run around every layer (null: none); not owned.
+  void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
+  int64_t layers() const { return int64_t(layers_.size()); }
   // Prefetch the next MoE layer's experts from a guess of its router input.
   void set_prefetch(bool on) { prefetch_ = on; }
   void set_embedding(QMatrix embed, QMatrix lm_head, const float* final_norm, float eps);
@@ -59,8 +67,6 @@ class Decoder : public Model {
   const ModelInfo& info() const override { return info_; }
   ModelInfo& mutable_info() { return info_; }
   ExpertStats expert_stats() const override { return slot_->source->stats(); }
-  uint64_t spine_bytes() const override;
-  uint64_t routed_expert_bytes() const override;
   std::unique_ptr<State> new_state() const override;
   void forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
                ForwardTrace* trace) const override;
@@ -78,8 +84,7 @@ class Decoder : public Model {
   std::shared_ptr<ExpertSourceSlot> slot_;
   std::unique_ptr<ExpertSource> installed_source_;
   bool prefetch_ = false;
-  std::unique_ptr<SpineLayout> spine_layout_;
-  std::unique_ptr<SpineStreamer> spine_;
+  LayerHooks* hooks_ = nullptr;
 
   void prefetch_next(size_t layer, const float* h, int64_t T) const;
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "format/checkpoint.h"
+#include "format/model_layout.h"
 #include "model/architectures.h"
 #include "model/mla_attention.h"
 #include "model/moe.h"
@@ -14,6 +15,7 @@
 namespace sluice {
 
 std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, const Config& cfg) {
+  const ModelLayout layout = model_layout(cfg);
   ModelInfo info = basic_model_info(cfg, cfg.req_string("model_type"));
   auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
   WeightLoader& W = model->weights();
@@ -57,8 +59,6 @@ std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, con
       fail("{}: inconsistent routing: n_routed_experts {}, n_group {}, topk_group {}, num_experts_per_tok {}",
            cfg.source(), E, router.n_group, router.topk_group, router.top_k);
   }
-  const int64_t first_dense = cfg.get_int("first_k_dense_replace", 0);
-  const int64_t freq = cfg.get_int("moe_layer_freq", 1);
   GatedActivation act;
   if (cfg.get_string("hidden_act", "silu") != "silu")
     fail("{}: hidden_act '{}' is not supported (silu is)", cfg.source(), cfg.get_string("hidden_act", ""));
@@ -71,17 +71,15 @@ std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, con
     MlaWeights mw = load_mla_weights(W, P + "self_attn.", mla, D, /*output_gate=*/false);
     L.attn = std::make_unique<MlaAttention>(mla, mw);
 
-    const bool moe = E > 0 && l >= first_dense && l % freq == 0;
-    if (moe) {
+    if (layout.is_moe(l)) {
       const int64_t I = cfg.req_int("moe_intermediate_size");
       RouterSpec rs = router;
       rs.selection_bias = W.opt_vec(P + "mlp.gate.e_score_correction_bias", E);
       std::vector<ExpertWeights> experts(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) {
-        const std::string X = fmt::format("{}mlp.experts.{}.", P, e);
-        experts[size_t(e)].gate = W.linear(X + "gate_proj", I, D);
-        experts[size_t(e)].up = W.linear(X + "up_proj", I, D);
-        experts[size_t(e)].down = W.linear(X + "down_proj", D, I);
+        experts[size_t(e)].gate = W.linear(layout.expert_base(l, e, 0), I, D);
+        experts[size_t(e)].up = W.linear(layout.expert_base(l, e, 1), I, D);
+        experts[size_t(e)].down = W.linear(layout.expert_base(l, e, 2), D, I);
       }
       std::unique_ptr<GatedMlp> shared;
       const int64_t ns = cfg.get_int("n_shared_experts", 0);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "format/checkpoint.h"
+#include "format/model_layout.h"
 #include "model/architectures.h"
 #include "model/gqa_attention.h"
 #include "model/moe.h"
@@ -13,6 +14,7 @@
 namespace sluice {
 
 std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const Config& cfg) {
+  const ModelLayout layout = model_layout(cfg);
   ModelInfo info = basic_model_info(cfg, "gpt_oss");
   auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
   WeightLoader& W = model->weights();
@@ -78,8 +80,8 @@ std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const C
     for (int64_t e = 0; e < E; ++e) {
       ExpertWeights& ew = experts[size_t(e)];
       ew.gate_up_interleaved = true;
-      ew.gate = W.mxfp4_stack_slice(X + "gate_up_proj_blocks", X + "gate_up_proj_scales", e, 2 * I, D);
-      ew.down = W.mxfp4_stack_slice(X + "down_proj_blocks", X + "down_proj_scales", e, D, I);
+      ew.gate = W.mxfp4_stack_slice(layout.stacked_blocks(l, 0), layout.stacked_scales(l, 0), e, 2 * I, D);
+      ew.down = W.mxfp4_stack_slice(layout.stacked_blocks(l, 1), layout.stacked_scales(l, 1), e, D, I);
       ew.gate_up_bias = gu_bias + e * 2 * I;
       ew.down_bias = down_bias + e * D;
     }

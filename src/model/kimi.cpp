@@ -9,6 +9,7 @@
 #include <set>
 
 #include "format/checkpoint.h"
+#include "format/model_layout.h"
 #include "model/architectures.h"
 #include "model/decoder.h"
 #include "model/kda_attention.h"
@@ -73,6 +74,7 @@ GatedActivation activation(const Config& cfg) {
 }  // namespace
 
 std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Config& top) {
+  const ModelLayout layout = model_layout(top);
   const std::string arch = top.req_string("model_type");
   const bool nested = top.has("text_config");
   const Config cfg = nested ? top.sub("text_config") : top;
@@ -87,9 +89,6 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
   const float eps = float(cfg.req_double("rms_norm_eps"));
 
   const std::vector<bool> is_mla = attention_schedule(cfg, info.n_layers);
-  auto mlp_types = cfg.get_strings("mlp_layer_types");
-  if (!mlp_types.empty() && int64_t(mlp_types.size()) != info.n_layers)
-    fail("{}: mlp_layer_types has {} entries for {} layers", cfg.source(), mlp_types.size(), info.n_layers);
   const GatedActivation act = activation(cfg);
 
   KdaSpec ks;
@@ -140,7 +139,6 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
   if (router.top_k < 1 || router.top_k > E || router.n_group < 1 || E % router.n_group)
     fail("{}: inconsistent routing: num_experts {}, num_experts_per_token {}, num_expert_group {}", cfg.source(), E,
          router.top_k, router.n_group);
-  const int64_t first_dense = cfg.get_int("first_k_dense_replace", 0), freq = cfg.get_int("moe_layer_freq", 1);
   const int64_t attn_res_block = cfg.get_int("attn_res_block_size", 0);
   if (attn_res_block < 0) fail("{}: attn_res_block_size must be positive", cfg.source());
 
@@ -177,19 +175,17 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
       L.attn = std::make_unique<MlaAttention>(ms, mw);
     }
 
-    const bool moe = mlp_types.empty() ? (l >= first_dense && l % freq == 0) : mlp_types[size_t(l)] == "sparse";
     const std::string M = P + "block_sparse_moe.";
-    if (moe) {
+    if (layout.is_moe(l)) {
       const int64_t I = cfg.req_int("moe_intermediate_size");
       RouterSpec rs = router;
       rs.selection_bias = W.opt_vec(M + "gate.e_score_correction_bias", E);
       const int64_t XW = latent > 0 ? latent : D;  // the width experts run at
       std::vector<ExpertWeights> experts(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) {
-        const std::string X = fmt::format("{}experts.{}.", M, e);
-        experts[size_t(e)].gate = W.linear(X + "w1", I, XW);
-        experts[size_t(e)].down = W.linear(X + "w2", XW, I);
-        experts[size_t(e)].up = W.linear(X + "w3", I, XW);
+        experts[size_t(e)].gate = W.linear(layout.expert_base(l, e, 0), I, XW);
+        experts[size_t(e)].down = W.linear(layout.expert_base(l, e, 2), XW, I);
+        experts[size_t(e)].up = W.linear(layout.expert_base(l, e, 1), I, XW);
       }
       std::unique_ptr<LatentProjection> lp;
       if (latent > 0) {

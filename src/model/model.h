@@ -1,14 +1,12 @@
-// The model interface every architecture implements, and the loader that
-// dispatches on config.json's model_type.
+// The model interface every architecture implements: a forward pass over
+// per-sequence state. Models are opened by the engine (engine/engine.h).
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "io/expert_source.h"
-#include "io/spine_streamer.h"
-#include "io/streaming_experts.h"
+#include "compute/expert_source.h"
 
 namespace sluice {
 
@@ -89,24 +87,6 @@ class Model {
                        ForwardTrace* trace = nullptr) const = 0;
   // Counters of the routed-expert source (reads, cache hits, prefetch).
   virtual ExpertStats expert_stats() const { return {}; }
-  // Bytes of resident (non-routed-expert) weights the model uses, and of all routed experts.
-  virtual uint64_t spine_bytes() const { return 0; }
-  virtual uint64_t routed_expert_bytes() const { return 0; }
-  virtual SpineStreamStats spine_stats() const { return {}; }
 };
-
-struct LoadOptions {
-  bool stream_experts = false;  // read routed experts on demand into a bounded cache
-  StreamingOptions streaming;
-  bool prefetch = false;        // predict the next layer's experts from the current hidden state
-  bool use_prepared_spine = true;  // use sluice-spine.safetensors from `sluice prepare` when present
-  // With streamed experts the spine is read once into private memory; layers
-  // beyond this many bytes (0: no limit) are streamed layer by layer.
-  uint64_t spine_budget = 0;
-};
-
-// Reads DIR/config.json, dispatches on model_type and maps the weights.
-std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts = {});
-
 
 }  // namespace sluice

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "io/expert_source.h"
+#include "compute/expert_source.h"
 #include "kernels/qmatrix.h"
 #include "model/activation.h"
 #include "model/blocks.h"

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "format/checkpoint.h"
+#include "format/model_layout.h"
 #include "model/architectures.h"
 #include "model/gqa_attention.h"
 #include "model/moe.h"
@@ -13,6 +14,7 @@
 namespace sluice {
 
 std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const Config& cfg) {
+  const ModelLayout layout = model_layout(cfg);
   ModelInfo info = basic_model_info(cfg, "qwen3_moe");
   auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
   WeightLoader& W = model->weights();
@@ -41,8 +43,6 @@ std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const
   router.renormalize = cfg.get_bool("norm_topk_prob", false);
   if (E > 0 && (router.top_k < 1 || router.top_k > E))
     fail("{}: num_experts_per_tok {} must be in [1, num_experts={}]", cfg.source(), router.top_k, E);
-  const int64_t step = cfg.get_int("decoder_sparse_step", 1);
-  const auto mlp_only = cfg.get_ints("mlp_only_layers");
   if (cfg.get_string("hidden_act", "silu") != "silu")
     fail("{}: hidden_act '{}' is not supported (silu is)", cfg.source(), cfg.get_string("hidden_act", ""));
   GatedActivation act;
@@ -67,15 +67,13 @@ std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const
     gw.k_norm = W.vec(P + "self_attn.k_norm.weight", gs.head_dim);
     L.attn = std::make_unique<GqaAttention>(gs, gw);
 
-    const bool dense_only = std::find(mlp_only.begin(), mlp_only.end(), l) != mlp_only.end();
-    if (!dense_only && E > 0 && (l + 1) % step == 0) {
+    if (layout.is_moe(l)) {
       const int64_t I = cfg.req_int("moe_intermediate_size");
       std::vector<ExpertWeights> experts(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) {
-        const std::string X = fmt::format("{}mlp.experts.{}.", P, e);
-        experts[size_t(e)].gate = W.linear(X + "gate_proj", I, D);
-        experts[size_t(e)].up = W.linear(X + "up_proj", I, D);
-        experts[size_t(e)].down = W.linear(X + "down_proj", D, I);
+        experts[size_t(e)].gate = W.linear(layout.expert_base(l, e, 0), I, D);
+        experts[size_t(e)].up = W.linear(layout.expert_base(l, e, 1), I, D);
+        experts[size_t(e)].down = W.linear(layout.expert_base(l, e, 2), D, I);
       }
       model->experts().set_layer(int32_t(l), std::move(experts));
       L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(P + "mlp.gate", E, D), nullptr, router, act,

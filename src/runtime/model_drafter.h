@@ -29,10 +29,4 @@ class ModelDrafter : public Drafter {
   size_t mark_at_ = 0;          // tokens before s_'s open mark (where it can go back to)
 };
 
-// The drafter a command line asks for: the model in `draft_model_dir` when one
-// is given, else n-gram lookup of suffixes of up to `ngram` tokens when
-// `speculate`, else none (null).
-std::shared_ptr<Drafter> choose_drafter(const std::string& draft_model_dir, bool speculate, int64_t ngram,
-                                        const Model& target);
-
 }  // namespace sluice

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "io/expert_source.h"
+#include "compute/expert_source.h"
 
 namespace sluice::server {
 

@@ -14,9 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/spine_layout.h"
-#include "model/architectures.h"
-#include "store/manifest.h"
+#include "format/checkpoint.h"
+#include "format/config.h"
+#include "format/expert_index.h"
+#include "format/manifest.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/numeric.h"
@@ -161,29 +162,20 @@ std::string write_pack(const std::string& dir, int32_t layer, const std::vector<
   return name;
 }
 
-// The checkpoint tensors making up each expert; experts whose bytes are slices
+// Each expert's tensors, from the expert index; experts whose bytes are slices
 // of stacked tensors (gpt-oss) cannot be repacked under their own names.
-std::vector<std::string> write_packs(const Decoder& model, const PrepareOptions& o) {
-  const Checkpoint& ck = model.checkpoint();
-  std::map<std::pair<const uint8_t*, uint64_t>, TensorView> by_range;
-  for (const auto& name : model.weights().accessed_names()) {
-    TensorView t = ck.get(name);
-    by_range.emplace(std::make_pair(t.data, t.nbytes()), t);
-  }
+std::vector<std::string> write_packs(const Checkpoint& ck, const ExpertIndex& index, const PrepareOptions& o) {
   std::vector<std::string> packs;
-  const ExpertTable& table = model.experts();
-  for (int32_t l = 0; l < table.layers(); ++l) {
-    if (table.experts(l) == 0) continue;
-    std::vector<std::vector<TensorView>> experts(static_cast<size_t>(table.experts(l)));
-    for (int32_t e = 0; e < table.experts(l); ++e)
-      for (auto r : expert_byte_ranges(table.at(l, e))) {
-        auto it = by_range.find({r.ptr, r.len});
-        if (it == by_range.end())
-          fail("--pack-experts: expert {} of layer {} is a slice of a stacked tensor; this layout is already one "
-               "run per tensor and cannot be repacked by name",
-               e, l);
-        experts[size_t(e)].push_back(it->second);
-      }
+  for (int32_t l = 0; l < index.layers(); ++l) {
+    if (index.experts(l) == 0) continue;
+    std::vector<std::vector<TensorView>> experts(static_cast<size_t>(index.experts(l)));
+    for (int32_t e = 0; e < index.experts(l); ++e) {
+      if (index.tensors(l, e).empty())
+        fail("--pack-experts: expert {} of layer {} is a slice of a stacked tensor; this layout is already one "
+             "run per tensor and cannot be repacked by name",
+             e, l);
+      for (const auto& name : index.tensors(l, e)) experts[size_t(e)].push_back(ck.get(name));
+    }
     packs.push_back(write_pack(o.dir, l, experts, o.progress));
   }
   return packs;
@@ -194,10 +186,12 @@ std::vector<std::string> write_packs(const Decoder& model, const PrepareOptions&
 PrepareResult prepare(const PrepareOptions& o) {
   if (o.spine != "bf16" && o.spine != "int8") fail("--spine must be bf16 or int8, got '{}'", o.spine);
   PrepareResult res;
-  auto model = load_decoder(o.dir, /*use_prepared_spine=*/false);
+  const Config cfg = Config::load(o.dir);
+  const Checkpoint released(o.dir, /*use_prepared_spine=*/false);
+  const ExpertIndex index(cfg, released);
   // Spine: every tensor the model uses that is not part of a routed expert.
-  const SpineLayout layout(model->checkpoint(), model->weights().accessed_names(), model->experts());
-  const std::vector<TensorView>& spine = layout.tensors();
+  std::vector<TensorView> spine;
+  for (const auto& name : index.spine()) spine.push_back(released.get(name));
   const std::string spine_path = (fs::path(o.dir) / kSpineFile).string();
   bool reuse = false;
   if (fs::exists(spine_path)) {
@@ -218,24 +212,25 @@ PrepareResult prepare(const PrepareOptions& o) {
   }
 
   std::vector<std::string> packs;
-  if (o.pack_experts) packs = write_packs(*model, o);
+  if (o.pack_experts) packs = write_packs(released, index, o);
   res.packs = int64_t(packs.size());
   // With packs, experts are located (and checksummed) in the packs.
-  std::unique_ptr<Decoder> packed;
+  std::unique_ptr<Checkpoint> packed;
+  std::unique_ptr<ExpertIndex> packed_index;
   if (!packs.empty()) {
     std::vector<std::string> extra{kSpineFile};
     extra.insert(extra.end(), packs.begin(), packs.end());
-    packed = build_decoder(o.dir, std::make_unique<Checkpoint>(o.dir, false, extra));
+    packed = std::make_unique<Checkpoint>(o.dir, false, extra);
+    packed_index = std::make_unique<ExpertIndex>(cfg, *packed);
   }
-  const Decoder& located = packed ? *packed : *model;
-  const Checkpoint& ck = located.checkpoint();
-  const ExpertTable& table = located.experts();
+  const Checkpoint& ck = packed ? *packed : released;
+  const ExpertIndex& located = packed ? *packed_index : index;
   Manifest man;
   man.spine_format = o.spine;
   man.packs = packs;
   for (const auto& f : ck.files()) man.files.push_back({fs::path(f->path()).filename().string(), f->file_size()});
-  for (int32_t l = 0; l < table.layers(); ++l)
-    for (int32_t e = 0; e < table.experts(l); ++e) man.experts.push_back({l, e, expert_extents(ck, table.at(l, e)), 0});
+  for (int32_t l = 0; l < located.layers(); ++l)
+    for (int32_t e = 0; e < located.experts(l); ++e) man.experts.push_back({l, e, located.extents(l, e), 0});
 
   // Checksums, resuming from a partial manifest of an interrupted run.
   const std::string partial_path = (fs::path(o.dir) / (std::string(kManifestFile) + ".partial")).string();

@@ -20,11 +20,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "format/checkpoint.h"
+#include "format/config.h"
+#include "format/expert_index.h"
+#include "format/manifest.h"
 #include "format/safetensors.h"
 #include "io/http_client.h"
-#include "io/streaming_experts.h"
-#include "model/architectures.h"
-#include "store/manifest.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -319,17 +320,16 @@ void Puller::finalize() {
 void Puller::verify_full() {
   if (manifest_json_.empty()) return;
   Manifest m = Manifest::load((fs::path(dir_) / kManifestFile).string());
-  auto dec = load_decoder(dir_, false);
-  const ExpertTable& table = dec->experts();
+  const Checkpoint ck(dir_, false);
+  const ExpertIndex index(Config::load(dir_), ck);
   auto sums = m.checksum_table();
   Progress progress("pull: verify experts", 0, false);
-  for (int32_t l = 0; l < table.layers(); ++l)
-    for (int32_t e = 0; e < table.experts(l); ++e) {
+  for (int32_t l = 0; l < index.layers(); ++l)
+    for (int32_t e = 0; e < index.experts(l); ++e) {
       if (l >= int32_t(sums.size()) || e >= int32_t(sums[size_t(l)].size())) continue;
-      auto ex = expert_extents(dec->checkpoint(), table.at(l, e));
       XXH3_state_t* st = XXH3_createState();
       XXH3_64bits_reset(st);
-      for (const auto& x : ex) XXH3_64bits_update(st, dec->checkpoint().files()[size_t(x.file)]->map_base() + x.offset, x.length);
+      for (const auto& x : index.extents(l, e)) XXH3_64bits_update(st, ck.files()[size_t(x.file)]->map_base() + x.offset, x.length);
       const uint64_t h = XXH3_64bits_digest(st);
       XXH3_freeState(st);
       if (h != sums[size_t(l)][size_t(e)])
@@ -469,26 +469,25 @@ PullResult Puller::run() {
       if (name.find(".experts.") == std::string::npos || t.end - t.begin <= 256)
         first.push_back({i, shards_[i].data_start + t.begin, shards_[i].data_start + t.end});
   fetch(first, "pull: spine (1/2)");
-  // Step 3: the model as `sluice prepare` builds it tells which bytes are routed experts.
+  // Step 3: the expert index (the builders' naming rules over the headers) tells
+  // which bytes are routed experts and which tensors are the spine.
   std::vector<std::tuple<size_t, uint64_t, uint64_t>> second;
   {
-    auto dec = load_decoder(staging_, /*use_prepared_spine=*/false);
-    const Checkpoint& ck = dec->checkpoint();
-    const ExpertTable& table = dec->experts();
+    const Checkpoint ck(staging_, /*use_prepared_spine=*/false);
+    const ExpertIndex index(Config::load(staging_), ck);
     std::vector<size_t> shard_of(ck.files().size());
     for (size_t f = 0; f < ck.files().size(); ++f) {
       const std::string n = fs::path(ck.files()[f]->path()).filename().string();
       shard_of[f] = size_t(std::find_if(shards_.begin(), shards_.end(), [&](auto& s) { return s.name == n; }) - shards_.begin());
     }
     std::vector<Intervals> experts(shards_.size());
-    for (int32_t l = 0; l < table.layers(); ++l)
-      for (int32_t e = 0; e < table.experts(l); ++e)
-        for (const auto& x : expert_extents(ck, table.at(l, e))) experts[shard_of[size_t(x.file)]].add(x.offset, x.offset + x.length);
-    // Step 4: every used tensor outside the experts' extents.
-    for (const auto& name : dec->weights().accessed_names()) {
+    for (int32_t l = 0; l < index.layers(); ++l)
+      for (int32_t e = 0; e < index.experts(l); ++e)
+        for (const auto& x : index.extents(l, e)) experts[shard_of[size_t(x.file)]].add(x.offset, x.offset + x.length);
+    // Step 4: every spine tensor outside the experts' extents.
+    for (const auto& name : index.spine()) {
       TensorView t = ck.get(name);
-      const size_t s = shard_of[size_t(std::find_if(ck.files().begin(), ck.files().end(),
-                                                    [&](auto& f) { return f->path() == *t.file; }) - ck.files().begin())];
+      const size_t s = shard_of[size_t(ck.file_index(name))];
       for (auto [a, b] : experts[s].missing(t.file_offset, t.file_offset + t.nbytes())) second.push_back({s, a, b});
     }
   }

@@ -22,12 +22,10 @@
 //  1. headers of every shard (8-byte length, then the JSON), shards created sparse;
 //  2. every tensor whose name has no ".experts." component, plus every tensor of
 //     at most 256 bytes (e.g. INT4 weight_shape, which builders validate);
-//  3. the decoder is built from these files exactly as `sluice prepare` does
-//     (load_decoder), which gives the routed experts' extents (expert_extents)
-//     and the names of every tensor the model uses; the builders convert norm
-//     and bias vectors at build time, which is why step 2 fetches those first;
-//  4. every used tensor not inside a routed expert's extents and not yet fetched
-//     (e.g. gpt-oss expert biases, which live under ".experts." but are spine).
+//  3. the expert index (format/expert_index.h: the builders' naming rules over
+//     the headers) gives the routed experts' extents and the spine tensors;
+//  4. every spine tensor not inside a routed expert's extents and not yet
+//     fetched (e.g. gpt-oss expert biases, which live under ".experts." but are spine).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -4,7 +4,7 @@
 // top-1/top-2 margin exceeds our numeric error.
 #include <gtest/gtest.h>
 
-#include "model/model.h"
+#include "engine/engine.h"
 #include "runtime/session.h"
 #include "support/test_support.h"
 

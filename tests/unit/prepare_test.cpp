@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model/model.h"
+#include "engine/engine.h"
 #include "runtime/session.h"
-#include "store/manifest.h"
+#include "format/manifest.h"
 #include "store/prepare.h"
 #include "support/test_support.h"
 #include "util/error.h"

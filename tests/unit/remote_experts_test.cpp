@@ -16,7 +16,7 @@
 #include "io/expert_disk_cache.h"
 #include "io/http_client.h"
 #include "io/streaming_experts.h"
-#include "model/architectures.h"
+#include "engine/engine.h"
 #include "runtime/session.h"
 #include "store/pull.h"
 #include "support/test_support.h"
@@ -99,7 +99,9 @@ TEST_P(RemoteHook, FetchOnFirstUseIsBitwiseResident) {
   for (const auto& f : {"sluice-manifest.json", "sluice-spine.safetensors"}) fs::remove(fs::path(local) / f);
   // Zero every routed expert's bytes in the copy: they must come from the fetcher.
   {
-    auto dec = load_decoder(local, false);
+    LoadOptions released;
+    released.use_prepared_spine = false;
+    auto dec = Engine::open(local, released);
     for (int32_t l = 0; l < dec->experts().layers(); ++l)
       for (int32_t e = 0; e < dec->experts().experts(l); ++e)
         for (const auto& x : expert_extents(dec->checkpoint(), dec->experts().at(l, e))) {
@@ -112,7 +114,9 @@ TEST_P(RemoteHook, FetchOnFirstUseIsBitwiseResident) {
   std::vector<int32_t> ids = {5, 17, 9, 100, 3, 44, 7, 8, 250, 61};
   const auto want = run(*load_model(orig), ids);
 
-  auto dec = load_decoder(local, false);
+  LoadOptions released;
+  released.use_prepared_spine = false;
+  auto dec = Engine::open(local, released);
   auto fetcher = std::make_shared<CopyFetcher>(dec->checkpoint(), dec->experts(), orig);
   fetcher->corrupt_next = true;  // the very first expert is written wrong once
   StreamingOptions so;

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "model/model.h"
+#include "engine/engine.h"
 #include "runtime/model_drafter.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"

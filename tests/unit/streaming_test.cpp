@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "io/streaming_experts.h"
-#include "model/model.h"
+#include "engine/engine.h"
 #include "runtime/session.h"
 #include "support/test_support.h"
 #include "util/error.h"

@@ -3,7 +3,7 @@
 // cached decoding equals a full pass, and streaming equals all-in-RAM.
 #include <gtest/gtest.h>
 
-#include "model/model.h"
+#include "engine/engine.h"
 #include "runtime/session.h"
 #include "store/synthetic.h"
 #include "support/test_support.h"

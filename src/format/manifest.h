@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "io/streaming_experts.h"
+#include "format/extent.h"
 
 namespace sluice {
 
@@ -33,7 +33,8 @@ struct Manifest {
   std::vector<std::vector<uint64_t>> checksum_table() const;
 };
 
-// The manifest in `dir`, if `sluice prepare` has been run there.
+// The manifest in `dir`, if `sluice prepare` has been run there (or a stream-mode
+// pull fetched the repository's). Checkpoint loads it once; prefer checkpoint.manifest().
 std::optional<Manifest> find_manifest(const std::string& dir);
 
 }  // namespace sluice

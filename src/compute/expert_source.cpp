@@ -1,4 +1,4 @@
-#include "io/expert_source.h"
+#include "compute/expert_source.h"
 
 #include "util/error.h"
 

@@ -1,4 +1,4 @@
-#include "store/manifest.h"
+#include "format/manifest.h"
 
 #include <cstdio>
 #include <filesystem>

@@ -1,0 +1,113 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "format/generation_config.h"
+#include "io/remote_experts.h"
+#include "model/architectures.h"
+#include "model/decoder.h"
+#include "util/error.h"
+
+namespace sluice {
+
+namespace {
+// The spine streamer behind the decoder's per-layer hooks.
+class SpineHooks : public LayerHooks {
+ public:
+  explicit SpineHooks(SpineStreamer& s) : s_(s) {}
+  void before_layer(int64_t l) override { s_.before_layer(l); }
+  void after_layer(int64_t l) override { s_.after_layer(l); }
+
+ private:
+  SpineStreamer& s_;
+};
+
+// Stream mode leaves every byte that is neither spine nor routed expert a hole
+// (zeros): a tensor the model reads outside both would silently be zero.
+void check_stream_dir_coverage(const Decoder& d, const ExpertIndex& index) {
+  const std::set<std::string> spine(index.spine().begin(), index.spine().end());
+  for (const auto& name : d.weights().accessed_names())
+    if (!spine.count(name) && !index.is_expert_tensor(name))
+      fail("{}: the model reads '{}', which is neither spine nor a routed expert, so `sluice pull --stream` "
+           "did not fetch it (internal: the expert index and the builders disagree)",
+           d.checkpoint().dir(), name);
+}
+}  // namespace
+
+Engine::Engine(std::string dir, Config config, LoadOptions opts)
+    : dir_(std::move(dir)), config_(std::move(config)), opts_(std::move(opts)) {}
+
+Engine::~Engine() {
+  if (decoder_) decoder_->set_layer_hooks(nullptr);
+}
+
+std::unique_ptr<Engine> Engine::open(const std::string& dir, const LoadOptions& opts) {
+  std::unique_ptr<Engine> e(new Engine(dir, Config::load(dir), opts));
+  e->decoder_ = build_decoder(e->config_, std::make_unique<Checkpoint>(dir, opts.use_prepared_spine));
+  Decoder& d = *e->decoder_;
+  for (int32_t id : generation_eos_ids(dir)) {
+    auto& eos = d.mutable_info().eos_ids;
+    if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
+  }
+  e->index_ = std::make_unique<ExpertIndex>(e->config_, d.checkpoint());
+  // Stream mode (a directory written by `sluice pull --stream`): routed experts
+  // are fetched into the local sparse shards on first use, so they must be
+  // streamed (never read through the resident table, whose holes read as zeros).
+  const bool stream_dir = is_stream_dir(dir);
+  if (stream_dir) check_stream_dir_coverage(d, *e->index_);
+  if (opts.stream_experts || stream_dir) {
+    StreamingOptions so = opts.streaming;
+    const Manifest* manifest = nullptr;
+    if ((so.checksums.empty() && opts.use_prepared_spine) || stream_dir) manifest = d.checkpoint().manifest();
+    if (so.checksums.empty() && opts.use_prepared_spine && manifest) so.checksums = manifest->checksum_table();
+    if (stream_dir && !so.fetcher)
+      so.fetcher = make_remote_fetcher(dir, d.checkpoint(), *e->index_,
+                                       manifest ? manifest->checksum_table() : std::vector<std::vector<uint64_t>>{});
+    d.set_expert_source(std::make_unique<StreamingExperts>(d.experts(), d.checkpoint(), so));
+  }
+  d.set_prefetch(opts.prefetch);
+  if (opts.stream_experts || opts.spine_budget > 0)
+    e->stream_spine(opts.spine_budget > 0 ? opts.spine_budget : std::numeric_limits<uint64_t>::max());
+  return e;
+}
+
+void Engine::stream_spine(uint64_t budget) {
+  const Checkpoint& ck = decoder_->checkpoint();
+  spine_layout_ = std::make_unique<SpineLayout>(ck, index_->spine());
+  // The embedding table stays on demand: a token reads one row of it.
+  std::vector<ExpertExtent> on_demand;
+  const std::string embed = index_->layout().prefix + "model.embed_tokens.weight";
+  if (ck.has(embed)) {
+    TensorView t = ck.get(embed);
+    on_demand.push_back({ck.file_index(embed), t.file_offset, t.nbytes()});
+  }
+  spine_ = std::make_unique<SpineStreamer>(ck, *spine_layout_, decoder_->layers(), budget, on_demand);
+  hooks_ = std::make_unique<SpineHooks>(*spine_);
+  decoder_->set_layer_hooks(hooks_.get());
+}
+
+const ModelInfo& Engine::info() const { return decoder_->info(); }
+std::unique_ptr<State> Engine::new_state() const { return decoder_->new_state(); }
+void Engine::forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
+                     ForwardTrace* trace) const {
+  decoder_->forward(state, tokens, T, logits, all_logits, trace);
+}
+ExpertStats Engine::expert_stats() const { return decoder_->expert_stats(); }
+const Checkpoint& Engine::checkpoint() const { return decoder_->checkpoint(); }
+
+int64_t Engine::context_length() const {
+  return info().max_positions > 0 ? info().max_positions : config_.get_int("max_position_embeddings", 0);
+}
+
+uint64_t Engine::spine_bytes() const { return index_->spine_bytes(); }
+uint64_t Engine::routed_expert_bytes() const { return index_->total_bytes(); }
+SpineStreamStats Engine::spine_stats() const { return spine_ ? spine_->stats() : SpineStreamStats{}; }
+
+ExpertTable& Engine::experts() { return decoder_->experts(); }
+ExpertSource& Engine::expert_source() const { return decoder_->expert_source(); }
+void Engine::set_expert_source(std::unique_ptr<ExpertSource> source) { decoder_->set_expert_source(std::move(source)); }
+void Engine::set_prefetch(bool on) { decoder_->set_prefetch(on); }
+
+}  // namespace sluice

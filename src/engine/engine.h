@@ -1,0 +1,94 @@
+// The engine boundary: a model directory opened under a plan. Everything that
+// assembles the parts lives here: the checkpoint and its manifest (format/),
+// the decoder built by the architecture's builder (model/), the routed-expert
+// source (resident table, streaming reader with its on-disk fetcher, io/) and
+// the spine streamer. The rest of the program sees an Engine as a Model plus
+// its I/O counters and plan.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "compute/expert_source.h"
+#include "format/checkpoint.h"
+#include "format/config.h"
+#include "format/expert_index.h"
+#include "io/spine_streamer.h"
+#include "io/streaming_experts.h"
+#include "model/model.h"
+#include "runtime/session.h"
+
+namespace sluice {
+
+class Decoder;
+class LayerHooks;
+
+// Where each part of the model lives and how it is read: what a memory plan
+// resolves to (engine/memory_plan.h), or set directly by tests and tools.
+struct LoadOptions {
+  bool stream_experts = false;  // read routed experts on demand into a bounded cache
+  StreamingOptions streaming;
+  bool prefetch = false;        // predict the next layer's experts from the current hidden state
+  bool use_prepared_spine = true;  // use sluice-spine.safetensors from `sluice prepare` when present
+  // With streamed experts the spine is read once into private memory; layers
+  // beyond this many bytes (0: no limit) are streamed layer by layer.
+  uint64_t spine_budget = 0;
+};
+
+class Engine : public Model {
+ public:
+  ~Engine() override;
+
+  // The model as the rest of the program uses it.
+  const ModelInfo& info() const override;
+  std::unique_ptr<State> new_state() const override;
+  void forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
+               ForwardTrace* trace = nullptr) const override;
+  ExpertStats expert_stats() const override;
+  // A new conversation with this model.
+  Session session() const { return Session(*this); }
+
+  const std::string& dir() const { return dir_; }
+  const Config& config() const { return config_; }
+  const Checkpoint& checkpoint() const;
+  const ExpertIndex& expert_index() const { return *index_; }
+  const LoadOptions& options() const { return opts_; }
+  // Positions the model was trained for (config max_position_embeddings; 0: not stated).
+  int64_t context_length() const;
+
+  // Bytes of resident (non-routed-expert) weights the model uses, and of all routed experts.
+  uint64_t spine_bytes() const;
+  uint64_t routed_expert_bytes() const;
+  SpineStreamStats spine_stats() const;
+
+  // Routed experts as mapped from the checkpoint, and the source MoE blocks
+  // read them through (the table itself unless another source is installed).
+  ExpertTable& experts();
+  ExpertSource& expert_source() const;
+  void set_expert_source(std::unique_ptr<ExpertSource> source);
+  void set_prefetch(bool on);
+
+  // Opens DIR: reads config.json, maps the checkpoint, builds the decoder and
+  // installs the expert source and spine streaming `opts` asks for (stream-mode
+  // directories always stream their experts).
+  static std::unique_ptr<Engine> open(const std::string& dir, const LoadOptions& opts = {});
+
+ private:
+  Engine(std::string dir, Config config, LoadOptions opts);
+  std::string dir_;
+  Config config_;
+  LoadOptions opts_;
+  std::unique_ptr<Decoder> decoder_;
+  std::unique_ptr<ExpertIndex> index_;
+  std::unique_ptr<SpineLayout> spine_layout_;
+  std::unique_ptr<SpineStreamer> spine_;
+  std::unique_ptr<LayerHooks> hooks_;
+  void stream_spine(uint64_t budget);
+};
+
+// Engine::open under its everyday name.
+inline std::unique_ptr<Engine> load_model(const std::string& dir, const LoadOptions& opts = {}) {
+  return Engine::open(dir, opts);
+}
+
+}  // namespace sluice
