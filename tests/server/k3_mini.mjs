@@ -12,17 +12,23 @@ const require = createRequire(new URL('../node/package.json', import.meta.url));
 const { default: OpenAI } = require('openai');
 const [binary, modelDir] = process.argv.slice(2);
 const MODEL = 'sluice-k3-mini';
+const N = 24;
+const PROMPTS = ['In the beginning God created the heaven and the earth.', 'Blessed are the meek: for they shall inherit the earth.'];
+// The CLI's replies first, before the server starts: a synchronous child process run
+// between requests blocks this event loop for longer than the server keeps an idle
+// connection open, and the client would then send on a socket the server had closed.
+const expected = PROMPTS.map((prompt) => {
+  const cli = execFileSync(binary, ['generate', '--model', modelDir, '--prompt', prompt, '--chat', '--max-new', String(N)], { encoding: 'utf8' });
+  return cli.replace(/\n$/, '').split('<|im_end|>')[0];  // (older generate printed the stop token)
+});
 const server = await startServer(binary, modelDir, ['--served-model-name', MODEL]);
 const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 });
 const t = runner();
-const N = 24;
 
-for (const prompt of ['In the beginning God created the heaven and the earth.', 'Blessed are the meek: for they shall inherit the earth.']) {
+for (const [i, prompt] of PROMPTS.entries()) {
   await t.test(`greedy reply equals sluice generate --chat: "${prompt.slice(0, 20)}..."`, async () => {
-    const cli = execFileSync(binary, ['generate', '--model', modelDir, '--prompt', prompt, '--chat', '--max-new', String(N)], { encoding: 'utf8' });
-    const expected = cli.replace(/\n$/, '').split('<|im_end|>')[0];  // (older generate printed the stop token)
     const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: prompt }], max_tokens: N, temperature: 0 });
-    assert.equal(r.choices[0].message.content, expected);
+    assert.equal(r.choices[0].message.content, expected[i]);
     assert.equal(r.choices[0].finish_reason, r.usage.completion_tokens < N ? 'stop' : 'length');
   });
 }
