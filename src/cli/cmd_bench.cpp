@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_kernels.h"
 #include "cli/commands.h"
 #include "cli/text_generation.h"
 #include "engine/engine.h"
@@ -26,7 +27,7 @@ struct BenchOpts {
   double ram_gb = 0;
   int64_t tokens = 16, prompt_tokens = 16, chunk = 64;
   uint64_t seed = 1;
-  bool no_prefetch = false, buffered = false, io_only = false, speculate = false, generate = false;
+  bool no_prefetch = false, buffered = false, io_only = false, speculate = false, generate = false, kernels = false;
   int64_t draft_max = 8, repeat_prompt = 1, replay_wrong_every = -1;
   std::string prompt_from, prompt_file, heat_file;
   int queue_depth = 128;
@@ -317,8 +318,13 @@ int run_bench(const BenchOpts& o) {
 void add_bench_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("bench", "Measure decoding with routed experts streamed from disk under a RAM budget");
   auto o = std::make_shared<BenchOpts>();
-  cmd->add_option("--model", o->model, "Model directory")->required();
-  cmd->add_option("--ram", o->ram_gb, "RAM budget in GB (spine + expert cache + state + scratch)")->required();
+  auto* model = cmd->add_option("--model", o->model, "Model directory (required unless --kernels)");
+  auto* ram = cmd->add_option("--ram", o->ram_gb, "RAM budget in GB (spine + expert cache + state + scratch; required unless --kernels)");
+  cmd->add_flag("--kernels", o->kernels,
+                "Measure the compute kernels alone (no model): DRAM read bandwidth, every weight format's matvec "
+                "(7168 x 16384) and 16/64-token products against the ISA's peak; --json writes them")
+      ->excludes(model)
+      ->excludes(ram);
   cmd->add_option("--tokens", o->tokens, "Decode steps to time")->capture_default_str();
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "Random prompt length (prefilled first)")->capture_default_str();
   cmd->add_option("--prefill-chunk", o->chunk, "Prefill chunk size in tokens")->capture_default_str();
@@ -347,7 +353,15 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->excludes(pf);
   cmd->add_option("--repeat-prompt", o->repeat_prompt, "Repeat the prompt this many times (copy-heavy input)")
       ->capture_default_str();
-  cmd->callback([o, &action] { action = [o] { return run_bench(*o); }; });
+  cmd->callback([o, model, ram, &action] {
+    if (o->kernels) {
+      action = [o] { return run_kernels_bench(o->json_out); };
+      return;
+    }
+    if (model->count() == 0) throw CLI::RequiredError("--model");
+    if (ram->count() == 0) throw CLI::RequiredError("--ram");
+    action = [o] { return run_bench(*o); };
+  });
 }
 
 }  // namespace

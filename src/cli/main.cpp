@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int threads = 0;
   app.add_option("--threads", threads, "Worker threads (default: one per hardware thread)");
+  app.fallthrough();  // --threads may follow the subcommand too
   sluice::cli::Action action;
   auto reg = sluice::cli::command_registry();
   std::sort(reg.begin(), reg.end(), [](auto& a, auto& b) { return a.first < b.first; });

@@ -9,11 +9,14 @@
 namespace sluice {
 
 // Y[i, r] = sum_c W[r, c] * X[i, c] for i < n (X row stride ldx, Y row stride ldy).
-// Multithreaded over rows; uses AVX-512 when the CPU has it.
+// Multithreaded over rows, with the SIMD kernels of the ISA chosen at run time
+// (kernels/isa.h). Each output's summation order depends only on the ISA, never
+// on n or the thread split, so a batch gives the same bits as one token at a time.
 void matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy);
 inline void matvec(const QMatrix& W, const float* x, float* y) { matmul(W, x, 1, W.cols, y, W.rows); }
 
-// y[c] += sum_r a[r] * W[r, c]  (the transposed product, single-threaded).
+// y[c] += sum_r a[r] * W[r, c]  (the transposed product, single-threaded; the
+// same bits as the scalar reference on every ISA).
 void matvec_transposed_acc(const QMatrix& W, const float* a, float* y);
 
 // Scalar reference decode of one element / one row (the definition of each format).
@@ -21,15 +24,10 @@ float decode_elem_ref(const QMatrix& W, int64_t r, int64_t c);
 void decode_row_ref(const QMatrix& W, int64_t r, float* out);
 
 namespace kernels {
-// Per-thread row range kernels: scalar reference and AVX-512 twin.
+// The scalar reference kernels (the definition the SIMD kernels are tested against).
 void matmul_rows_ref(const QMatrix& W, int64_t r0, int64_t r1, const float* X, int64_t n, int64_t ldx, float* Y,
                      int64_t ldy);
-void matmul_rows_avx512(const QMatrix& W, int64_t r0, int64_t r1, const float* X, int64_t n, int64_t ldx, float* Y,
-                        int64_t ldy);
-bool cpu_has_avx512();
-// Tests and benchmarks force the scalar path with this (default: SIMD where available).
-void set_simd_enabled(bool on);
-bool simd_enabled();
+void matvec_transposed_acc_ref(const QMatrix& W, const float* a, float* y);
 }  // namespace kernels
 
 }  // namespace sluice

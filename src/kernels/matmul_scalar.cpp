@@ -79,9 +79,7 @@ void matmul_rows_ref(const QMatrix& W, int64_t r0, int64_t r1, const float* X, i
   }
 }
 
-}  // namespace kernels
-
-void matvec_transposed_acc(const QMatrix& W, const float* a, float* y) {
+void matvec_transposed_acc_ref(const QMatrix& W, const float* a, float* y) {
   std::vector<float> row(size_t(W.cols));
   for (int64_t r = 0; r < W.rows; ++r) {
     if (a[r] == 0.0f) continue;
@@ -90,5 +88,7 @@ void matvec_transposed_acc(const QMatrix& W, const float* a, float* y) {
     for (int64_t c = 0; c < W.cols; ++c) y[c] += ar * row[size_t(c)];
   }
 }
+
+}  // namespace kernels
 
 }  // namespace sluice

@@ -1,0 +1,176 @@
+#include "cli/bench_kernels.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/isa.h"
+#include "kernels/matmul.h"
+#include "kernels/random_qmatrix.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace sluice::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kReps = 7;  // every figure is the best of kReps timed runs after a warm-up
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+template <class F>
+double best_seconds(int reps, F&& f) {
+  f();  // warm-up (page faults, first-use tables)
+  double best = 1e300;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    f();
+    best = std::min(best, seconds_since(t0));
+  }
+  return best;
+}
+
+// Core clock from a chain of dependent integer adds (one per cycle on every
+// core this targets), so turbo and virtualisation are measured, not assumed.
+double measure_clock_ghz() {
+#if defined(__x86_64__) || defined(__aarch64__)
+  const uint64_t iters = 2'000'000;
+  double best = 1e300;
+  for (int rep = 0; rep < 5; ++rep) {
+    uint64_t x = 0, n = iters;
+    const auto t0 = Clock::now();
+#if defined(__x86_64__)
+    asm volatile(
+        "1:\n"
+        ".rept 50\n add $1, %0\n .endr\n"
+        "dec %1\n jnz 1b\n"
+        : "+r"(x), "+r"(n));
+#else
+    asm volatile(
+        "1:\n"
+        ".rept 50\n add %0, %0, #1\n .endr\n"
+        "subs %1, %1, #1\n b.ne 1b\n"
+        : "+r"(x), "+r"(n)
+        :
+        : "cc");
+#endif
+    best = std::min(best, seconds_since(t0));
+  }
+  return double(iters) * 50 / best / 1e9;
+#else
+  return 0.0;
+#endif
+}
+
+// The last-level cache one core sees (sysfs; sysconf can report a whole
+// socket's L3 inside a VM), 32 MiB when neither says.
+size_t last_level_cache_bytes() {
+  size_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    std::string s;
+    if (!(f >> s) || s.empty()) continue;
+    size_t v = std::stoull(s);
+    if (s.back() == 'K') v <<= 10;
+    if (s.back() == 'M') v <<= 20;
+    best = std::max(best, v);
+  }
+  if (best == 0) {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    best = l3 > 0 ? size_t(l3) : size_t(32) << 20;
+  }
+  return best;
+}
+
+// Streaming read of a buffer much larger than the last-level cache, split over
+// the pool's threads like the products are.
+double dram_read_gbps(const kernels::IsaKernels& isa, size_t& bytes_out) {
+  const size_t bytes = std::max<size_t>(8 * last_level_cache_bytes(), size_t(256) << 20);
+  bytes_out = bytes;
+  std::vector<float> buf(bytes / 4, 1.0f);
+  std::vector<float> sink(256);
+  ThreadPool& pool = ThreadPool::global();
+  constexpr int64_t kBlock = 1 << 18;  // floats
+  const int64_t blocks = int64_t(buf.size()) / kBlock;
+  const double t = best_seconds(kReps, [&] {
+    pool.parallel_for(blocks, 1, [&](int64_t b, int64_t e) {
+      sink[size_t(b % 256)] += isa.read_sum(buf.data() + b * kBlock, (e - b) * kBlock);
+    });
+  });
+  return double(blocks * kBlock * 4) / t / 1e9;
+}
+
+constexpr WeightFormat kFormats[] = {WeightFormat::BF16,       WeightFormat::F16,   WeightFormat::F32,
+                                     WeightFormat::FP8_E4M3_BLOCK, WeightFormat::INT4_GROUP,
+                                     WeightFormat::MXFP4,      WeightFormat::INT8_ROW};
+
+std::string short_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::FP8_E4M3_BLOCK: return "fp8";
+    case WeightFormat::INT4_GROUP: return "int4";
+    case WeightFormat::INT8_ROW: return "int8";
+    default: return std::string(weight_format_name(f));
+  }
+}
+
+}  // namespace
+
+int run_kernels_bench(const std::string& json_out) {
+  const kernels::IsaKernels& isa = kernels::active_isa();
+  const int threads = ThreadPool::global().size();
+  const double ghz = measure_clock_ghz();
+  // Two FMA pipes per core is what every CPU this targets has at the widths
+  // used (Zen 3/4, Intel server cores, Neoverse); scalar code gets one.
+  const int fma_per_cycle = isa.hwy_target == 0 ? 1 : 2;
+  const double peak = double(threads) * ghz * fma_per_cycle * isa.lanes * 2;
+  size_t dram_bytes = 0;
+  const double dram = dram_read_gbps(isa, dram_bytes);
+  std::printf("sluice bench --kernels: isa %s, %d threads, clock %.2f GHz, peak %.1f GFLOP/s (%d FMA x %d lanes), "
+              "DRAM read %.2f GB/s (%.0f MiB buffer); best of %d runs\n",
+              std::string(isa.name).c_str(), threads, ghz, peak, fma_per_cycle, isa.lanes, dram,
+              double(dram_bytes) / (1 << 20), kReps);
+  nlohmann::json j = {{"isa", isa.name},       {"threads", threads}, {"clock_ghz", ghz},
+                      {"fma_per_cycle", fma_per_cycle}, {"dram_read_gbps", dram},
+                      {"matvec", nlohmann::json::array()}, {"batched", nlohmann::json::array()}};
+  const int64_t rows = 7168, cols = 16384;
+  std::printf("%-6s %12s %9s %10s %14s %14s\n", "format", "matvec GB/s", "% DRAM", "GFLOP/s 16", "GFLOP/s 64",
+              "% peak (64)");
+  for (WeightFormat fmt : kFormats) {
+    OwnedQMatrix w = make_random_qmatrix(fmt, rows, cols, 42);
+    const double wbytes = double(w.data.size() + w.scale.size());
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> X(size_t(64 * cols)), Y(size_t(64 * rows));
+    for (auto& v : X) v = normal(rng);
+    const double tv = best_seconds(kReps, [&] { matvec(w.m, X.data(), Y.data()); });
+    const double gbps = wbytes / tv / 1e9;
+    j["matvec"].push_back({{"format", short_name(fmt)}, {"rows", rows}, {"cols", cols}, {"gbps", gbps}});
+    double gf[2] = {};
+    int k = 0;
+    for (int64_t n : {16, 64}) {
+      const double tb = best_seconds(3, [&] { matmul(w.m, X.data(), n, cols, Y.data(), rows); });
+      gf[k] = 2.0 * double(rows) * double(cols) * double(n) / tb / 1e9;
+      j["batched"].push_back({{"format", short_name(fmt)}, {"tokens", n}, {"gflops", gf[k]}, {"peak_gflops", peak}});
+      ++k;
+    }
+    std::printf("%-6s %12.2f %8.0f%% %10.1f %14.1f %13.0f%%\n", short_name(fmt).c_str(), gbps, 100 * gbps / dram,
+                gf[0], gf[1], peak > 0 ? 100 * gf[1] / peak : 0.0);
+    std::fflush(stdout);
+  }
+  if (!json_out.empty()) {
+    std::ofstream out(json_out);
+    if (!out) fail("{}: cannot write", json_out);
+    out << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace sluice::cli

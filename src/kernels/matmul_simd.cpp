@@ -1,0 +1,830 @@
+// The SIMD matrix products for every weight format, written once with Highway
+// and compiled for each instruction set (foreach_target); kernels/isa.cpp picks
+// one at run time. The scalar definitions in matmul_scalar.cpp stay the reference.
+//
+// Canonical summation order, per ISA (a batch of tokens gives the same bits as
+// one token at a time, whatever the row split between threads or the kernel
+// variant, because every output follows exactly this sequence):
+//  - a row is read in steps of S columns (one vector of packed weights) that
+//    decode exactly, without scales, into S/N f32 vectors in an order fixed per
+//    format and ISA; prepare_x permutes the activations into that order once.
+//  - each output (row, token) has one accumulator vector. Formats without block
+//    scales (f32, bf16, f16, int8 rows) add w*x for every decoded vector in turn;
+//    int8's row scale multiplies the final sum.
+//  - formats with block scales first sum w*x over a fold unit into a partial
+//    vector (first term a product), then add partial * scale to the accumulator.
+//    int4 and mxfp4: the unit is one step, each of whose 128-bit blocks holds one
+//    32-column segment (so a lane's scale is its segment's); fp8: one 128-column
+//    block, the scale carrying the 2^8 of the f16 trick below.
+//  - columns past the last whole step are decoded by the scalar definition and
+//    added last; SumOfLanes gives the output.
+// Rows whose scales could make a decoded weight overflow (or are not finite) are
+// computed by the scalar definition instead, so inf/NaN follow the reference.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/isa.h"
+#include "kernels/matmul.h"
+#include "util/numeric.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matmul_simd.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace sluice::kernels {
+namespace HWY_NAMESPACE {
+
+// Only the ISAs the engine dispatches to are built (Highway also compiles its
+// portable baseline, which is never selected: the scalar reference is).
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_NEON
+#define SLUICE_SIMD_TARGET 1
+
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using DU8 = hn::Repartition<uint8_t, DF>;
+using DU16 = hn::Repartition<uint16_t, DF>;
+using DU32 = hn::RebindToUnsigned<DF>;
+using DI32 = hn::RebindToSigned<DF>;
+using VF = hn::Vec<DF>;
+using VU8 = hn::Vec<DU8>;
+constexpr int64_t kN = int64_t(hn::MaxLanes(DF()));
+constexpr int64_t kBlocks = kN / 4;  // 128-bit blocks per vector
+// Register-blocked tile of the multi-token product (rows x tokens).
+#if HWY_TARGET == HWY_AVX2
+constexpr int kTileRows = 2, kTileTokens = 4;  // 16 vector registers
+#else
+constexpr int kTileRows = 4, kTileTokens = 4;  // 32 vector registers
+#endif
+
+// ---------------------------------------------------------------- decoders
+// Each format: S columns per step, V = S / kN vectors, kFolds (whether block
+// scales are folded in), and step(row, s, w) decoding step s of a row.
+
+struct F32Fmt {
+  static constexpr int64_t S = kN, V = 1;
+  static constexpr bool kFolds = false, kSegmentScales = false;
+  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
+    w[0] = hn::LoadU(DF(), reinterpret_cast<const float*>(row) + s * S);
+  }
+};
+
+struct Bf16Fmt {
+  static constexpr int64_t S = kN, V = 1;
+  static constexpr bool kFolds = false, kSegmentScales = false;
+  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
+    const hn::Rebind<uint16_t, DF> d16;
+    const auto h = hn::LoadU(d16, reinterpret_cast<const uint16_t*>(row) + s * S);
+    w[0] = hn::BitCast(DF(), hn::ShiftLeft<16>(hn::PromoteTo(DU32(), h)));
+  }
+};
+
+struct F16Fmt {
+  static constexpr int64_t S = kN, V = 1;
+  static constexpr bool kFolds = false, kSegmentScales = false;
+  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
+    const hn::Rebind<hwy::float16_t, DF> d16;
+    w[0] = hn::PromoteTo(DF(), hn::LoadU(d16, reinterpret_cast<const hwy::float16_t*>(row) + s * S));
+  }
+};
+
+struct Int8Fmt {
+  static constexpr int64_t S = kN, V = 1;
+  static constexpr bool kFolds = false, kSegmentScales = false;
+  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
+    const hn::Rebind<int8_t, DF> d8;
+    const auto q = hn::LoadU(d8, reinterpret_cast<const int8_t*>(row) + s * S);
+    w[0] = hn::ConvertTo(DF(), hn::PromoteTo(DI32(), q));
+  }
+};
+
+// e4m3 bits moved into an f16 (sign to bit 15, exponent and mantissa to bits
+// 13..7) are the e4m3 value times 2^-8, subnormals included; codes S.1111.111
+// get exponent 11111 and a nonzero mantissa, an f16 NaN, like the definition.
+struct Fp8Fmt {
+  static constexpr int64_t S = 4 * kN, V = 4;
+  static constexpr bool kFolds = true, kSegmentScales = false;
+  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
+    const DU8 d8;
+    const DU16 d16;
+    const VU8 b = hn::LoadU(d8, row + s * S);
+    const VU8 sign = hn::And(b, hn::Set(d8, 0x80));
+    const VU8 mag = hn::And(hn::BitCast(d8, hn::ShiftRight<1>(hn::BitCast(d16, b))), hn::Set(d8, 0x3F));
+    const VU8 nan = hn::And(hn::VecFromMask(d8, hn::Eq(hn::And(b, hn::Set(d8, 0x7F)), hn::Set(d8, 0x7F))),
+                            hn::Set(d8, 0x40));
+    const VU8 hi = hn::Or(hn::Or(sign, mag), nan);
+    const VU8 lo = hn::And(hn::BitCast(d8, hn::ShiftLeft<7>(hn::BitCast(d16, b))), hn::Set(d8, 0x80));
+    const auto h0 = hn::ZipLower(d16, lo, hi);
+    const auto h1 = hn::ZipUpper(d16, lo, hi);
+    const hn::Half<DU16> dh16;
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    w[0] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::LowerHalf(dh16, h0)));
+    w[1] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::UpperHalf(dh16, h0)));
+    w[2] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::LowerHalf(dh16, h1)));
+    w[3] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::UpperHalf(dh16, h1)));
+  }
+};
+
+// 4-bit codes (low nibble = even column). Every value of both 4-bit formats is
+// an f32 whose low 16 bits are zero, so two byte tables (its top and second
+// byte) and two zips build the exact f32 without any conversion.
+struct NibbleTables {
+  alignas(16) uint8_t top[16], mid[16];
+};
+inline NibbleTables nibble_tables(const float (&values)[16]) {
+  NibbleTables t{};
+  for (int u = 0; u < 16; ++u) {
+    uint32_t bits;
+    std::memcpy(&bits, &values[u], 4);
+    if (bits & 0xffffu) throw std::logic_error("4-bit value table needs 16 more mantissa bits");
+    t.top[u] = uint8_t(bits >> 24);
+    t.mid[u] = uint8_t(bits >> 16);
+  }
+  return t;
+}
+inline const NibbleTables& int4_tables() {
+  static const NibbleTables t = [] {
+    float v[16];
+    for (int u = 0; u < 16; ++u) v[u] = float(u - 8);
+    return nibble_tables(v);
+  }();
+  return t;
+}
+inline const NibbleTables& mxfp4_tables() {
+  static const NibbleTables t = nibble_tables(kFp4Values);
+  return t;
+}
+
+struct NibbleFmt {
+  static constexpr int64_t S = 8 * kN, V = 8;
+  static constexpr bool kFolds = true, kSegmentScales = true;
+  VU8 top, mid;
+  explicit NibbleFmt(const NibbleTables& t)
+      : top(hn::LoadDup128(DU8(), t.top)), mid(hn::LoadDup128(DU8(), t.mid)) {}
+  HWY_INLINE void expand(VU8 nib, VF* w) const {
+    const DU16 d16;
+    const DU32 d32;
+    const VU8 t = hn::TableLookupBytes(top, nib);
+    const VU8 m = hn::TableLookupBytes(mid, nib);
+    const auto p0 = hn::ZipLower(d16, m, t);
+    const auto p1 = hn::ZipUpper(d16, m, t);
+    const auto z = hn::Zero(d16);
+    w[0] = hn::BitCast(DF(), hn::ZipLower(d32, z, p0));
+    w[1] = hn::BitCast(DF(), hn::ZipUpper(d32, z, p0));
+    w[2] = hn::BitCast(DF(), hn::ZipLower(d32, z, p1));
+    w[3] = hn::BitCast(DF(), hn::ZipUpper(d32, z, p1));
+  }
+  HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) const {
+    const DU8 d8;
+    const DU16 d16;
+    const VU8 b = hn::LoadU(d8, row + s * (S / 2));
+    expand(hn::And(b, hn::Set(d8, 0x0F)), w);
+    expand(hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, b))), hn::Set(d8, 0x0F)), w + 4);
+  }
+};
+
+// ------------------------------------------------------- per-row scale plans
+// What a row needs besides its codes: per-fold scales and whether the SIMD
+// order may be used for it at all.
+struct RowScales {
+  bool simd_ok = true;
+  float final_scale = 1.0f;  // int8 rows
+  const float* fold = nullptr;  // nibble: one per 32-column segment; fp8: one per block (x 2^8)
+};
+
+constexpr float kFltMax = std::numeric_limits<float>::max();
+
+// Fills `out` (room for segments + kN floats) with the segment scales of row r;
+// false when a decoded weight of the row could overflow f32 (or a scale is not
+// finite). Vectorised for the common layouts: per-row scale work is otherwise
+// as costly as decoding a 4-bit row.
+inline bool nibble_segment_scales(const QMatrix& W, int64_t r, int64_t segments, float* out) {
+  const int64_t ar = W.row0 + r;
+  const DF df;
+  const DU32 du;
+  int64_t k = 0;
+  bool ok = true;
+  if (W.fmt == WeightFormat::INT4_GROUP) {
+    const uint16_t* s = static_cast<const uint16_t*>(W.scale) + ar * W.scale_stride;
+    if (W.group == 32) {
+      const hn::Rebind<uint16_t, DF> d16;
+      const VF limit = hn::Set(df, kFltMax / 8.0f);
+      auto bad = hn::Zero(du);
+      for (; k + kN <= segments; k += kN) {
+        const VF v = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, s + k))));
+        hn::StoreU(v, df, out + k);
+        bad = hn::Or(bad, hn::VecFromMask(du, hn::RebindMask(du, hn::Not(hn::Le(hn::Abs(v), limit)))));
+      }
+      ok = hn::AllTrue(du, hn::Eq(bad, hn::Zero(du)));
+    }
+    const int64_t per = W.group / 32;
+    for (; k < segments; ++k) {
+      const float v = bf16_to_f32(s[k / per]);
+      ok &= std::abs(v) * 8.0f <= kFltMax;
+      out[k] = v;
+    }
+  } else {
+    const uint8_t* s = static_cast<const uint8_t*>(W.scale) + ar * W.scale_stride;
+    const hn::Rebind<uint8_t, DF> d8;
+    auto top = hn::Zero(du);
+    for (; k + kN <= segments; k += kN) {
+      const auto e = hn::PromoteTo(du, hn::LoadU(d8, s + k));
+      top = hn::Max(top, e);
+      // 2^(e-127); e = 0 is the subnormal 2^-127. (e >= 253 rows take the definition.)
+      const auto bits = hn::IfThenElse(hn::Eq(e, hn::Zero(du)), hn::Set(du, 0x00400000u), hn::ShiftLeft<23>(e));
+      hn::StoreU(hn::BitCast(df, bits), df, out + k);
+    }
+    ok = hn::GetLane(hn::MaxOfLanes(du, top)) < 253;  // 6 * 2^(253-127) overflows f32; 255 is NaN
+    for (; k < segments; ++k) {
+      ok &= s[k] < 253;
+      out[k] = e8m0_to_f32(s[k]);
+    }
+  }
+  for (int64_t i = segments; i < segments + kN; ++i) out[i] = 0.0f;
+  return ok;
+}
+
+inline bool fp8_block_scales(const QMatrix& W, int64_t r, int64_t blocks, float* out) {
+  const float* s = static_cast<const float*>(W.scale) + ((W.row0 + r) / W.block) * W.scale_stride;
+  bool ok = true;
+  for (int64_t k = 0; k < blocks; ++k) {
+    ok &= std::abs(s[k]) * 448.0f <= kFltMax;
+    out[k] = s[k] * 256.0f;
+  }
+  return ok;
+}
+
+// ------------------------------------------------------------ column layout
+// Position p of a step holds column perm[p] of that step.
+struct Layout {
+  int64_t S = 0;       // columns per step
+  int64_t steps = 0;   // whole steps per row
+  int64_t full = 0;    // steps * S
+  int64_t padded = 0;  // full + tail rounded up to kN
+  const int16_t* perm = nullptr;
+};
+
+template <class Fmt>
+std::vector<int16_t> identity_perm() {
+  std::vector<int16_t> p(size_t(Fmt::S));
+  for (int64_t i = 0; i < Fmt::S; ++i) p[size_t(i)] = int16_t(i);
+  return p;
+}
+
+// The fp8 and nibble steps shuffle columns; their order is read off the
+// decoder itself from probe rows whose decoded values name the column.
+inline std::vector<int16_t> fp8_perm() {
+  const int64_t S = Fp8Fmt::S;
+  std::vector<uint8_t> row(static_cast<size_t>(S));
+  for (int64_t c = 0; c < S; ++c) row[size_t(c)] = uint8_t(c);  // codes 0..63 decode to distinct values
+  VF w[Fp8Fmt::V];
+  Fp8Fmt::step(row.data(), 0, w);
+  std::vector<float> lanes(static_cast<size_t>(S));
+  for (int64_t v = 0; v < Fp8Fmt::V; ++v) hn::StoreU(w[v], DF(), lanes.data() + v * kN);
+  std::vector<int16_t> perm(size_t(S), -1);
+  for (int64_t p = 0; p < S; ++p)
+    for (int64_t c = 0; c < S; ++c)
+      if (fp8_e4m3_to_f32(uint8_t(c)) * (1.0f / 256.0f) == lanes[size_t(p)]) perm[size_t(p)] = int16_t(c);
+  return perm;
+}
+
+inline std::vector<int16_t> nibble_perm() {
+  const int64_t S = NibbleFmt::S;
+  const NibbleFmt dec(int4_tables());
+  std::vector<int16_t> perm(size_t(S), 0);
+  for (int digit = 0; digit < 2; ++digit) {  // column = low digit + 16 * high digit
+    std::vector<uint8_t> row(size_t(S / 2), 0);
+    for (int64_t c = 0; c < S; ++c) row[size_t(c / 2)] |= uint8_t(((c >> (4 * digit)) & 15) << ((c & 1) * 4));
+    VF w[NibbleFmt::V];
+    dec.step(row.data(), 0, w);
+    std::vector<float> lanes(static_cast<size_t>(S));
+    for (int64_t v = 0; v < NibbleFmt::V; ++v) hn::StoreU(w[v], DF(), lanes.data() + v * kN);
+    for (int64_t p = 0; p < S; ++p) perm[size_t(p)] = int16_t(perm[size_t(p)] + (int(lanes[size_t(p)]) + 8) * (digit ? 16 : 1));
+  }
+  // The fold scales assume lane l of every vector lies in segment l / 4.
+  for (int64_t p = 0; p < S; ++p)
+    if (perm[size_t(p)] / 32 != (p % kN) / 4) throw std::logic_error("nibble decode: lane outside its segment");
+  return perm;
+}
+
+inline void check_perm(const std::vector<int16_t>& perm, const char* what) {
+  std::vector<bool> seen(perm.size(), false);
+  for (int16_t c : perm) {
+    if (c < 0 || size_t(c) >= perm.size() || seen[size_t(c)]) throw std::logic_error(std::string(what) + ": decode order is not a permutation");
+    seen[size_t(c)] = true;
+  }
+}
+
+inline const int16_t* perm_for(WeightFormat f) {
+  static const std::vector<int16_t> id = identity_perm<F32Fmt>();
+  static const std::vector<int16_t> fp8 = [] {
+    auto p = fp8_perm();
+    check_perm(p, "fp8");
+    return p;
+  }();
+  static const std::vector<int16_t> nib = [] {
+    auto p = nibble_perm();
+    check_perm(p, "nibble");
+    return p;
+  }();
+  switch (f) {
+    case WeightFormat::FP8_E4M3_BLOCK: return fp8.data();
+    case WeightFormat::INT4_GROUP:
+    case WeightFormat::MXFP4: return nib.data();
+    default: return id.data();
+  }
+}
+
+inline int64_t step_cols(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::FP8_E4M3_BLOCK: return Fp8Fmt::S;
+    case WeightFormat::INT4_GROUP:
+    case WeightFormat::MXFP4: return NibbleFmt::S;
+    default: return kN;
+  }
+}
+
+inline Layout layout_of(const QMatrix& W) {
+  Layout L;
+  L.S = step_cols(W.fmt);
+  L.steps = W.cols / L.S;
+  L.full = L.steps * L.S;
+  L.padded = L.full + (W.cols - L.full + kN - 1) / kN * kN;
+  L.perm = perm_for(W.fmt);
+  return L;
+}
+
+// ------------------------------------------------------------- entry points
+
+bool Handles(const QMatrix& W) {
+  switch (W.fmt) {
+    case WeightFormat::FP8_E4M3_BLOCK: return W.block > 0 && W.block % Fp8Fmt::S == 0;
+    case WeightFormat::INT4_GROUP: return W.group > 0 && W.group % 32 == 0;
+    default: return true;
+  }
+}
+
+int64_t PaddedCols(const QMatrix& W) { return layout_of(W).padded; }
+
+void PrepareX(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* XP) {
+  const Layout L = layout_of(W);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* x = X + t * ldx;
+    float* xp = XP + t * L.padded;
+    for (int64_t s = 0; s < L.steps; ++s)
+      for (int64_t p = 0; p < L.S; ++p) xp[s * L.S + p] = x[s * L.S + L.perm[p]];
+    std::copy(x + L.full, x + W.cols, xp + L.full);
+    std::fill(xp + W.cols, xp + L.padded, 0.0f);
+  }
+}
+
+// The reference definition for one row, reading activations through the layout.
+void row_by_definition(const QMatrix& W, const Layout& L, int64_t r, const float* XP, int64_t n, float* Y, int64_t ldy) {
+  std::vector<int64_t> pos(static_cast<size_t>(W.cols));
+  for (int64_t s = 0; s < L.steps; ++s)
+    for (int64_t p = 0; p < L.S; ++p) pos[size_t(s * L.S + L.perm[p])] = s * L.S + p;
+  for (int64_t c = L.full; c < W.cols; ++c) pos[size_t(c)] = c;
+  std::vector<float> row(static_cast<size_t>(W.cols));
+  decode_row_ref(W, r, row.data());
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xp = XP + t * L.padded;
+    float acc = 0.0f;
+    for (int64_t c = 0; c < W.cols; ++c) acc += row[size_t(c)] * xp[pos[size_t(c)]];
+    Y[t * ldy + r] = acc;
+  }
+}
+
+// Columns past the whole steps in accumulator units (int8: raw codes).
+inline void tail_values(const QMatrix& W, const Layout& L, int64_t r, float* out) {
+  const int64_t n = L.padded - L.full;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = L.full + i;
+    if (c >= W.cols) out[i] = 0.0f;
+    else if (W.fmt == WeightFormat::INT8_ROW) out[i] = float(reinterpret_cast<const int8_t*>(W.data + r * W.row_bytes)[c]);
+    else out[i] = decode_elem_ref(W, r, c);
+  }
+}
+
+// Per-thread scratch, grown on demand.
+struct Scratch {
+  std::vector<float> scales, tails, wbuf, accbuf;
+  static Scratch& get() {
+    thread_local Scratch s;
+    return s;
+  }
+  static float* grow(std::vector<float>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+  }
+};
+
+// Prepares per-row scales for rows [r, r + R) into `buf` (R slots of `slot` floats).
+inline void row_scales(const QMatrix& W, const Layout& L, int64_t r, int R, float* buf, int64_t slot, RowScales* rs) {
+  for (int i = 0; i < R; ++i) {
+    RowScales& x = rs[i];
+    x = RowScales{};
+    float* out = buf + i * slot;
+    switch (W.fmt) {
+      case WeightFormat::INT4_GROUP:
+      case WeightFormat::MXFP4:
+        x.simd_ok = nibble_segment_scales(W, r + i, L.full / 32, out);
+        x.fold = out;
+        break;
+      case WeightFormat::FP8_E4M3_BLOCK:
+        x.simd_ok = fp8_block_scales(W, r + i, (L.full + W.block - 1) / W.block, out);
+        x.fold = out;
+        break;
+      case WeightFormat::INT8_ROW:
+        x.final_scale = static_cast<const float*>(W.scale)[W.row0 + r + i];
+        x.simd_ok = std::abs(x.final_scale) * 128.0f <= kFltMax;
+        break;
+      default: break;
+    }
+  }
+}
+
+inline int64_t scale_slot(const QMatrix& W, const Layout& L) { return L.full / 32 + W.cols / 16 + 2 * kN + 4; }
+
+// Scale vector of fold f of a row (its lanes line up with the decoded lanes).
+template <class Fmt>
+HWY_INLINE VF fold_scale(const QMatrix& W, const RowScales& rs, int64_t f) {
+  if constexpr (Fmt::kSegmentScales) {
+    alignas(64) static constexpr int32_t kIdx[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+    const auto idx = hn::SetTableIndices(DF(), kIdx);
+    return hn::TableLookupLanes(hn::LoadU(DF(), rs.fold + f * kBlocks), idx);
+  } else {
+    (void)W;
+    return hn::Set(DF(), rs.fold[f]);
+  }
+}
+
+// Steps per fold unit: nibble formats fold every step, fp8 every block.
+inline int64_t fold_steps(const QMatrix& W) {
+  if (W.fmt == WeightFormat::FP8_E4M3_BLOCK) return W.block / Fp8Fmt::S;
+  return 1;
+}
+
+// Where a tile's decoded steps come from: straight from the packed weights, or
+// from a panel decoded earlier into an L1 buffer. Both give the same vectors.
+template <class Fmt, int R>
+struct DirectSrc {
+  const Fmt& dec;
+  const uint8_t* rows[R];
+  HWY_INLINE void get(int i, int64_t s, VF* w) const { dec.step(rows[i], s, w); }
+};
+template <class Fmt>
+struct BufferSrc {
+  const float* wbuf;  // row i, step s at wbuf + i * row_floats + (s - s0) * S
+  int64_t row_floats, s0;
+  HWY_INLINE void get(int i, int64_t s, VF* w) const {
+    const float* p = wbuf + i * row_floats + (s - s0) * Fmt::S;
+    for (int64_t v = 0; v < Fmt::V; ++v) w[v] = hn::Load(DF(), p + v * kN);
+  }
+};
+
+// Steps [s0, s1) of R rows x T tokens into accumulators acc[i * T + t] (memory;
+// kept in registers for the call where the format allows). These loops are the
+// canonical order described at the top of the file.
+template <class Fmt, int R, int T, class Src>
+HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64_t s1, int64_t F,
+                          const float* const* xs, VF* accm) {
+  const DF df;
+  const float* x[T];
+  for (int t = 0; t < T; ++t) x[t] = xs[t];
+  if constexpr (!Fmt::kFolds) {
+    VF acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
+    for (int64_t s = s0; s < s1; ++s) {
+      VF w[R];
+      for (int i = 0; i < R; ++i) src.get(i, s, &w[i]);
+      for (int t = 0; t < T; ++t) {
+        const VF xv = hn::LoadU(df, x[t] + s * Fmt::S);
+        for (int i = 0; i < R; ++i) acc[i][t] = hn::MulAdd(w[i], xv, acc[i][t]);
+      }
+    }
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) accm[i * T + t] = acc[i][t];
+  } else if constexpr (Fmt::kSegmentScales) {
+    VF acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
+    alignas(64) static constexpr int32_t kIdx[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+    const auto idx = hn::SetTableIndices(df, kIdx);
+    for (int64_t s = s0; s < s1; ++s) {
+      const float* xo[T];
+      for (int t = 0; t < T; ++t) xo[t] = x[t] + s * Fmt::S;
+      for (int i = 0; i < R; ++i) {
+        VF w[Fmt::V];
+        src.get(i, s, w);
+        VF g[T];
+        for (int t = 0; t < T; ++t) g[t] = hn::Mul(w[0], hn::LoadU(df, xo[t]));
+        for (int64_t v = 1; v < Fmt::V; ++v)
+          for (int t = 0; t < T; ++t) g[t] = hn::MulAdd(w[v], hn::LoadU(df, xo[t] + v * kN), g[t]);
+        const VF sv = hn::TableLookupLanes(hn::LoadU(df, rs[i].fold + s * kBlocks), idx);
+        for (int t = 0; t < T; ++t) acc[i][t] = hn::MulAdd(g[t], sv, acc[i][t]);
+      }
+    }
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) accm[i * T + t] = acc[i][t];
+  } else {
+    // Block scales over F steps (s0 is a block start): partials in registers,
+    // accumulators updated in memory once per block.
+    (void)kBlocks;
+    for (int64_t b0 = s0; b0 < s1; b0 += F) {
+      const int64_t b1 = std::min(s1, b0 + F);
+      VF g[R][T];
+      {
+        const float* xo[T];
+        for (int t = 0; t < T; ++t) xo[t] = x[t] + b0 * Fmt::S;
+        for (int i = 0; i < R; ++i) {
+          VF w[Fmt::V];
+          src.get(i, b0, w);
+          for (int t = 0; t < T; ++t) g[i][t] = hn::Mul(w[0], hn::LoadU(df, xo[t]));
+          for (int64_t v = 1; v < Fmt::V; ++v)
+            for (int t = 0; t < T; ++t) g[i][t] = hn::MulAdd(w[v], hn::LoadU(df, xo[t] + v * kN), g[i][t]);
+        }
+      }
+      for (int64_t s = b0 + 1; s < b1; ++s) {
+        const float* xo[T];
+        for (int t = 0; t < T; ++t) xo[t] = x[t] + s * Fmt::S;
+        for (int i = 0; i < R; ++i) {
+          VF w[Fmt::V];
+          src.get(i, s, w);
+          for (int64_t v = 0; v < Fmt::V; ++v)
+            for (int t = 0; t < T; ++t) g[i][t] = hn::MulAdd(w[v], hn::LoadU(df, xo[t] + v * kN), g[i][t]);
+        }
+      }
+      const int64_t f = b0 / F;
+      for (int i = 0; i < R; ++i) {
+        const VF sv = hn::Set(df, rs[i].fold[f]);
+        for (int t = 0; t < T; ++t) accm[i * T + t] = hn::MulAdd(g[i][t], sv, accm[i * T + t]);
+      }
+    }
+  }
+}
+
+// Adds the tail vectors of one row to its accumulator and writes the output.
+HWY_INLINE float finish(const Layout& L, const float* tail, const float* x, const RowScales& rs, VF acc) {
+  for (int64_t c = L.full; c < L.padded; c += kN)
+    acc = hn::MulAdd(hn::LoadU(DF(), tail + (c - L.full)), hn::LoadU(DF(), x + c), acc);
+  return hn::GetLane(hn::SumOfLanes(DF(), acc)) * rs.final_scale;
+}
+
+// R rows x T tokens, weights decoded in registers straight from memory.
+template <class Fmt, int R, int T>
+HWY_NOINLINE void tile_direct(const Fmt& dec, const QMatrix& W, const Layout& L, const RowScales* rs,
+                              const float* tails, int64_t r, const float* const* x, float* Y, int64_t ldy) {
+  DirectSrc<Fmt, R> src{dec, {}};
+  for (int i = 0; i < R; ++i) src.rows[i] = W.data + (r + i) * W.row_bytes;
+  VF accm[R * T];
+  for (auto& a : accm) a = hn::Zero(DF());
+  run_steps<Fmt, R, T>(src, rs, 0, L.steps, Fmt::kFolds ? fold_steps(W) : 1, x, accm);
+  const int64_t tail_len = L.padded - L.full;
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) Y[t * ldy + r + i] = finish(L, tails + i * tail_len, x[t], rs[i], accm[i * T + t]);
+}
+
+template <class Fmt, int R, int T>
+HWY_NOINLINE void tile_buffered(const BufferSrc<Fmt>& src, const RowScales* rs, int64_t s0, int64_t s1, int64_t F,
+                                const float* const* x, VF* accm) {
+  run_steps<Fmt, R, T>(src, rs, s0, s1, F, x, accm);
+}
+
+// tile_buffered with the token count tt <= T chosen at run time.
+template <class Fmt, int R, int T>
+HWY_INLINE void tile_buffered_n(int tt, const BufferSrc<Fmt>& src, const RowScales* rs, int64_t s0, int64_t s1,
+                                int64_t F, const float* const* x, VF* accm) {
+  if constexpr (T > 1) {
+    if (tt < T) return tile_buffered_n<Fmt, R, T - 1>(tt, src, rs, s0, s1, F, x, accm);
+  }
+  tile_buffered<Fmt, R, T>(src, rs, s0, s1, F, x, accm);
+}
+
+// Many tokens: a panel of R rows is decoded once per column block into an L1
+// buffer, then register tiles of R rows x kTileTokens tokens read it. Each
+// output still sees exactly the sequence of tile_direct.
+template <class Fmt, int R>
+void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const RowScales* rs, const float* tails,
+                    int64_t r, const float* XP, int64_t n, float* Y, int64_t ldy) {
+  Scratch& sc = Scratch::get();
+  const int64_t F = Fmt::kFolds ? fold_steps(W) : 1;
+  // Column blocks of whole fold units, about 16 KB of decoded weights per panel.
+  const int64_t per_block = std::max<int64_t>(F, (4096 / (R * Fmt::S)) / F * F);
+  const int64_t row_floats = per_block * Fmt::S;
+  float* wbuf = Scratch::grow(sc.wbuf, size_t(R * row_floats + 16));
+  wbuf = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(wbuf) + 63) & ~uintptr_t(63));
+  const int64_t ntiles = (n + kTileTokens - 1) / kTileTokens;
+  const int64_t nacc = ntiles * R * kTileTokens;
+  float* accf = Scratch::grow(sc.accbuf, size_t((nacc + 1) * kN + 16));
+  VF* accm = reinterpret_cast<VF*>((reinterpret_cast<uintptr_t>(accf) + 63) & ~uintptr_t(63));
+  for (int64_t k = 0; k < nacc; ++k) accm[k] = hn::Zero(DF());
+  const DF df;
+  for (int64_t s0 = 0; s0 < L.steps; s0 += per_block) {
+    const int64_t s1 = std::min(L.steps, s0 + per_block);
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* row = W.data + (r + i) * W.row_bytes;
+      for (int64_t s = s0; s < s1; ++s) {
+        VF w[Fmt::V];
+        dec.step(row, s, w);
+        for (int64_t v = 0; v < Fmt::V; ++v) hn::Store(w[v], df, wbuf + i * row_floats + (s - s0) * Fmt::S + v * kN);
+      }
+    }
+    const BufferSrc<Fmt> src{wbuf, row_floats, s0};
+    for (int64_t ti = 0; ti < ntiles; ++ti) {
+      const int64_t t0 = ti * kTileTokens;
+      const int tt = int(std::min<int64_t>(kTileTokens, n - t0));
+      const float* x[kTileTokens];
+      for (int t = 0; t < tt; ++t) x[t] = XP + (t0 + t) * L.padded;
+      tile_buffered_n<Fmt, R, kTileTokens>(tt, src, rs, s0, s1, F, x, accm + ti * R * kTileTokens);
+    }
+  }
+  const int64_t tail_len = L.padded - L.full;
+  for (int64_t ti = 0; ti < ntiles; ++ti) {
+    const int64_t t0 = ti * kTileTokens;
+    const int tt = int(std::min<int64_t>(kTileTokens, n - t0));
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < tt; ++t)
+        Y[(t0 + t) * ldy + r + i] = finish(L, tails + i * tail_len, XP + (t0 + t) * L.padded, rs[i],
+                                           accm[ti * R * kTileTokens + i * tt + t]);
+  }
+}
+
+template <class Fmt>
+void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const float* XP, int64_t n, float* Y,
+              int64_t ldy) {
+  const Layout L = layout_of(W);
+  Scratch& sc = Scratch::get();
+  constexpr int kMaxR = 4;
+  const int64_t slot = scale_slot(W, L);
+  float* sbuf = Scratch::grow(sc.scales, size_t(kMaxR * slot));
+  const int64_t tail_len = L.padded - L.full;
+  float* tails = Scratch::grow(sc.tails, size_t(kMaxR * tail_len + 1));
+  RowScales rs[kMaxR];
+  const float* x[3] = {XP, XP + L.padded, XP + 2 * L.padded};
+
+  // One row group: rows the SIMD order may not take go to the definition.
+  auto group = [&](int64_t r, int R, auto&& run) {
+    row_scales(W, L, r, R, sbuf, slot, rs);
+    bool all_ok = true;
+    for (int i = 0; i < R; ++i) all_ok &= rs[i].simd_ok;
+    if (!all_ok) {
+      for (int i = 0; i < R; ++i) {
+        if (rs[i].simd_ok) {
+          RowScales one = rs[i];
+          tail_values(W, L, r + i, tails);
+          run(r + i, 1, &one);
+        } else {
+          row_by_definition(W, L, r + i, XP, n, Y, ldy);
+        }
+      }
+      return;
+    }
+    for (int i = 0; i < R; ++i) tail_values(W, L, r + i, tails + i * tail_len);
+    run(r, R, rs);
+  };
+
+  if (n <= 3) {
+    // Few tokens (decode, short verification batches): decode in registers.
+    const int Rn = n == 1 ? 4 : n == 2 ? 2 : 1;
+    auto run = [&](int64_t r, int R, const RowScales* rsp) {
+      if (n == 1) {
+        if (R == 4) return tile_direct<Fmt, 4, 1>(dec, W, L, rsp, tails, r, x, Y, ldy);
+        return tile_direct<Fmt, 1, 1>(dec, W, L, rsp, tails, r, x, Y, ldy);
+      }
+      if (n == 2) {
+        if (R == 2) return tile_direct<Fmt, 2, 2>(dec, W, L, rsp, tails, r, x, Y, ldy);
+        return tile_direct<Fmt, 1, 2>(dec, W, L, rsp, tails, r, x, Y, ldy);
+      }
+      return tile_direct<Fmt, 1, 3>(dec, W, L, rsp, tails, r, x, Y, ldy);
+    };
+    int64_t r = r0;
+    for (; r + Rn <= r1; r += Rn) group(r, Rn, run);
+    for (; r < r1; ++r) group(r, 1, run);
+    return;
+  }
+  auto run = [&](int64_t r, int R, const RowScales* rsp) {
+    if (R == kTileRows) return panel_buffered<Fmt, kTileRows>(dec, W, L, rsp, tails, r, XP, n, Y, ldy);
+    return panel_buffered<Fmt, 1>(dec, W, L, rsp, tails, r, XP, n, Y, ldy);
+  };
+  int64_t r = r0;
+  for (; r + kTileRows <= r1; r += kTileRows) group(r, kTileRows, run);
+  for (; r < r1; ++r) group(r, 1, run);
+}
+
+void Rows(const QMatrix& W, int64_t r0, int64_t r1, const float* XP, int64_t n, float* Y, int64_t ldy) {
+  switch (W.fmt) {
+    case WeightFormat::F32: return rows_fmt(F32Fmt{}, W, r0, r1, XP, n, Y, ldy);
+    case WeightFormat::BF16: return rows_fmt(Bf16Fmt{}, W, r0, r1, XP, n, Y, ldy);
+    case WeightFormat::F16: return rows_fmt(F16Fmt{}, W, r0, r1, XP, n, Y, ldy);
+    case WeightFormat::INT8_ROW: return rows_fmt(Int8Fmt{}, W, r0, r1, XP, n, Y, ldy);
+    case WeightFormat::FP8_E4M3_BLOCK: return rows_fmt(Fp8Fmt{}, W, r0, r1, XP, n, Y, ldy);
+    case WeightFormat::INT4_GROUP: return rows_fmt(NibbleFmt(int4_tables()), W, r0, r1, XP, n, Y, ldy);
+    case WeightFormat::MXFP4: return rows_fmt(NibbleFmt(mxfp4_tables()), W, r0, r1, XP, n, Y, ldy);
+  }
+}
+
+// y += a^T W with the reference's operations (the exactly scaled weight, then a
+// multiply and an add per element), so it equals the scalar result bit for bit.
+template <class Fmt>
+void transposed_fmt(const Fmt& dec, const QMatrix& W, const float* a, float* y) {
+  const Layout L = layout_of(W);
+  const DF df;
+  std::vector<float> yp(size_t(L.padded), 0.0f);
+  PrepareX(W, y, 1, W.cols, yp.data());
+  std::vector<int64_t> pos(static_cast<size_t>(W.cols));
+  for (int64_t s = 0; s < L.steps; ++s)
+    for (int64_t p = 0; p < L.S; ++p) pos[size_t(s * L.S + L.perm[p])] = s * L.S + p;
+  for (int64_t c = L.full; c < W.cols; ++c) pos[size_t(c)] = c;
+  const int64_t slot = scale_slot(W, L);
+  std::vector<float> sbuf(static_cast<size_t>(slot));
+  const int64_t F = Fmt::kFolds ? fold_steps(W) : 1;
+  int64_t c_simd_end = L.full;
+  for (int64_t r = 0; r < W.rows; ++r) {
+    if (a[r] == 0.0f) continue;
+    RowScales rs;
+    row_scales(W, L, r, 1, sbuf.data(), slot, &rs);
+    c_simd_end = rs.simd_ok ? L.full : 0;
+    const VF ar = hn::Set(df, a[r]);
+    const uint8_t* p = W.data + r * W.row_bytes;
+    for (int64_t s = 0; s < c_simd_end / Fmt::S; ++s) {
+      VF w[Fmt::V];
+      dec.step(p, s, w);
+      // fp8: (e4m3 * 2^-8) * (scale * 2^8) is the scaled weight with one rounding.
+      const VF sv = Fmt::kFolds ? fold_scale<Fmt>(W, rs, s / F) : hn::Set(df, rs.final_scale);
+      for (int64_t v = 0; v < Fmt::V; ++v) {
+        float* yv = yp.data() + s * Fmt::S + v * kN;
+        const VF wv = Fmt::kFolds || W.fmt == WeightFormat::INT8_ROW ? hn::Mul(w[v], sv) : w[v];
+        hn::StoreU(hn::Add(hn::LoadU(df, yv), hn::Mul(ar, wv)), df, yv);
+      }
+    }
+    for (int64_t c = c_simd_end; c < W.cols; ++c) yp[size_t(pos[size_t(c)])] += a[r] * decode_elem_ref(W, r, c);
+  }
+  for (int64_t c = 0; c < W.cols; ++c) y[c] = yp[size_t(pos[size_t(c)])];
+}
+
+void TransposedAcc(const QMatrix& W, const float* a, float* y) {
+  switch (W.fmt) {
+    case WeightFormat::F32: return transposed_fmt(F32Fmt{}, W, a, y);
+    case WeightFormat::BF16: return transposed_fmt(Bf16Fmt{}, W, a, y);
+    case WeightFormat::F16: return transposed_fmt(F16Fmt{}, W, a, y);
+    case WeightFormat::INT8_ROW: return transposed_fmt(Int8Fmt{}, W, a, y);
+    case WeightFormat::FP8_E4M3_BLOCK: return transposed_fmt(Fp8Fmt{}, W, a, y);
+    case WeightFormat::INT4_GROUP: return transposed_fmt(NibbleFmt(int4_tables()), W, a, y);
+    case WeightFormat::MXFP4: return transposed_fmt(NibbleFmt(mxfp4_tables()), W, a, y);
+  }
+}
+
+// Four streams at once (like a 4-row matvec), which is what the hardware
+// prefetchers need to reach full bandwidth.
+float ReadSum(const float* p, int64_t n) {
+  const DF df;
+  VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+  const int64_t q = n / (4 * kN) * kN;  // floats per stream
+  const float *p0 = p, *p1 = p + q, *p2 = p + 2 * q, *p3 = p + 3 * q;
+  for (int64_t i = 0; i < q; i += kN) {
+    a0 = hn::Add(a0, hn::LoadU(df, p0 + i));
+    a1 = hn::Add(a1, hn::LoadU(df, p1 + i));
+    a2 = hn::Add(a2, hn::LoadU(df, p2 + i));
+    a3 = hn::Add(a3, hn::LoadU(df, p3 + i));
+  }
+  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (int64_t i = 4 * q; i < n; ++i) s += p[i];
+  return s;
+}
+
+#endif  // dispatched targets
+
+}  // namespace HWY_NAMESPACE
+}  // namespace sluice::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace sluice::kernels {
+
+// The table kernels/isa.cpp chooses from (best first).
+std::span<const IsaKernels> simd_isas() {
+  static const IsaKernels table[] = {
+#if HWY_TARGETS & HWY_AVX3
+      {"avx512", HWY_AVX3, int(N_AVX3::kN), &N_AVX3::Handles, &N_AVX3::PaddedCols, &N_AVX3::PrepareX,
+       &N_AVX3::Rows, &N_AVX3::TransposedAcc, &N_AVX3::ReadSum},
+#endif
+#if HWY_TARGETS & HWY_AVX2
+      {"avx2", HWY_AVX2, int(N_AVX2::kN), &N_AVX2::Handles, &N_AVX2::PaddedCols, &N_AVX2::PrepareX, &N_AVX2::Rows,
+       &N_AVX2::TransposedAcc, &N_AVX2::ReadSum},
+#endif
+#if HWY_TARGETS & HWY_NEON
+      {"neon", HWY_NEON, int(N_NEON::kN), &N_NEON::Handles, &N_NEON::PaddedCols, &N_NEON::PrepareX, &N_NEON::Rows,
+       &N_NEON::TransposedAcc, &N_NEON::ReadSum},
+#endif
+  };
+  return {table, sizeof(table) / sizeof(table[0])};
+}
+
+}  // namespace sluice::kernels
+#endif  // HWY_ONCE
