@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh Debian 12 machine: installs the Debian packages the
-# build and tests need, then builds the release tree (build/) and the
-# AddressSanitizer + UndefinedBehaviorSanitizer tree (build-asan/).
+# build and tests need, then builds the release tree (build/), the
+# AddressSanitizer + UndefinedBehaviorSanitizer tree (build-asan/) and an ARM64
+# cross build of the test binaries (build-aarch64/, run under qemu-aarch64 so
+# the NEON kernels are tested on this x86 machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +16,14 @@ PACKAGES=(
   libpcre2-dev libutf8proc-dev libxxhash-dev liburing-dev libcurl4-openssl-dev libcpp-httplib-dev libhwy-dev
   nginx-light python3
 )
+# ARM64 cross compiler, user-mode qemu, and the arm64 builds of the libraries
+# (Debian multiarch; nlohmann-json and CLI11 are architecture-independent).
+PACKAGES+=(
+  g++-aarch64-linux-gnu qemu-user
+  libgtest-dev:arm64 libfmt-dev:arm64 libhwy-dev:arm64 liburing-dev:arm64 libxxhash-dev:arm64
+  libpcre2-dev:arm64 libutf8proc-dev:arm64 libcurl4-openssl-dev:arm64 libcpp-httplib-dev:arm64
+)
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then $SUDO dpkg --add-architecture arm64; fi
 missing=()
 for p in "${PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Node.js runs the reference tokenizers/templates; an existing installation
@@ -35,4 +45,7 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$JOBS"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON >/dev/null
 cmake --build build-asan -j "$JOBS"
+cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_BENCH=OFF \
+  -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake >/dev/null
+cmake --build build-aarch64 -j "$JOBS" --target sluice_unit_tests sluice_golden_tests
 echo "setup: done. Binary: build/src/sluice"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: the include-graph check, the release build's CTest suite (unit, golden, CLI and the
 # node-reference suites), then the unit and golden tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer. Run scripts/setup.sh first.
+# AddressSanitizer + UndefinedBehaviorSanitizer, then the kernel tests and one
+# the golden tests (every architecture) built for ARM64 under qemu-aarch64 (NEON).
+# Run scripts/setup.sh first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
@@ -10,9 +12,15 @@ JOBS=$(nproc)
 python3 scripts/check_layers.py
 
 cmake --build build -j "$JOBS"
+echo "test: kernels on this CPU: $(build/src/sluice info | grep '^isa:')"
 (cd build && ctest -j "$JOBS" --output-on-failure --timeout 900)
 
 cmake --build build-asan -j "$JOBS"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest -j "$JOBS" --output-on-failure --timeout 1800 -L 'unit|golden|asan')
+
+cmake --build build-aarch64 -j "$JOBS" --target sluice_unit_tests sluice_golden_tests
+echo "test: ARM64 under qemu: $(qemu-aarch64 build-aarch64/tests/sluice_unit_tests --gtest_filter='Isa.*' | grep '\[ kernels \]')"
+(cd build-aarch64 && ctest -j "$JOBS" --output-on-failure --timeout 1800 \
+  -R '^(Isa/|Isa\.|Decode\.|Models/Golden\.)')

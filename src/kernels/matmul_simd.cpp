@@ -171,13 +171,15 @@ struct NibbleFmt {
     const DU32 d32;
     const VU8 t = hn::TableLookupBytes(top, nib);
     const VU8 m = hn::TableLookupBytes(mid, nib);
-    const auto p0 = hn::ZipLower(d16, m, t);
-    const auto p1 = hn::ZipUpper(d16, m, t);
-    const auto z = hn::Zero(d16);
-    w[0] = hn::BitCast(DF(), hn::ZipLower(d32, z, p0));
-    w[1] = hn::BitCast(DF(), hn::ZipUpper(d32, z, p0));
-    w[2] = hn::BitCast(DF(), hn::ZipLower(d32, z, p1));
-    w[3] = hn::BitCast(DF(), hn::ZipUpper(d32, z, p1));
+    // bf16 patterns of the values (mid byte low), then f32: even u16 lanes by a
+    // shift, odd ones by a mask (one shuffle-port op fewer than a zip each).
+    const auto p0 = hn::BitCast(d32, hn::ZipLower(d16, m, t));
+    const auto p1 = hn::BitCast(d32, hn::ZipUpper(d16, m, t));
+    const auto hi16 = hn::Set(d32, 0xFFFF0000u);
+    w[0] = hn::BitCast(DF(), hn::ShiftLeft<16>(p0));
+    w[1] = hn::BitCast(DF(), hn::And(p0, hi16));
+    w[2] = hn::BitCast(DF(), hn::ShiftLeft<16>(p1));
+    w[3] = hn::BitCast(DF(), hn::And(p1, hi16));
   }
   HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) const {
     const DU8 d8;
@@ -293,22 +295,23 @@ inline std::vector<int16_t> fp8_perm() {
   return perm;
 }
 
-inline std::vector<int16_t> nibble_perm() {
-  const int64_t S = NibbleFmt::S;
-  const NibbleFmt dec(int4_tables());
+template <class Dec>
+std::vector<int16_t> nibble_perm(const Dec& dec) {
+  const int64_t S = Dec::S;
   std::vector<int16_t> perm(size_t(S), 0);
-  for (int digit = 0; digit < 2; ++digit) {  // column = low digit + 16 * high digit
+  for (int digit = 0; digit < 2; ++digit) {  // column = low digit + 16 * high digit, read back as u - 8
     std::vector<uint8_t> row(size_t(S / 2), 0);
     for (int64_t c = 0; c < S; ++c) row[size_t(c / 2)] |= uint8_t(((c >> (4 * digit)) & 15) << ((c & 1) * 4));
-    VF w[NibbleFmt::V];
+    VF w[Dec::V];
     dec.step(row.data(), 0, w);
     std::vector<float> lanes(static_cast<size_t>(S));
-    for (int64_t v = 0; v < NibbleFmt::V; ++v) hn::StoreU(w[v], DF(), lanes.data() + v * kN);
+    for (int64_t v = 0; v < Dec::V; ++v) hn::StoreU(w[v], DF(), lanes.data() + v * kN);
     for (int64_t p = 0; p < S; ++p) perm[size_t(p)] = int16_t(perm[size_t(p)] + (int(lanes[size_t(p)]) + 8) * (digit ? 16 : 1));
   }
-  // The fold scales assume lane l of every vector lies in segment l / 4.
-  for (int64_t p = 0; p < S; ++p)
-    if (perm[size_t(p)] / 32 != (p % kN) / 4) throw std::logic_error("nibble decode: lane outside its segment");
+  // Segment scales per lane assume lane l of every vector lies in segment l / 4.
+  if constexpr (Dec::kSegmentScales)
+    for (int64_t p = 0; p < S; ++p)
+      if (perm[size_t(p)] / 32 != (p % kN) / 4) throw std::logic_error("nibble decode: lane outside its segment");
   return perm;
 }
 
@@ -328,7 +331,7 @@ inline const int16_t* perm_for(WeightFormat f) {
     return p;
   }();
   static const std::vector<int16_t> nib = [] {
-    auto p = nibble_perm();
+    auto p = nibble_perm(NibbleFmt(int4_tables()));
     check_perm(p, "nibble");
     return p;
   }();
@@ -376,9 +379,13 @@ void PrepareX(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* X
   for (int64_t t = 0; t < n; ++t) {
     const float* x = X + t * ldx;
     float* xp = XP + t * L.padded;
-    for (int64_t s = 0; s < L.steps; ++s)
-      for (int64_t p = 0; p < L.S; ++p) xp[s * L.S + p] = x[s * L.S + L.perm[p]];
-    std::copy(x + L.full, x + W.cols, xp + L.full);
+    if (L.perm == perm_for(WeightFormat::F32)) {  // natural order
+      std::copy(x, x + W.cols, xp);
+    } else {
+      for (int64_t s = 0; s < L.steps; ++s)
+        for (int64_t p = 0; p < L.S; ++p) xp[s * L.S + p] = x[s * L.S + L.perm[p]];
+      std::copy(x + L.full, x + W.cols, xp + L.full);
+    }
     std::fill(xp + W.cols, xp + L.padded, 0.0f);
   }
 }
@@ -469,6 +476,19 @@ inline int64_t fold_steps(const QMatrix& W) {
   return 1;
 }
 
+// Keeps a loaded vector in a register: g++ otherwise folds the load into
+// every FMA that uses it, doubling the loads of a register tile.
+HWY_INLINE VF pinned(VF v) {
+#if HWY_TARGET == HWY_AVX2
+  asm("" : "+x"(v.raw));
+#elif HWY_TARGET == HWY_AVX3
+  asm("" : "+v"(v.raw));
+#elif HWY_TARGET == HWY_NEON
+  asm("" : "+w"(v.raw));
+#endif
+  return v;
+}
+
 // Where a tile's decoded steps come from: straight from the packed weights, or
 // from a panel decoded earlier into an L1 buffer. Both give the same vectors.
 template <class Fmt, int R>
@@ -533,9 +553,13 @@ HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64
     for (int i = 0; i < R; ++i)
       for (int t = 0; t < T; ++t) accm[i * T + t] = acc[i][t];
   } else {
-    // Block scales over F steps (s0 is a block start): partials in registers,
-    // accumulators updated in memory once per block.
-    (void)kBlocks;
+    // Block scales over F steps (s0 is a block start): partials in registers;
+    // accumulators too when both fit, else updated in memory once per block.
+    constexpr bool kRegAcc = 2 * R * T <= (kTileRows == 2 ? 8 : 24);
+    VF racc[kRegAcc ? R : 1][kRegAcc ? T : 1];
+    if constexpr (kRegAcc)
+      for (int i = 0; i < R; ++i)
+        for (int t = 0; t < T; ++t) racc[i][t] = accm[i * T + t];
     for (int64_t b0 = s0; b0 < s1; b0 += F) {
       const int64_t b1 = std::min(s1, b0 + F);
       VF g[R][T];
@@ -563,9 +587,15 @@ HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64
       const int64_t f = b0 / F;
       for (int i = 0; i < R; ++i) {
         const VF sv = hn::Set(df, rs[i].fold[f]);
-        for (int t = 0; t < T; ++t) accm[i * T + t] = hn::MulAdd(g[i][t], sv, accm[i * T + t]);
+        for (int t = 0; t < T; ++t) {
+          if constexpr (kRegAcc) racc[i][t] = hn::MulAdd(g[i][t], sv, racc[i][t]);
+          else accm[i * T + t] = hn::MulAdd(g[i][t], sv, accm[i * T + t]);
+        }
       }
     }
+    if constexpr (kRegAcc)
+      for (int i = 0; i < R; ++i)
+        for (int t = 0; t < T; ++t) accm[i * T + t] = racc[i][t];
   }
 }
 
@@ -592,8 +622,59 @@ HWY_NOINLINE void tile_direct(const Fmt& dec, const QMatrix& W, const Layout& L,
 
 template <class Fmt, int R, int T>
 HWY_NOINLINE void tile_buffered(const BufferSrc<Fmt>& src, const RowScales* rs, int64_t s0, int64_t s1, int64_t F,
-                                const float* const* x, VF* accm) {
-  run_steps<Fmt, R, T>(src, rs, s0, s1, F, x, accm);
+                                const float* const* xs, VF* accm) {
+  // The per-output sequence of run_steps, with the loops turned so that each
+  // activation vector is loaded once per tile and each weight vector once per
+  // tile: vector v outermost, then rows, then tokens.
+  const DF df;
+  const float* x[T];
+  for (int t = 0; t < T; ++t) x[t] = xs[t];
+  auto wv = [&](int i, int64_t s, int64_t v) {
+    return pinned(hn::Load(df, src.wbuf + i * src.row_floats + (s - src.s0) * Fmt::S + v * kN));
+  };
+  if constexpr (!Fmt::kFolds) {
+    VF acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
+    for (int64_t s = s0; s < s1; ++s) {
+      VF xv[T];
+      for (int t = 0; t < T; ++t) xv[t] = pinned(hn::LoadU(df, x[t] + s * Fmt::S));
+      for (int i = 0; i < R; ++i) {
+        const VF w = wv(i, s, 0);
+        for (int t = 0; t < T; ++t) acc[i][t] = hn::MulAdd(w, xv[t], acc[i][t]);
+      }
+    }
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) accm[i * T + t] = acc[i][t];
+  } else {
+    alignas(64) static constexpr int32_t kIdx[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+    const auto idx = hn::SetTableIndices(df, kIdx);
+    // Fold units of F steps (F = 1 for per-lane segment scales); accumulators in memory.
+    for (int64_t b0 = s0; b0 < s1; b0 += F) {
+      const int64_t b1 = std::min(s1, b0 + F);
+      VF g[R][T];
+      for (int64_t s = b0; s < b1; ++s) {
+        for (int64_t v = 0; v < Fmt::V; ++v) {
+          VF xv[T];
+          for (int t = 0; t < T; ++t) xv[t] = pinned(hn::LoadU(df, x[t] + s * Fmt::S + v * kN));
+          for (int i = 0; i < R; ++i) {
+            const VF w = wv(i, s, v);
+            if (s == b0 && v == 0) {
+              for (int t = 0; t < T; ++t) g[i][t] = hn::Mul(w, xv[t]);
+            } else {
+              for (int t = 0; t < T; ++t) g[i][t] = hn::MulAdd(w, xv[t], g[i][t]);
+            }
+          }
+        }
+      }
+      for (int i = 0; i < R; ++i) {
+        VF sv;
+        if constexpr (Fmt::kSegmentScales) sv = hn::TableLookupLanes(hn::LoadU(df, rs[i].fold + b0 * kBlocks), idx);
+        else sv = hn::Set(df, rs[i].fold[b0 / F]);
+        for (int t = 0; t < T; ++t) accm[i * T + t] = hn::MulAdd(g[i][t], sv, accm[i * T + t]);
+      }
+    }
+  }
 }
 
 // tile_buffered with the token count tt <= T chosen at run time.
@@ -606,28 +687,33 @@ HWY_INLINE void tile_buffered_n(int tt, const BufferSrc<Fmt>& src, const RowScal
   tile_buffered<Fmt, R, T>(src, rs, s0, s1, F, x, accm);
 }
 
-// Many tokens: a panel of R rows is decoded once per column block into an L1
-// buffer, then register tiles of R rows x kTileTokens tokens read it. Each
-// output still sees exactly the sequence of tile_direct.
+// Many tokens: a panel of up to kPanelRows rows is decoded once per block of
+// ~512 columns into a buffer (L2), then register tiles of R rows x kTileTokens
+// tokens run over it with their activations (T x 512 floats) in L1, so each
+// weight is decoded once and read from L2 once per token tile. Each output
+// still sees exactly the sequence of tile_direct.
+constexpr int kPanelRows = 8 * kTileRows;
+
 template <class Fmt, int R>
 void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const RowScales* rs, const float* tails,
-                    int64_t r, const float* XP, int64_t n, float* Y, int64_t ldy) {
+                    int64_t r, int P, const float* XP, int64_t n, float* Y, int64_t ldy) {
   Scratch& sc = Scratch::get();
   const int64_t F = Fmt::kFolds ? fold_steps(W) : 1;
-  // Column blocks of whole fold units, about 16 KB of decoded weights per panel.
-  const int64_t per_block = std::max<int64_t>(F, (4096 / (R * Fmt::S)) / F * F);
+  const int64_t per_block = std::max<int64_t>(F, (512 / Fmt::S) / F * F);
   const int64_t row_floats = per_block * Fmt::S;
-  float* wbuf = Scratch::grow(sc.wbuf, size_t(R * row_floats + 16));
+  float* wbuf = Scratch::grow(sc.wbuf, size_t(P * row_floats + 16));
   wbuf = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(wbuf) + 63) & ~uintptr_t(63));
   const int64_t ntiles = (n + kTileTokens - 1) / kTileTokens;
-  const int64_t nacc = ntiles * R * kTileTokens;
+  // Accumulators: row group g (R rows), token tile ti at accm + (g * ntiles + ti) * R * kTileTokens.
+  const int64_t groups = P / R;
+  const int64_t nacc = groups * ntiles * R * kTileTokens;
   float* accf = Scratch::grow(sc.accbuf, size_t((nacc + 1) * kN + 16));
   VF* accm = reinterpret_cast<VF*>((reinterpret_cast<uintptr_t>(accf) + 63) & ~uintptr_t(63));
   for (int64_t k = 0; k < nacc; ++k) accm[k] = hn::Zero(DF());
   const DF df;
   for (int64_t s0 = 0; s0 < L.steps; s0 += per_block) {
     const int64_t s1 = std::min(L.steps, s0 + per_block);
-    for (int i = 0; i < R; ++i) {
+    for (int i = 0; i < P; ++i) {
       const uint8_t* row = W.data + (r + i) * W.row_bytes;
       for (int64_t s = s0; s < s1; ++s) {
         VF w[Fmt::V];
@@ -635,24 +721,30 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
         for (int64_t v = 0; v < Fmt::V; ++v) hn::Store(w[v], df, wbuf + i * row_floats + (s - s0) * Fmt::S + v * kN);
       }
     }
-    const BufferSrc<Fmt> src{wbuf, row_floats, s0};
     for (int64_t ti = 0; ti < ntiles; ++ti) {
       const int64_t t0 = ti * kTileTokens;
       const int tt = int(std::min<int64_t>(kTileTokens, n - t0));
       const float* x[kTileTokens];
       for (int t = 0; t < tt; ++t) x[t] = XP + (t0 + t) * L.padded;
-      tile_buffered_n<Fmt, R, kTileTokens>(tt, src, rs, s0, s1, F, x, accm + ti * R * kTileTokens);
+      for (int64_t g = 0; g < groups; ++g) {
+        const BufferSrc<Fmt> src{wbuf + g * R * row_floats, row_floats, s0};
+        tile_buffered_n<Fmt, R, kTileTokens>(tt, src, rs + g * R, s0, s1, F, x,
+                                             accm + (g * ntiles + ti) * R * kTileTokens);
+      }
     }
   }
   const int64_t tail_len = L.padded - L.full;
-  for (int64_t ti = 0; ti < ntiles; ++ti) {
-    const int64_t t0 = ti * kTileTokens;
-    const int tt = int(std::min<int64_t>(kTileTokens, n - t0));
-    for (int i = 0; i < R; ++i)
-      for (int t = 0; t < tt; ++t)
-        Y[(t0 + t) * ldy + r + i] = finish(L, tails + i * tail_len, XP + (t0 + t) * L.padded, rs[i],
-                                           accm[ti * R * kTileTokens + i * tt + t]);
-  }
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t ti = 0; ti < ntiles; ++ti) {
+      const int64_t t0 = ti * kTileTokens;
+      const int tt = int(std::min<int64_t>(kTileTokens, n - t0));
+      for (int i = 0; i < R; ++i)
+        for (int t = 0; t < tt; ++t) {
+          const int64_t row = g * R + i;
+          Y[(t0 + t) * ldy + r + row] = finish(L, tails + row * tail_len, XP + (t0 + t) * L.padded, rs[row],
+                                               accm[(g * ntiles + ti) * R * kTileTokens + i * tt + t]);
+        }
+    }
 }
 
 template <class Fmt>
@@ -660,7 +752,7 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
               int64_t ldy) {
   const Layout L = layout_of(W);
   Scratch& sc = Scratch::get();
-  constexpr int kMaxR = 4;
+  constexpr int kMaxR = kPanelRows > 4 ? kPanelRows : 4;
   const int64_t slot = scale_slot(W, L);
   float* sbuf = Scratch::grow(sc.scales, size_t(kMaxR * slot));
   const int64_t tail_len = L.padded - L.full;
@@ -708,11 +800,13 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
     for (; r < r1; ++r) group(r, 1, run);
     return;
   }
+  // Panels of kPanelRows rows (whole tiles), then single rows.
   auto run = [&](int64_t r, int R, const RowScales* rsp) {
-    if (R == kTileRows) return panel_buffered<Fmt, kTileRows>(dec, W, L, rsp, tails, r, XP, n, Y, ldy);
-    return panel_buffered<Fmt, 1>(dec, W, L, rsp, tails, r, XP, n, Y, ldy);
+    if (R % kTileRows == 0) return panel_buffered<Fmt, kTileRows>(dec, W, L, rsp, tails, r, R, XP, n, Y, ldy);
+    return panel_buffered<Fmt, 1>(dec, W, L, rsp, tails, r, R, XP, n, Y, ldy);
   };
   int64_t r = r0;
+  for (; r + kPanelRows <= r1; r += kPanelRows) group(r, kPanelRows, run);
   for (; r + kTileRows <= r1; r += kTileRows) group(r, kTileRows, run);
   for (; r < r1; ++r) group(r, 1, run);
 }
