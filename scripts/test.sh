@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: the include-graph check, the release build's CTest suite (unit, golden, CLI and the
 # node-reference suites), then the unit and golden tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, then the kernel tests and one
-# the golden tests (every architecture) built for ARM64 under qemu-aarch64 (NEON).
+# AddressSanitizer + UndefinedBehaviorSanitizer, then the kernel tests and the
+# golden tests (every architecture) built for ARM64 under qemu-aarch64 (NEON).
 # Run scripts/setup.sh first.
 set -euo pipefail
 cd "$(dirname "$0")/.."

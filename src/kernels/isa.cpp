@@ -3,10 +3,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <stdexcept>
 #include <vector>
 
-#include "hwy/targets.h"
+#include <hwy/targets.h>
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "util/error.h"
 
 namespace sluice::kernels {
@@ -34,8 +36,14 @@ float scalar_read_sum(const float* p, int64_t n) {
 const std::vector<IsaKernels>& all_isas() {
   static const std::vector<IsaKernels> v = [] {
     std::vector<IsaKernels> isas(simd_isas().begin(), simd_isas().end());
+    for (IsaKernels& isa : isas)
+      for (const VectorOps& ops : simd_vector_ops())
+        if (ops.hwy_target == isa.hwy_target) isa.vec = ops;
     isas.push_back({"scalar", 0, 1, &scalar_handles, &scalar_padded_cols, &scalar_prepare_x, &scalar_rows,
-                    &matvec_transposed_acc_ref, &scalar_read_sum});
+                    &matvec_transposed_acc_ref, &scalar_read_sum,
+                    {0, &ops::dot_ref, &ops::axpy_ref, &ops::scale_ref, &ops::add_ref}});
+    for (const IsaKernels& isa : isas)
+      if (!isa.vec.dot) throw std::logic_error(std::string(isa.name) + ": no vector operations compiled");
     return isas;
   }();
   return v;

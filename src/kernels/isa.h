@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "kernels/qmatrix.h"
+#include "kernels/vector_ops.h"
 
 namespace sluice::kernels {
 
@@ -35,6 +36,8 @@ struct IsaKernels {
   void (*transposed_acc)(const QMatrix& W, const float* a, float* y);
   // Sum of p[0..n) with full-width loads: how fast this ISA streams memory.
   float (*read_sum)(const float* p, int64_t n);
+  // The vector operations of kernels/ops.h.
+  VectorOps vec;
 };
 
 // Compiled ISAs, best first; the scalar reference is always last.

@@ -33,8 +33,8 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul_simd.cpp"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
-#include "hwy/highway.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
 
 HWY_BEFORE_NAMESPACE();
 namespace sluice::kernels {
@@ -906,15 +906,15 @@ std::span<const IsaKernels> simd_isas() {
   static const IsaKernels table[] = {
 #if HWY_TARGETS & HWY_AVX3
       {"avx512", HWY_AVX3, int(N_AVX3::kN), &N_AVX3::Handles, &N_AVX3::PaddedCols, &N_AVX3::PrepareX,
-       &N_AVX3::Rows, &N_AVX3::TransposedAcc, &N_AVX3::ReadSum},
+       &N_AVX3::Rows, &N_AVX3::TransposedAcc, &N_AVX3::ReadSum, {}},
 #endif
 #if HWY_TARGETS & HWY_AVX2
       {"avx2", HWY_AVX2, int(N_AVX2::kN), &N_AVX2::Handles, &N_AVX2::PaddedCols, &N_AVX2::PrepareX, &N_AVX2::Rows,
-       &N_AVX2::TransposedAcc, &N_AVX2::ReadSum},
+       &N_AVX2::TransposedAcc, &N_AVX2::ReadSum, {}},
 #endif
 #if HWY_TARGETS & HWY_NEON
       {"neon", HWY_NEON, int(N_NEON::kN), &N_NEON::Handles, &N_NEON::PaddedCols, &N_NEON::PrepareX, &N_NEON::Rows,
-       &N_NEON::TransposedAcc, &N_NEON::ReadSum},
+       &N_NEON::TransposedAcc, &N_NEON::ReadSum, {}},
 #endif
   };
   return {table, sizeof(table) / sizeof(table[0])};

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/isa.h"
+
 namespace sluice::ops {
 
 void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out) {
@@ -15,7 +17,7 @@ void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out) {
   }
 }
 
-float dot(const float* a, const float* b, int64_t n) {
+float dot_ref(const float* a, const float* b, int64_t n) {
   // Eight partial sums keep the loop vectorisable and the rounding small.
   float acc[8] = {};
   int64_t i = 0;
@@ -27,17 +29,22 @@ float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-void axpy(float a, const float* x, float* y, int64_t n) {
+void axpy_ref(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-void scale(float* x, float a, int64_t n) {
+void scale_ref(float* x, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= a;
 }
 
-void add(const float* x, float* y, int64_t n) {
+void add_ref(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
+
+float dot(const float* a, const float* b, int64_t n) { return kernels::active_isa().vec.dot(a, b, n); }
+void axpy(float a, const float* x, float* y, int64_t n) { kernels::active_isa().vec.axpy(a, x, y, n); }
+void scale(float* x, float a, int64_t n) { kernels::active_isa().vec.scale(x, a, n); }
+void add(const float* x, float* y, int64_t n) { kernels::active_isa().vec.add(x, y, n); }
 
 void softmax(float* x, int64_t n) {
   if (n <= 0) return;

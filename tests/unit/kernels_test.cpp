@@ -16,6 +16,7 @@
 
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "kernels/random_qmatrix.h"
 #include "util/error.h"
 #include "util/numeric.h"
@@ -223,6 +224,27 @@ TEST_P(PerIsa, Int4EdgeScales) {
     std::memcpy(w.scale.data() + 2 * (r * 8 + (r / 8) % 8), &h, 2);
   }
   for (int64_t n : {1, 4}) check_against_reference(w.m, n, 99, "int4 edge scales");
+}
+
+// axpy, scale and add do the scalar code's operations in every lane: same bits
+// on every ISA. dot sums in another order: within the f32 reassociation bound.
+TEST_P(PerIsa, VectorOpsMatchReference) {
+  for (int64_t n : {1, 7, 8, 31, 64, 127, 128, 1000}) {
+    std::vector<float> a = random_x(1, n, 5 + uint64_t(n)), b = random_x(1, n, 6 + uint64_t(n));
+    std::vector<float> y1 = b, y2 = b;
+    ops::axpy_ref(0.37f, a.data(), y1.data(), n);
+    ops::axpy(0.37f, a.data(), y2.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(y1[size_t(i)], y2[size_t(i)])) << "axpy n=" << n << " i=" << i;
+    ops::scale_ref(y1.data(), -1.7f, n);
+    ops::scale(y2.data(), -1.7f, n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(y1[size_t(i)], y2[size_t(i)])) << "scale n=" << n << " i=" << i;
+    ops::add_ref(a.data(), y1.data(), n);
+    ops::add(a.data(), y2.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(y1[size_t(i)], y2[size_t(i)])) << "add n=" << n << " i=" << i;
+    double mag = 0;
+    for (int64_t i = 0; i < n; ++i) mag += std::abs(double(a[size_t(i)]) * b[size_t(i)]);
+    expect_close(mag, ops::dot_ref(a.data(), b.data(), n), ops::dot(a.data(), b.data(), n), "dot n=" + std::to_string(n));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, PerIsa, ::testing::ValuesIn([] {
