@@ -58,6 +58,15 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
                                      const std::function<void(int32_t)>& on_token) {
   if (o.max_new <= 0) return {};
   if (o.speculate && !o.drafter) fail("internal: speculation without a drafter (make_drafter not called)");
+  const int64_t ctx = s.model().info().max_positions;
+  if (ctx > 0 && s.position() + int64_t(prompt.size()) + o.max_new > ctx) {
+    if (s.position() > 0)
+      fail("the conversation so far ({} tokens), this prompt ({}) and --max-new {} do not fit in the model's context "
+           "of {} positions",
+           s.position(), prompt.size(), o.max_new, ctx);
+    fail("the prompt ({} tokens) and --max-new {} do not fit in the model's context of {} positions", prompt.size(),
+         o.max_new, ctx);
+  }
   const int64_t V = s.model().info().vocab;
   Sampler sampler(o.sampling);
   auto pick = [&](float* logits) { return sampler.sample(logits, V).token; };

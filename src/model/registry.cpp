@@ -13,6 +13,14 @@ ModelInfo basic_model_info(const Config& cfg, const std::string& arch) {
   info.n_layers = cfg.req_int("num_hidden_layers");
   if (info.vocab <= 0 || info.hidden <= 0 || info.n_layers <= 0)
     fail("{}: vocab_size, hidden_size and num_hidden_layers must be positive", cfg.source());
+  // The context: cfg is the text model's config (Kimi K3's nested text_config
+  // included); Kimi Linear names it model_max_length.
+  for (const char* key : {"max_position_embeddings", "model_max_length"}) {
+    if (!cfg.has(key)) continue;
+    info.max_positions = cfg.req_int(key);
+    if (info.max_positions <= 0) fail("{}: {} must be positive, got {}", cfg.source(), key, info.max_positions);
+    break;
+  }
   if (cfg.has("eos_token_id")) {
     const auto& e = cfg.json()["eos_token_id"];
     if (e.is_number_integer()) info.eos_ids.push_back(e.get<int32_t>());

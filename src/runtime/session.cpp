@@ -6,8 +6,17 @@
 
 namespace sluice {
 
+// Refused before any work, so a feed that does not fit leaves the session as it was.
+void Session::check_fits(size_t n) const {
+  const int64_t limit = model_.info().max_positions;
+  if (limit > 0 && position() + int64_t(n) > limit)
+    fail("{} tokens at position {} do not fit in the model's context of {} positions (max_position_embeddings)", n,
+         position(), limit);
+}
+
 const std::vector<float>& Session::feed(const std::vector<int32_t>& tokens) {
   if (tokens.empty()) fail("nothing to feed: empty token list");
+  check_fits(tokens.size());
   logits_.resize(size_t(model_.info().vocab));
   const int64_t T = int64_t(tokens.size()), step = chunk_ > 0 ? chunk_ : T;
   for (int64_t b = 0; b < T; b += step) {
@@ -20,6 +29,7 @@ const std::vector<float>& Session::feed(const std::vector<int32_t>& tokens) {
 
 std::vector<float> Session::feed_all(const std::vector<int32_t>& tokens, ForwardTrace* trace) {
   if (tokens.empty()) fail("nothing to feed: empty token list");
+  check_fits(tokens.size());
   const int64_t V = model_.info().vocab, T = int64_t(tokens.size());
   std::vector<float> all(size_t(T * V));
   const int64_t step = chunk_ > 0 ? chunk_ : T;

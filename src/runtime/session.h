@@ -17,7 +17,8 @@ class Session {
   int64_t position() const { return state_->pos; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
 
-  // Feeds tokens; returns the logits of the last one ([vocab]).
+  // Feeds tokens; returns the logits of the last one ([vocab]). Tokens beyond the
+  // model's context (ModelInfo::max_positions) are refused before any is fed.
   const std::vector<float>& feed(const std::vector<int32_t>& tokens);
   // Feeds tokens and returns logits for every one of them ([T, vocab]).
   std::vector<float> feed_all(const std::vector<int32_t>& tokens, ForwardTrace* trace = nullptr);
@@ -37,6 +38,7 @@ class Session {
   void set_prefill_chunk(int64_t n) { chunk_ = n; }
 
  private:
+  void check_fits(size_t n) const;
   const Model& model_;
   std::unique_ptr<State> state_;
   std::vector<int32_t> tokens_;

@@ -131,23 +131,23 @@ TEST(Streaming, ChecksumMismatchNamesTheExpert) {
 namespace sluice {
 namespace {
 
-// Chunked prefill of a 256-token prompt: every expert is read at most once per
+// Chunked prefill of a 128-token prompt (the whole context): every expert is read at most once per
 // chunk and layer, and the chunked result equals the one-pass result.
 TEST(Streaming, ChunkedPrefillReadsEachExpertOncePerChunk) {
   const std::string dir = test::fixture("golden/deepseek_v3_tiny");
   std::vector<int32_t> prompt;
-  for (int i = 0; i < 256; ++i) prompt.push_back(3 + (i * 37) % 1000);
+  for (int i = 0; i < 128; ++i) prompt.push_back(3 + (i * 37) % 1000);
   LoadOptions o;
   o.stream_experts = true;
   o.streaming.cache_bytes = 4ull << 20;  // one layer's 32 experts (~100 KB each) fit, not all three layers
   auto m = load_model(dir, o);
   Session s(*m);
-  s.set_prefill_chunk(64);
+  s.set_prefill_chunk(32);
   auto chunked = s.feed(prompt);
   ExpertStats st = m->expert_stats();
   EXPECT_EQ(st.duplicate_loads, 0u);
   EXPECT_GT(st.evictions, 0u);
-  // Loads can never exceed chunks x MoE layers x experts; with 64 tokens x top-4 of 32
+  // Loads can never exceed chunks x MoE layers x experts; with 32 tokens x top-4 of 32
   // experts nearly every expert is used in every chunk, so the bound is nearly tight.
   EXPECT_LE(st.reads_submitted, 4u * 3u * 32u);
   EXPECT_GT(st.reads_submitted, 0u);
