@@ -23,6 +23,8 @@ void add_serve_command(CLI::App& app, Action& action) {
     double expert_cache_gb = 0;
     bool speculate = false;
     int64_t ngram = 4;
+    int64_t context = 0;
+    double header_timeout_s = 10;
     server::ServerOptions s;
   };
   auto o = std::make_shared<Opts>();
@@ -45,6 +47,16 @@ void add_serve_command(CLI::App& app, Action& action) {
   cmd->add_option("--draft-model", o->draft_model,
                   "Speculate with this smaller model's greedy continuation instead of n-grams (it must use the same "
                   "tokenizer; implies --speculate)");
+  cmd->add_option("--context-length", o->context,
+                  "Positions a conversation may use (default: the model's max_position_embeddings; at most that); "
+                  "longer prompts get 400 context_length_exceeded")
+      ->capture_default_str();
+  cmd->add_option("--header-timeout", o->header_timeout_s,
+                  "Seconds a client has to send a request's line and headers (and a small body); later: 408")
+      ->capture_default_str();
+  cmd->add_option("--max-connections-per-client", o->s.transport.max_connections_per_client,
+                  "Open connections one client address may hold; more get 429")
+      ->capture_default_str();
   cmd->add_option("--expert-cache-gb", o->expert_cache_gb,
                   "Read routed experts from disk on demand into a cache of this many GiB (default: all in memory)");
   cmd->callback([o, &action] {
@@ -54,6 +66,11 @@ void add_serve_command(CLI::App& app, Action& action) {
       if (o->ngram < 1) fail("--ngram must be >= 1, got {}", o->ngram);
       if (o->s.speculation.max_draft < 1) fail("--draft-max must be >= 1, got {}", o->s.speculation.max_draft);
       if (o->s.max_queue > 4096) fail("--max-queue must be at most 4096, got {}", o->s.max_queue);
+      if (!(o->header_timeout_s > 0 && o->header_timeout_s <= 3600))
+        fail("--header-timeout must be in (0, 3600] seconds, got {}", o->header_timeout_s);
+      o->s.transport.head_timeout = std::chrono::milliseconds(int64_t(o->header_timeout_s * 1000));
+      if (o->s.transport.max_connections_per_client < 1)
+        fail("--max-connections-per-client must be >= 1, got {}", o->s.transport.max_connections_per_client);
       o->model = model_or_default(o->model);
       o->s.model_name = o->name;
       if (o->s.model_name.empty())
@@ -79,7 +96,14 @@ void add_serve_command(CLI::App& app, Action& action) {
       }
       auto model = load_model(o->model, lo);
       o->s.drafter = choose_drafter(o->draft_model, o->speculate, o->ngram, *model);
-      o->s.context_length = model->context_length();
+      const int64_t model_ctx = model->context_length();
+      if (o->context < 0) fail("--context-length must be positive, got {}", o->context);
+      if (model_ctx > 0 && o->context > model_ctx)
+        fail("--context-length {} is more than the model's {} positions (max_position_embeddings)", o->context,
+             model_ctx);
+      o->s.context_length = o->context > 0 ? o->context : model_ctx;
+      if (o->s.context_length <= 0)
+        fail("{}/config.json has no max_position_embeddings: pass --context-length", o->model);
       auto codec = server::make_chat_codec(o->model, model->info());
       server::HttpServer srv(*model, *codec, o->s);
       const int port = srv.bind();

@@ -12,6 +12,8 @@ namespace sluice::server {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+// Prompt tokens fed between two checks for a gone client (the session's own chunk size).
+constexpr size_t kPrefillChunk = 64;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
@@ -75,8 +77,17 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
   out.cached_tokens = int64_t(start);
   std::vector<float> logits;
   try {
-    // Everything but the last token, the rollback point, then the last token.
-    if (start + 1 < P) session_->feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(start), prompt.end() - 1));
+    // Everything but the last token, in chunks with a check for a gone client or a
+    // stopping server between them; then the rollback point, then the last token.
+    for (size_t b = start; b + 1 < P; b += kPrefillChunk) {
+      if (alive && !alive()) {  // the session keeps the prefix fed so far (a later request may extend it)
+        checkpoint_ = -1;
+        out.cancelled = true;
+        return out;
+      }
+      const size_t e = std::min(b + kPrefillChunk, P - 1);
+      session_->feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(b), prompt.begin() + std::ptrdiff_t(e)));
+    }
     // Kept open over the whole generation: no per-token records (a later
     // rollback into the reply feeds the kept part again on recurrent models).
     session_->checkpoint(/*record=*/false);

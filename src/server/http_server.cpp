@@ -8,6 +8,7 @@
 
 #include "server/api_error.h"
 #include "server/generator.h"
+#include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/peer_socket.h"
 #include "server/queue.h"
@@ -40,6 +41,11 @@ const char* error_type(int status) {
   }
 }
 
+// The status a content provider's reply really ended with, when that is not the
+// status line it started with (499: the client left; 500/503: it failed or the
+// server stopped). Read and reset by the request logger on the same thread.
+thread_local int tls_outcome = 0;
+
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -53,35 +59,44 @@ bool same_secret(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+TransportOptions transport_options(const ServerOptions& o, Metrics& metrics) {
+  TransportOptions t = o.transport;
+  // Every generation request holds a worker while it waits or runs; the rest answer at once.
+  t.workers = o.max_queue + 1 + 8;
+  t.max_connections = std::max(t.max_connections, o.max_queue + 64);
+  t.on_refused = [&metrics](int status) { metrics.count_request(Route::Connection, status); };
+  return t;
+}
+
 struct HttpServer::Impl {
   const Model& model;
   const ChatCodec& codec;
   ServerOptions opts;
-  httplib::Server http;
   Metrics metrics;
   GenerationQueue queue;
   Generator generator;
   std::atomic<bool> stopping{false};
+  HttpTransport http;  // last: its threads stop before the members above go
 
   Impl(const Model& m, const ChatCodec& c, ServerOptions o)
-      : model(m), codec(c), opts(std::move(o)), queue(opts.max_queue), generator(m, c, metrics, opts.context_length, opts.drafter, opts.speculation) {
+      : model(m),
+        codec(c),
+        opts(std::move(o)),
+        queue(opts.max_queue),
+        generator(m, c, metrics, opts.context_length, opts.drafter, opts.speculation),
+        http(transport_options(opts, metrics)) {
     metrics.set_queue([this] { return queue.waiting(); }, [this] { return queue.running(); });
     setup();
   }
 
   void setup();
-  void generation_route(const httplib::Request& hreq, const std::string& body, httplib::Response& res,
-                        Request::Kind kind);
+  size_t http_backlog() const { return std::min<size_t>(4096, opts.transport.max_connections); }
+  void generation_route(const std::string& body, httplib::Response& res, Request::Kind kind);
 };
 
 void HttpServer::Impl::setup() {
-  const size_t threads = opts.max_queue + 16;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   // Twice the limit: the route handlers count the bytes themselves and answer 413 first.
   http.set_payload_max_length(opts.max_request_bytes * 2);
-  http.set_read_timeout(opts.read_timeout_s, 0);
-  http.set_write_timeout(opts.read_timeout_s, 0);
-  http.set_keep_alive_timeout(5);
   http.set_tcp_nodelay(true);
   // SO_REUSEADDR for quick restarts, but not httplib's default SO_REUSEPORT, which
   // would let a second server share the port silently.
@@ -99,8 +114,12 @@ void HttpServer::Impl::setup() {
     send_error(res, 401,
                error_body("missing or wrong API key: send 'Authorization: Bearer <key>'", "authentication_error", "",
                           "invalid_api_key"));
-    metrics.count_request(req.path, 401);
     return httplib::Server::HandlerResponse::Handled;
+  });
+  // Every answered request is counted here, by route template.
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics.count_request(route_of(req.path), tls_outcome ? tls_outcome : res.status);
+    tls_outcome = 0;
   });
   // Whatever httplib answers by itself (404, 413, 400 for a broken request line...) gets a JSON body.
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -167,7 +186,6 @@ void HttpServer::Impl::setup() {
       if (!complete && !too_big) {
         send_error(res, 400, error_body("the request body could not be read (cut short or broken chunked encoding)",
                                         "invalid_request_error"));
-        metrics.count_request(req.path, 400);
         return;
       }
       if (too_big) {
@@ -175,10 +193,9 @@ void HttpServer::Impl::setup() {
                    error_body(fmt::format("request body is larger than the server's limit of {} bytes",
                                           opts.max_request_bytes),
                               "invalid_request_error"));
-        metrics.count_request(req.path, 413);
         return;
       }
-      generation_route(req, body, res, kind);
+      generation_route(body, res, kind);
     };
   };
   http.Post("/v1/chat/completions", post(Request::Kind::Chat));
@@ -203,9 +220,7 @@ struct Job {
 
 }  // namespace
 
-void HttpServer::Impl::generation_route(const httplib::Request& hreq, const std::string& raw_body,
-                                        httplib::Response& res, Request::Kind kind) {
-  const std::string endpoint = kind == Request::Kind::Chat ? "chat_completions" : "completions";
+void HttpServer::Impl::generation_route(const std::string& raw_body, httplib::Response& res, Request::Kind kind) {
   try {
     json body = parse_json_body(raw_body);
     RequestLimits limits;
@@ -243,11 +258,13 @@ void HttpServer::Impl::generation_route(const httplib::Request& hreq, const std:
                      fmt::format("the server is busy: {} requests are already waiting", opts.max_queue));
     }
     job->turn = std::move(turn);
-    // The client's socket, polled for its close while waiting and once per token.
-    const int fd = find_peer_socket(hreq.remote_addr, hreq.remote_port, hreq.local_addr, hreq.local_port);
-    if (!job->turn->wait([fd] { return peer_closed(fd); })) {
-      metrics.count_request(endpoint, 499);  // gone while waiting: never starts
-      res.status = 499;
+    // The client's socket, polled for its close while waiting, once per prefill chunk and once per token.
+    const int fd = HttpTransport::current_socket();
+    const bool turn_came = job->turn->wait([this, fd] { return stopping || peer_closed(fd); });
+    if (stopping)  // never started: the client may send it again elsewhere
+      throw ApiError(503, "server_error", "", "server_shutdown", "the server is shutting down; send it again later");
+    if (!turn_came) {
+      res.status = 499;  // gone while waiting: never starts
       return;
     }
     job->meta = {new_response_id(kind == Request::Kind::Chat ? "chatcmpl-" : "cmpl-"), unix_now(), opts.model_name};
@@ -257,7 +274,7 @@ void HttpServer::Impl::generation_route(const httplib::Request& hreq, const std:
     if (stream) res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         stream ? "text/event-stream" : kJson,
-        [this, job, kind, stream, endpoint, fd](size_t, httplib::DataSink& sink) {
+        [this, job, kind, stream, fd](size_t, httplib::DataSink& sink) {
           const auto started = std::chrono::steady_clock::now();
           const Request& req = job->req;
           bool ok = true;
@@ -267,9 +284,10 @@ void HttpServer::Impl::generation_route(const httplib::Request& hreq, const std:
             wrote_this_token = true;
             return ok;
           };
-          // Called once per token. Without the socket, a write is how a vanished client
-          // shows up (SSE comment, or whitespace before the JSON body).
+          // Called once per prefill chunk and once per token. Without the socket, a
+          // write is how a vanished client shows up (SSE comment, or whitespace before the JSON body).
           auto alive = [&] {
+            if (stopping) return false;
             if (fd >= 0) return ok && !peer_closed(fd);
             if (!wrote_this_token) write(stream ? ": keep-alive\n\n" : " ");
             wrote_this_token = false;
@@ -316,11 +334,19 @@ void HttpServer::Impl::generation_route(const httplib::Request& hreq, const std:
             if (stream) write(sse_event(err));
             else write(to_text(err));
             sink.done();
-            metrics.count_request(endpoint, 500);
+            tls_outcome = 500;
             return true;
           }
+          if (o.cancelled && ok && stopping) {  // the client is still there: tell it why
+            const json err = error_body("the server is shutting down: the reply was cut short", "server_error", "",
+                                        "server_shutdown");
+            write(stream ? sse_event(err) : to_text(err));
+            if (ok) sink.done();
+            tls_outcome = 503;
+            return ok;
+          }
           if (o.cancelled || !ok) {
-            metrics.count_request(endpoint, 499);  // client closed the connection
+            tls_outcome = 499;  // client closed the connection
             return false;
           }
           if (stream) {
@@ -340,14 +366,13 @@ void HttpServer::Impl::generation_route(const httplib::Request& hreq, const std:
           if (ok) sink.done();
           metrics.add_request_seconds(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-          metrics.count_request(endpoint, ok ? 200 : 499);
+          if (!ok) tls_outcome = 499;
           job->turn.reset();  // the next request may start now
           return ok;
         },
         [job](bool) { job->turn.reset(); });
   } catch (const ApiError& e) {
     send_error(res, e);
-    metrics.count_request(endpoint, e.status());
   }
 }
 
@@ -365,14 +390,18 @@ int HttpServer::bind() {
   } else if (!impl_->http.bind_to_port(o.host, o.port)) {
     fail("cannot listen on {}:{} (address in use or not available)", o.host, o.port);
   }
+  impl_->http.set_backlog(int(impl_->http_backlog()));
   return o.port;
 }
 
-void HttpServer::run() { impl_->http.listen_after_bind(); }
+void HttpServer::run() {
+  impl_->http.listen_after_bind();
+  impl_->http.drain();
+}
 
 void HttpServer::stop() {
   impl_->stopping = true;
-  impl_->http.stop();
+  impl_->http.request_stop();
 }
 
 }  // namespace sluice::server

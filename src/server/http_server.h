@@ -8,6 +8,7 @@
 #include "model/model.h"
 #include "runtime/speculative.h"
 #include "server/chat_codec.h"
+#include "server/http_transport.h"
 
 namespace sluice::server {
 
@@ -18,7 +19,7 @@ struct ServerOptions {
   size_t max_request_bytes = size_t(8) << 20;
   size_t max_queue = 16;  // requests that may wait behind the running one
   std::string model_name;  // the id clients send as "model"
-  int read_timeout_s = 5;  // per read; slow senders are cut off
+  TransportOptions transport;  // deadlines and connection caps (workers are set from max_queue)
   int64_t context_length = 0;  // positions per conversation (0: unbounded)
   std::shared_ptr<Drafter> drafter;  // speculative decoding (same output); null: none
   SpeculationOptions speculation;
@@ -32,8 +33,10 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   int bind();   // binds host:port; returns the port (useful with port 0); throws on failure
-  void run();   // serves until stop()
-  void stop();  // safe from any thread
+  // Serves until stop(), then waits for the requests being handled: a running
+  // generation or prefill ends at its next token or chunk, waiting ones get 503.
+  void run();
+  void stop();  // safe from any thread (a signal-waiting thread calls it)
 
  private:
   struct Impl;

@@ -7,9 +7,33 @@ namespace sluice::server {
 Metrics::Metrics()
     : bucket_bounds_{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}, buckets_(bucket_bounds_.size() + 1) {}
 
-void Metrics::count_request(const std::string& endpoint, int status) {
+Route route_of(const std::string& path) {
+  if (path == "/v1/chat/completions") return Route::ChatCompletions;
+  if (path == "/v1/completions") return Route::Completions;
+  if (path == "/v1/models") return Route::Models;
+  if (path.rfind("/v1/models/", 0) == 0) return Route::Model;
+  if (path == "/health") return Route::Health;
+  if (path == "/metrics") return Route::Metrics;
+  return Route::Other;
+}
+
+const char* route_label(Route r) {
+  switch (r) {
+    case Route::ChatCompletions: return "chat_completions";
+    case Route::Completions: return "completions";
+    case Route::Models: return "models";
+    case Route::Model: return "model";
+    case Route::Health: return "health";
+    case Route::Metrics: return "metrics";
+    case Route::Connection: return "connection";
+    case Route::Other: break;
+  }
+  return "other";
+}
+
+void Metrics::count_request(Route route, int status) {
   std::lock_guard lk(mu_);
-  ++requests_[{endpoint, status}];
+  ++requests_[{route, status}];
 }
 
 void Metrics::add_prompt(int64_t tokens, int64_t reused, double prefill_seconds) {
@@ -68,9 +92,11 @@ std::string Metrics::render() const {
     head(name, type, help);
     o += fmt::format("{} {}\n", name, value);
   };
-  head("sluice_requests_total", "counter", "HTTP requests answered, by endpoint and status code.");
+  head("sluice_requests_total", "counter",
+       "HTTP requests answered, by endpoint (route template; 'connection': refused before a request was read) and "
+       "status code.");
   for (const auto& [k, v] : requests_)
-    o += fmt::format("sluice_requests_total{{endpoint=\"{}\",code=\"{}\"}} {}\n", k.first, k.second, v);
+    o += fmt::format("sluice_requests_total{{endpoint=\"{}\",code=\"{}\"}} {}\n", route_label(k.first), k.second, v);
   single("sluice_prompt_tokens_total", "counter",
          "Prompt tokens of generation requests, including reused ones.", prompt_tokens_);
   single("sluice_prompt_tokens_reused_total", "counter",

@@ -12,10 +12,16 @@
 
 namespace sluice::server {
 
+// The route a request was for, by template: metric labels come only from this
+// fixed set (never from the request's path, which a client chooses).
+enum class Route { ChatCompletions, Completions, Models, Model, Health, Metrics, Other, Connection };
+Route route_of(const std::string& path);
+const char* route_label(Route r);
+
 class Metrics {
  public:
   Metrics();
-  void count_request(const std::string& endpoint, int status);
+  void count_request(Route route, int status);
   void add_prompt(int64_t tokens, int64_t reused, double prefill_seconds);
   void add_token(double seconds);  // one generated token and the time it took
   void set_queue(std::function<int64_t()> waiting, std::function<int64_t()> running);
@@ -29,7 +35,7 @@ class Metrics {
 
  private:
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  std::map<std::pair<Route, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, reused_tokens_ = 0, generated_tokens_ = 0;
   double prefill_seconds_ = 0, decode_seconds_ = 0;
   std::vector<double> bucket_bounds_;

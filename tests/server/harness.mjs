@@ -1,6 +1,7 @@
 // Shared by the server test scripts: starts `sluice serve` on a free loopback
 // port, a tiny test runner that prints "N passed, N failed", and helpers.
 import { spawn } from 'node:child_process';
+import net from 'node:net';
 
 export async function startServer(binary, modelDir, extraArgs = []) {
   const child = spawn(binary, ['serve', '--model', modelDir, '--host', '127.0.0.1', '--port', '0', ...extraArgs], {
@@ -78,4 +79,106 @@ export async function metric(url, name) {
   const text = await (await fetch(`${url}/metrics`)).text();
   const m = text.match(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm'));
   return m ? Number(m[1]) : NaN;
+}
+
+// Problems with a Prometheus text exposition (format 0.0.4), [] when valid: metric
+// and label names, label value escapes, sample values, one HELP/TYPE per family
+// before its samples, families not interleaved, no series twice, a final newline.
+export function expositionProblems(text) {
+  const problems = [];
+  if (!text.endsWith('\n')) problems.push('the text does not end with a newline');
+  const name = '[a-zA-Z_:][a-zA-Z0-9_:]*';
+  const sample = new RegExp(`^(${name})(\\{(.*)\\})? (\\S+)( -?\\d+)?$`);
+  const label = /^([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\["\\n])*)"(,|$)/;
+  const types = new Map(), helps = new Set(), series = new Set(), closed = new Set();
+  let current = null;
+  const family = (n) => {
+    for (const suffix of ['_bucket', '_sum', '_count']) {
+      const base = n.endsWith(suffix) ? n.slice(0, -suffix.length) : null;
+      if (base && types.get(base) === 'histogram') return base;
+    }
+    return n;
+  };
+  const enter = (f, lineNo) => {
+    if (f === current) return;
+    if (closed.has(f)) problems.push(`line ${lineNo}: family ${f} continues after another family`);
+    if (current) closed.add(current);
+    current = f;
+  };
+  text.split('\n').slice(0, -1).forEach((line, i) => {
+    const n = i + 1;
+    let m;
+    if ((m = line.match(new RegExp(`^# HELP (${name}) (.*)$`)))) {
+      if (helps.has(m[1])) problems.push(`line ${n}: second HELP for ${m[1]}`);
+      if (/\\[^\\n]/.test(m[2].replace(/\\\\/g, ''))) problems.push(`line ${n}: bad escape in HELP`);
+      helps.add(m[1]);
+      enter(m[1], n);
+    } else if ((m = line.match(new RegExp(`^# TYPE (${name}) (counter|gauge|histogram|summary|untyped)$`)))) {
+      if (types.has(m[1])) problems.push(`line ${n}: second TYPE for ${m[1]}`);
+      types.set(m[1], m[2]);
+      enter(m[1], n);
+    } else if (line.startsWith('#')) {
+      if (/^# (HELP|TYPE)/.test(line)) problems.push(`line ${n}: malformed ${line.slice(2, 6)} line: ${line}`);
+    } else if ((m = line.match(sample))) {
+      const f = family(m[1]);
+      if (!types.has(f)) problems.push(`line ${n}: sample of ${m[1]} before its TYPE`);
+      enter(f, n);
+      let rest = m[3] ?? '';
+      const labels = [];
+      while (rest.length) {
+        const l = rest.match(label);
+        if (!l) { problems.push(`line ${n}: malformed labels: {${m[3]}}`); break; }
+        labels.push(`${l[1]}=${l[2]}`);
+        rest = rest.slice(l[0].length);
+      }
+      if (new Set(labels.map((l) => l.split('=')[0])).size !== labels.length) problems.push(`line ${n}: a label twice`);
+      const key = `${m[1]}{${labels.sort().join(',')}}`;
+      if (series.has(key)) problems.push(`line ${n}: series ${key} twice`);
+      series.add(key);
+      if (!/^([+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)|[+-]Inf|NaN)$/.test(m[4]))
+        problems.push(`line ${n}: bad value ${m[4]}`);
+    } else if (line !== '') {
+      problems.push(`line ${n}: not a sample, HELP, TYPE or comment: ${JSON.stringify(line)}`);
+    }
+  });
+  return problems;
+}
+
+// One HTTP exchange on its own connection (Connection: close): resolves with
+// { status, head, body } when the server closes, { closed: true, text } when it
+// closed without an answer, { timeout: true } after timeoutMs.
+export function rawExchange(port, bytes, { timeoutMs = 30000 } = {}) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    const chunks = [];
+    const timer = setTimeout(() => { sock.destroy(); resolve({ timeout: true }); }, timeoutMs);
+    sock.on('connect', () => sock.write(bytes));
+    sock.on('data', (d) => chunks.push(d));
+    sock.on('error', () => {});
+    sock.on('close', () => {
+      clearTimeout(timer);
+      const text = Buffer.concat(chunks).toString('latin1');
+      const m = text.match(/^HTTP\/1\.1 (\d{3})/);
+      if (!m) return resolve({ closed: true, text });
+      const [head, ...rest] = text.split('\r\n\r\n');
+      resolve({ status: Number(m[1]), head, body: rest.join('\r\n\r\n') });
+    });
+  });
+}
+
+// The JSON body of a raw reply, chunked transfer encoding undone.
+export function replyJson(r) {
+  let body = r.body;
+  if (/transfer-encoding: chunked/i.test(r.head)) {
+    let out = '', rest = body;
+    for (;;) {
+      const nl = rest.indexOf('\r\n');
+      const size = parseInt(rest.slice(0, nl), 16);
+      if (!(size > 0)) break;
+      out += rest.slice(nl + 2, nl + 2 + size);
+      rest = rest.slice(nl + 2 + size + 2);
+    }
+    body = out;
+  }
+  return JSON.parse(Buffer.from(body, 'latin1').toString('utf8'));
 }

@@ -1,7 +1,8 @@
 // The server on the project's trained model (models/sluice-k3-mini: Kimi K3
 // architecture, byte-level BPE tokenizer, ChatML template): greedy chat replies
-// equal `sluice generate --chat`, seeded sampling reproduces, and a follow-up
-// turn reuses the conversation state.
+// equal `sluice generate --chat`, seeded sampling reproduces, and follow-up
+// turns that reuse or roll back the conversation state (KDA recurrent state and
+// MLA cache) give the replies a fresh server gives.
 //   node k3_mini.mjs SLUICE_BINARY MODEL_DIR
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -42,6 +43,31 @@ await t.test('seeded sampling reproduces; a follow-up turn reuses the state', as
     ...p, messages: [...p.messages, { role: 'assistant', content: a.choices[0].message.content }, { role: 'user', content: 'And then?' }],
   });
   assert.ok(next.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens - 1, JSON.stringify(next.usage));
+});
+
+await t.test('replies with the state reused or rolled back equal a fresh server\'s', async () => {
+  const ask = (c, messages) => c.chat.completions.create({ model: MODEL, messages, max_tokens: 8, temperature: 0 });
+  const first = [{ role: 'user', content: 'And the LORD spake unto Moses, saying' }];
+  const a = await ask(client, first);
+  const extended = [...first, { role: 'assistant', content: a.choices[0].message.content }, { role: 'user', content: 'Speak unto the children of Israel' }];
+  const b = await ask(client, extended);  // extends the kept state
+  assert.ok(b.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens, JSON.stringify(b.usage));
+  // Another reply to the same prompt: rolls the state back into b's reply.
+  const changed = [...extended, { role: 'assistant', content: 'and he said' }, { role: 'user', content: 'Go' }];
+  const c = await ask(client, changed);
+  assert.ok(c.usage.prompt_tokens_details.cached_tokens >= b.usage.prompt_tokens - 1, JSON.stringify(c.usage));
+  const fresh = await startServer(binary, modelDir, ['--served-model-name', MODEL]);
+  try {
+    const fc = new OpenAI({ baseURL: `${fresh.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 });
+    for (const [messages, got] of [[changed, c], [extended, b]]) {
+      const f = await ask(fc, messages);
+      assert.equal(f.usage.prompt_tokens_details.cached_tokens, 0, 'the fresh server reused a state');
+      assert.equal(got.choices[0].message.content, f.choices[0].message.content);
+      await ask(fc, [{ role: 'user', content: 'x' }]);  // forget it
+    }
+  } finally {
+    assert.equal((await fresh.stop()).code, 0);
+  }
 });
 
 await t.test('tools are refused: this template has no tool-call syntax', async () => {

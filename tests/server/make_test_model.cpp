@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
                         {"rms_norm_eps", 1e-6},
                         {"rope_theta", 10000.0},
                         {"rope_scaling", nullptr},
-                        {"max_position_embeddings", 4096},
+                        {"max_position_embeddings", 65536},
                         {"bos_token_id", 0},
                         {"eos_token_id", eos},
                         {"tie_word_embeddings", false},

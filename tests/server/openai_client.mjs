@@ -198,7 +198,7 @@ await t.test('errors: status, type and the field named', async () => {
     [{ model: MODEL, messages: user('x'), response_format: { type: 'json_schema', json_schema: { name: 'x' } } }, 400, 'response_format.type'],
     [{ model: MODEL, messages: user('x'), stop: ['a', 'b', 'c', 'd', 'e'] }, 400, 'stop'],
     [{ model: MODEL, messages: user('x'), bogus_field: 1 }, 400, 'bogus_field'],
-    [{ model: MODEL, messages: user('x'), max_tokens: 5000 }, 400, 'max_tokens'],
+    [{ model: MODEL, messages: user('x'), max_tokens: 70000 }, 400, 'max_tokens'],  // the context is 65,536
     [{ model: 'no-such-model', messages: user('x') }, 404, 'model'],
   ];
   for (const [body, status, param] of cases) {

@@ -18,6 +18,12 @@ if(NODE_EXECUTABLE)
   add_test(NAME server.robustness
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/robustness.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
   set_tests_properties(server.robustness PROPERTIES LABELS "server;asan" TIMEOUT 600)
+  add_test(NAME server.connections
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/connections.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
+  set_tests_properties(server.connections PROPERTIES LABELS "server;asan" TIMEOUT 600)
+  add_test(NAME server.shutdown
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/shutdown.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
+  set_tests_properties(server.shutdown PROPERTIES LABELS "server;asan" TIMEOUT 600)
   if(EXISTS ${SLUICE_NODE_MODULES}/openai)
     add_test(NAME server.openai_client
              COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/openai_client.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
