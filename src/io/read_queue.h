@@ -1,6 +1,9 @@
 // Asynchronous positional reads with many requests in flight: io_uring where
 // the kernel allows it, otherwise a pool of threads calling pread. Requests
-// are completed in any order; the caller matches them by tag.
+// are completed in any order; the caller matches them by tag. A completion is
+// for the whole read: short reads are continued and -EINTR/-EAGAIN retried
+// inside the queue (SLUICE_READ_FAULTS injects such faults for tests, see
+// read_faults.h).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,7 +22,7 @@ struct ReadRequest {
 
 struct ReadCompletion {
   uint64_t tag = 0;
-  int64_t result = 0;  // bytes read, or -errno
+  int64_t result = 0;  // bytes read (fewer than asked only at end of file), or -errno
 };
 
 class ReadQueue {
