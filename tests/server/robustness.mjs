@@ -162,23 +162,28 @@ await t.test('abrupt disconnects: mid-body, mid-queue and mid-stream', async () 
     s.on('connect', () => { s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"model":'); setTimeout(() => s.destroy(), 50); });
   }
   // A long generation, dropped while it runs, streamed or not: the tokens generated
-  // after the drop are counted, and must be few. The rate before the drop shows
-  // that a generation that went on would have made many more.
+  // after the drop are counted, and must be few. The rate before the drop sets how
+  // long to watch after it: long enough that a generation that went on would make
+  // at least 250 tokens, 5x the limit (so the test can fail on a slow sanitizer
+  // build too).
   const tokens = () => metric(url, 'sluice_generation_tokens_total');
   async function dropWhileRunning(start, drop) {
     const t0 = await tokens();
     await start();
     let t1 = t0;
     for (let i = 0; i < 500 && t1 - t0 < 5; i++) { await sleep(10); t1 = await tokens(); }
-    await sleep(200);
+    const m0 = Date.now();
+    await sleep(500);
     const t2 = await tokens();
+    const rate = (t2 - t1) / ((Date.now() - m0) / 1000);
     drop();
     const dropped = await tokens();
-    await sleep(1000);
+    const need = 250 / Math.max(rate, 1e-9);  // seconds in which a generation that went on makes 250 tokens
+    assert.ok(need <= 30, `generation too slow (${rate.toFixed(1)} tokens/s) for this test to notice a generation that goes on`);
+    const watch = Math.max(1, need);
+    await sleep(watch * 1000);
     const after = (await tokens()) - dropped;
-    const rate = (t2 - t1) / 0.2;
-    console.log(`  ${rate.toFixed(0)} tokens/s before the drop, ${after} tokens after it`);
-    assert.ok(rate >= 100, `generation too slow (${rate} tokens/s) for this test to notice a generation that goes on`);
+    console.log(`  ${rate.toFixed(0)} tokens/s before the drop, ${after} tokens in the ${watch.toFixed(1)} s after it`);
     assert.ok(after < 50, `a dropped request went on: ${after} tokens after the drop`);
   }
   const ctl = new AbortController();

