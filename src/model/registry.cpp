@@ -1,5 +1,6 @@
 // build_decoder: dispatch on config.json's model_type.
 #include "format/config.h"
+#include "format/quantization.h"
 #include "model/architectures.h"
 #include "util/error.h"
 
@@ -35,6 +36,7 @@ ModelInfo basic_model_info(const Config& cfg, const std::string& arch) {
 
 std::unique_ptr<Decoder> build_decoder(const Config& cfg, std::unique_ptr<Checkpoint> ckpt) {
   const std::string type = cfg.req_string("model_type");
+  check_quantization_config(cfg);  // before any weight is read
   if (type == "deepseek_v3" || type == "kimi_k2") return build_deepseek_v3(std::move(ckpt), cfg);
   if (type == "qwen3_moe") return build_qwen3_moe(std::move(ckpt), cfg);
   if (type == "gpt_oss") return build_gpt_oss(std::move(ckpt), cfg);
