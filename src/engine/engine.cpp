@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "engine/unread_tensors.h"
 #include "format/generation_config.h"
 #include "io/remote_experts.h"
 #include "model/architectures.h"
@@ -52,6 +53,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& dir, const LoadOptions& 
     if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
   }
   e->index_ = std::make_unique<ExpertIndex>(e->config_, d.checkpoint());
+  check_no_unread_tensors(d, *e->index_);
   // Stream mode (a directory written by `sluice pull --stream`): routed experts
   // are fetched into the local sparse shards on first use, so they must be
   // streamed (never read through the resident table, whose holes read as zeros).
