@@ -5,6 +5,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/finite_check.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -83,6 +84,7 @@ void Decoder::forward_residual(State& state, float* h, int64_t T, ForwardTrace* 
     L.ffn->forward(xn.data(), T, tmp.data());
     ops::add(tmp.data(), h, T * D);
     if (hooks_) hooks_->after_layer(int64_t(l));
+    check_finite(h, T, D, state.pos, int64_t(l));
     prefetch_next(l, h, T);
     if (trace) trace->hidden[l].insert(trace->hidden[l].end(), h, h + T * D);
   }
@@ -147,6 +149,7 @@ void Decoder::forward_attn_res(State& state, float* h, int64_t T, ForwardTrace* 
     L.ffn->forward(xn.data(), T, f.data());
     for (size_t i = 0; i < TD; ++i) h[i] = p[i] + f[i];
     if (hooks_) hooks_->after_layer(int64_t(l));
+    check_finite(h, T, D, state.pos, int64_t(l));
     prefetch_next(l, h, T);
     if (trace) trace->hidden[l].insert(trace->hidden[l].end(), h, h + TD);
   }
@@ -171,6 +174,8 @@ void Decoder::forward(State& state, const int32_t* tokens, int64_t T, float* log
   if (!logits) return;
   if (all_logits) matmul(lm_head_, xn.data(), T, D, logits, info_.vocab);
   else matvec(lm_head_, xn.data() + (T - 1) * D, logits);
+  if (all_logits) check_finite(logits, T, info_.vocab, state.pos - T, -1);
+  else check_finite(logits, 1, info_.vocab, state.pos - 1, -1);
 }
 
 }  // namespace sluice

@@ -1,0 +1,29 @@
+// A NaN or Inf in a hidden state spreads to every later layer and to the logits,
+// which then sample as garbage (NUL bytes on the terminal) with no error. Each
+// pass checks the hidden state after every layer and the logits, and names the
+// first place that is not finite. Reading T x D floats once per layer costs
+// nothing next to the layer's matrix products.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "util/error.h"
+
+namespace sluice {
+
+// x: T rows of `width` values for positions pos0, pos0 + 1, ...: the hidden state
+// after decoder layer `layer` (zero-based), or the logits when layer < 0.
+inline void check_finite(const float* x, int64_t T, int64_t width, int64_t pos0, int64_t layer) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < width; ++i) {
+      const float v = x[t * width + i];
+      if (std::isfinite(v)) continue;
+      const std::string what = layer < 0 ? "the logits" : fmt::format("the hidden state after layer {}", layer);
+      fail("{} is not finite ({} at position {}, element {}): the checkpoint's weights or config.json (e.g. "
+           "rms_norm_eps) give NaN/Inf; `sluice verify --model DIR` checks the weights against their manifest",
+           what, v, pos0 + t, i);
+    }
+}
+
+}  // namespace sluice

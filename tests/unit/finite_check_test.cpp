@@ -1,0 +1,102 @@
+// Non-finite values are an error naming where they first appear, never NaN
+// logits sampled into NUL bytes: NaN weights in one layer, random bytes over a
+// weight, and a config whose rms_norm_eps is negative.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "format/safetensors.h"
+#include "runtime/session.h"
+#include "support/test_support.h"
+#include "util/error.h"
+
+namespace sluice {
+namespace {
+
+// Overwrites `tensor` in DIR/model.safetensors with the bytes fill(i) gives.
+template <class Fill>
+void overwrite_tensor(const std::string& dir, const std::string& tensor, Fill fill) {
+  const std::string path = dir + "/model.safetensors";
+  uint64_t offset = 0, bytes = 0;
+  {
+    SafetensorsFile f(path);
+    const TensorView t = f.get(tensor);
+    offset = t.file_offset;
+    bytes = t.nbytes();
+  }
+  std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekp(std::streamoff(offset));
+  for (uint64_t i = 0; i < bytes; ++i) io.put(char(fill(i)));
+  ASSERT_TRUE(io.good());
+}
+
+// The error of a 6-token feed, or "" when it succeeded.
+std::string feed_error(const std::string& dir) {
+  auto m = load_model(dir);
+  Session s(*m);
+  try {
+    s.feed({5, 6, 7, 8, 9, 10});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FiniteCheck, NanWeightsNameTheLayer) {
+  test::TempDir tmp;
+  const std::string dir = test::copy_golden(tmp, "qwen3_moe_tiny");
+  EXPECT_EQ(feed_error(dir), "");
+  // bf16 0x7FC0 (quiet NaN), little-endian, in layer 1's attention output projection.
+  overwrite_tensor(dir, "model.layers.1.self_attn.o_proj.weight", [](uint64_t i) { return i % 2 ? 0x7F : 0xC0; });
+  const std::string err = feed_error(dir);
+  EXPECT_NE(err.find("the hidden state after layer 1 is not finite"), std::string::npos) << err;
+}
+
+TEST(FiniteCheck, RandomBytesOverAWeightAreAnErrorOrFinite) {
+  test::TempDir tmp;
+  const std::string dir = test::copy_golden(tmp, "qwen3_moe_tiny");
+  std::mt19937 rng(17);
+  // Random bf16 bit patterns include NaN/Inf codes (exponent all ones) with probability 1/256 each.
+  overwrite_tensor(dir, "model.layers.0.self_attn.q_proj.weight", [&](uint64_t) { return uint8_t(rng()); });
+  const std::string err = feed_error(dir);
+  EXPECT_NE(err.find("is not finite"), std::string::npos) << (err.empty() ? "fed without an error" : err);
+}
+
+TEST(FiniteCheck, NegativeRmsNormEpsNamesTheFirstLayer) {
+  test::TempDir tmp;
+  const std::string dir = test::copy_golden(tmp, "qwen3_moe_tiny");
+  nlohmann::json cfg;
+  std::ifstream(dir + "/config.json") >> cfg;
+  cfg["rms_norm_eps"] = -1;
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  std::string err;
+  try {
+    err = feed_error(dir);
+  } catch (const Error& e) {
+    err = e.what();  // refused at load is fine too
+  }
+  EXPECT_NE(err.find("not finite"), std::string::npos) << (err.empty() ? "fed without an error" : err);
+}
+
+// E8M0 scale codes (MXFP4 experts): 0xFF is NaN (OCP MX), so every weight of the
+// block decodes to NaN and the first pass that routes to it names the layer;
+// 0x00 is 2^-127, a valid (tiny) scale, and decodes finite.
+TEST(FiniteCheck, E8m0ScaleCodes) {
+  for (const int code : {0xFF, 0x00}) {
+    test::TempDir tmp;
+    const std::string dir = test::copy_golden(tmp, "gpt_oss_tiny");
+    overwrite_tensor(dir, "model.layers.0.mlp.experts.gate_up_proj_scales", [&](uint64_t) { return uint8_t(code); });
+    const std::string err = feed_error(dir);
+    if (code == 0xFF)
+      EXPECT_NE(err.find("the hidden state after layer 0 is not finite"), std::string::npos) << err;
+    else
+      EXPECT_EQ(err, "") << "scale code 0x00";
+  }
+}
+
+}  // namespace
+}  // namespace sluice
