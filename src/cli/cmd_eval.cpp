@@ -1,0 +1,140 @@
+// sluice eval: perplexity of a model on given text, and its fidelity to a
+// reference model on the same tokens (mean KL divergence, top-1 agreement).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "runtime/evaluation.h"
+#include "text/tokenizer.h"
+#include "util/error.h"
+
+namespace sluice::cli {
+
+namespace {
+
+// Documents from --text (one), --jsonl (one per line: a JSON string or an object with "text") or --tokens.
+std::vector<std::vector<int32_t>> read_documents(const std::string& model_dir, const std::string& text_file,
+                                                 const std::string& jsonl, const std::string& tokens) {
+  std::vector<std::vector<int32_t>> docs;
+  if (!tokens.empty()) {
+    docs.push_back(parse_token_list(tokens));
+    return docs;
+  }
+  auto tok = text::Tokenizer::load(model_dir);
+  if (!text_file.empty()) {
+    std::ifstream in(text_file, std::ios::binary);
+    if (!in) fail("{}: cannot open", text_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    docs.push_back(tok->encode(ss.str()));
+    return docs;
+  }
+  std::ifstream in(jsonl);
+  if (!in) fail("{}: cannot open", jsonl);
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}:{}: not JSON: {}", jsonl, n, e.what());
+    }
+    if (j.is_object() && j.contains("text")) j = j["text"];
+    if (!j.is_string()) fail("{}:{}: expected a JSON string or an object with a \"text\" string", jsonl, n);
+    docs.push_back(tok->encode(j.get<std::string>()));
+  }
+  if (docs.empty()) fail("{}: no documents", jsonl);
+  return docs;
+}
+
+void add_eval_command(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand(
+      "eval",
+      "Perplexity on text; with a reference model, mean KL divergence and top-1 agreement per position against it");
+  struct Opts {
+    std::string model, text, jsonl, tokens, reference, json;
+    bool as_released = false, quiet = false;
+    int64_t chunk = 64;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--model", o->model, "Model directory (default: $SLUICE_MODEL or the shipped sluice-k3-mini)");
+  auto* t = cmd->add_option("--text", o->text, "A text file, scored as one document");
+  auto* j = cmd->add_option("--jsonl", o->jsonl,
+                            "One document per line (a JSON string, or an object with \"text\"); each scored from its start");
+  auto* k = cmd->add_option("--tokens", o->tokens, "Comma-separated token ids, scored as one document");
+  t->excludes(j)->excludes(k);
+  j->excludes(k);
+  auto* r = cmd->add_option("--reference", o->reference, "Compare with this model directory (same vocabulary)");
+  auto* a = cmd->add_flag("--reference-as-released", o->as_released,
+                          "Compare with the same directory's weights as released, ignoring a `sluice prepare` spine "
+                          "(e.g. --spine int8) there");
+  r->excludes(a);
+  cmd->add_option("--chunk", o->chunk, "Tokens per forward pass")->capture_default_str();
+  cmd->add_option("--json", o->json, "Also write the numbers to this JSON file");
+  cmd->add_flag("--quiet", o->quiet, "No progress on stderr");
+  cmd->callback([o, t, j, k, &action] {
+    action = [o, t, j, k] {
+      if (!*t && !*j && !*k) fail("eval: give one of --text, --jsonl or --tokens");
+      if (o->chunk < 1) fail("--chunk must be >= 1, got {}", o->chunk);
+      o->model = model_or_default(o->model);
+      const auto docs = read_documents(o->model, o->text, o->jsonl, o->tokens);
+      auto model = load_model(o->model);
+      std::unique_ptr<Model> ref;
+      if (o->as_released) {
+        LoadOptions lo;
+        lo.use_prepared_spine = false;
+        ref = load_model(o->model, lo);
+      } else if (!o->reference.empty()) {
+        ref = load_model(o->reference);
+      }
+      const bool tty = isatty(2) && !o->quiet;
+      auto last = std::chrono::steady_clock::now();
+      auto progress = [&](int64_t done, int64_t total) {
+        const auto now = std::chrono::steady_clock::now();
+        if (!tty || now - last < std::chrono::milliseconds(500)) return;
+        last = now;
+        std::fprintf(stderr, "\reval: %lld / %lld tokens", (long long)done, (long long)total);
+      };
+      const EvalReport rep = evaluate(*model, ref.get(), docs, o->chunk, progress);
+      if (tty) std::fprintf(stderr, "\r\033[K");
+      std::printf("documents %lld, predicted tokens %lld\n", (long long)rep.documents, (long long)rep.predictions);
+      std::printf("perplexity %.4f (mean NLL %.5f nats)\n", rep.perplexity(),
+                  rep.predictions ? rep.nll_sum / double(rep.predictions) : 0.0);
+      nlohmann::json out = {{"model", o->model},
+                            {"documents", rep.documents},
+                            {"predictions", rep.predictions},
+                            {"perplexity", rep.perplexity()},
+                            {"mean_nll", rep.predictions ? rep.nll_sum / double(rep.predictions) : 0.0}};
+      if (rep.compared) {
+        std::printf("reference perplexity %.4f\n", rep.ref_perplexity());
+        std::printf("mean KL(reference || model) %.3e nats, max %.3e; top-1 agreement %.4f%%\n", rep.mean_kl(),
+                    rep.kl_max, 100 * rep.top1_agreement());
+        out["reference"] = o->as_released ? o->model + " (as released)" : o->reference;
+        out["reference_perplexity"] = rep.ref_perplexity();
+        out["mean_kl"] = rep.mean_kl();
+        out["max_kl"] = rep.kl_max;
+        out["top1_agreement"] = rep.top1_agreement();
+      }
+      if (!o->json.empty()) {
+        std::ofstream f(o->json);
+        f << out.dump(2) << "\n";
+        if (!f) fail("{}: cannot write", o->json);
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace
+SLUICE_COMMAND(75, add_eval_command);
+
+}  // namespace sluice::cli

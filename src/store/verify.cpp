@@ -1,0 +1,103 @@
+#include "store/verify.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include "io/expert_disk_cache.h"
+#include "format/manifest.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace sluice {
+
+namespace fs = std::filesystem;
+
+VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
+  if (is_stream_dir(dir))
+    fail("{} is a stream-mode directory (experts are fetched on use): `sluice cache verify` checks its cached experts",
+         dir);
+  const auto man = find_manifest(dir);
+  if (!man) fail("{}: no {} (run `sluice prepare --model {}` on the checkpoint first)", dir, kManifestFile, dir);
+  VerifyReport r;
+  // Shards: present, with the size they had when prepared.
+  std::vector<int> fds(man->files.size(), -1);
+  for (size_t i = 0; i < man->files.size(); ++i) {
+    const auto& [name, size] = man->files[i];
+    const std::string path = (fs::path(dir) / name).string();
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ++r.files;
+    if (fd < 0) {
+      r.problems.push_back(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+      continue;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || uint64_t(st.st_size) != size) {
+      r.problems.push_back(fmt::format("{}: {} bytes, the manifest says {}", path, uint64_t(st.st_size), size));
+      ::close(fd);
+      continue;
+    }
+    fds[i] = fd;
+  }
+  uint64_t total = 0;
+  for (const auto& e : man->experts)
+    for (const auto& x : e.extents) total += x.length;
+  Progress bar("verify: experts", total, progress);
+  std::vector<uint8_t> buf(8 << 20);
+  XXH3_state_t* st = XXH3_createState();
+  for (const auto& e : man->experts) {
+    ++r.experts;
+    XXH3_64bits_reset(st);
+    std::string problem;
+    for (const auto& x : e.extents) {
+      if (x.file < 0 || size_t(x.file) >= fds.size()) {
+        problem = fmt::format("extent in file {} of {}", x.file, fds.size());
+        break;
+      }
+      const int fd = fds[size_t(x.file)];
+      if (fd < 0) {
+        problem = fmt::format("its file {} is missing or has the wrong size", man->files[size_t(x.file)].first);
+        break;
+      }
+      for (uint64_t done = 0; done < x.length && problem.empty();) {
+        const size_t n = size_t(std::min<uint64_t>(buf.size(), x.length - done));
+        const ssize_t got = ::pread(fd, buf.data(), n, off_t(x.offset + done));
+        if (got <= 0) {
+          problem = fmt::format("read of {} at offset {}: {}", man->files[size_t(x.file)].first, x.offset + done,
+                                got < 0 ? std::strerror(errno) : "end of file");
+          break;
+        }
+        XXH3_64bits_update(st, buf.data(), size_t(got));
+        done += uint64_t(got);
+        r.bytes += uint64_t(got);
+        bar.update(r.bytes);
+      }
+      if (!problem.empty()) break;
+    }
+    if (problem.empty()) {
+      const uint64_t h = XXH3_64bits_digest(st);
+      if (h != e.checksum) problem = fmt::format("XXH3 {:016x}, the manifest says {:016x}", h, e.checksum);
+    }
+    if (!problem.empty()) {
+      const auto& x = e.extents.empty() ? ExpertExtent{} : e.extents.front();
+      r.problems.push_back(fmt::format("expert {} of layer {} ({} at offset {}): {}", e.expert, e.layer,
+                                       x.file >= 0 && size_t(x.file) < man->files.size() ? man->files[size_t(x.file)].first : "?",
+                                       x.offset, problem));
+    }
+  }
+  XXH3_freeState(st);
+  bar.finish();
+  for (int fd : fds)
+    if (fd >= 0) ::close(fd);
+  return r;
+}
+
+}  // namespace sluice
