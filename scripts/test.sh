@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test: the include-graph check, the release build's CTest suite (unit, golden, CLI and the
-# node-reference suites), then the unit and golden tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, then the kernel tests and the
-# golden tests (every architecture) built for ARM64 under qemu-aarch64 (NEON).
-# Run scripts/setup.sh first.
+# Runs every test: the include-graph check, the release build's CTest suite (unit, golden, CLI, the
+# node-reference and server suites, stream mode), then under AddressSanitizer + UndefinedBehaviorSanitizer
+# the unit, golden, server and stream-mode tests and the fuzz targets' seed corpora, then the kernel and
+# golden tests built for ARM64 under qemu-aarch64 (NEON). A skipped test fails the run unless it is a
+# SIMD test of an instruction set this CPU lacks. Run scripts/setup.sh first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
@@ -14,13 +14,17 @@ python3 scripts/check_layers.py
 cmake --build build -j "$JOBS"
 echo "test: kernels on this CPU: $(build/src/sluice info | grep '^isa:')"
 (cd build && ctest -j "$JOBS" --output-on-failure --timeout 900)
+python3 scripts/check_skips.py build
 
 cmake --build build-asan -j "$JOBS"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest -j "$JOBS" --output-on-failure --timeout 1800 -L 'unit|golden|asan')
+python3 scripts/check_skips.py build-asan
 
 cmake --build build-aarch64 -j "$JOBS" --target sluice_unit_tests sluice_golden_tests
 echo "test: ARM64 under qemu: $(qemu-aarch64 build-aarch64/tests/sluice_unit_tests --gtest_filter='Isa.*' | grep '\[ kernels \]')"
 (cd build-aarch64 && ctest -j "$JOBS" --output-on-failure --timeout 1800 \
   -R '^(Isa/|Isa\.|Decode\.|Models/Golden\.)')
+python3 scripts/check_skips.py build-aarch64
+

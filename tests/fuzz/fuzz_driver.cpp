@@ -2,8 +2,10 @@
 // (LLVMFuzzerTestOneInput), so they also build with -fsanitize=fuzzer under
 // clang. Debian's g++ has no libFuzzer, so CI runs this driver in the
 // AddressSanitizer build: seed inputs from a corpus directory, then random
-// mutations for a fixed time. A crash or sanitizer report fails the test;
-// the input that caused it is written to fuzz-crash-<target>.bin first.
+// mutations for a fixed time, from a seed that changes every run (printed). A
+// crash or sanitizer report fails the test; the input that caused it is written
+// to fuzz-crash-<target>.bin first. The libFuzzer tree (-DSLUICE_FUZZ=ON) runs
+// the same targets coverage-guided.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -81,7 +83,9 @@ int main(int argc, char** argv) {
   }
   g_name = std::filesystem::path(argv[0]).filename().string();
   const double seconds = std::atof(argv[2]);
-  const uint64_t seed = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 20261130;
+  // A new seed each run unless one is given (the run prints it, to repeat it).
+  const uint64_t seed = argc > 3 ? std::strtoull(argv[3], nullptr, 10)
+                                 : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
   std::vector<std::vector<uint8_t>> corpus;
   for (const auto& e : std::filesystem::directory_iterator(argv[1])) {
     std::ifstream in(e.path(), std::ios::binary);

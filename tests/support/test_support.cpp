@@ -16,7 +16,11 @@
 
 namespace sluice::test {
 
-std::string fixture(const std::string& rel) { return std::string(SLUICE_FIXTURES) + "/" + rel; }
+// $SLUICE_FIXTURES_DIR moves the fixtures (a test binary run away from its source tree).
+std::string fixture(const std::string& rel) {
+  const char* moved = std::getenv("SLUICE_FIXTURES_DIR");
+  return std::string(moved && *moved ? moved : SLUICE_FIXTURES) + "/" + rel;
+}
 std::string sluice_binary() { return SLUICE_BINARY; }
 
 std::vector<double> read_f64(const std::string& file, const std::string& name, std::vector<int64_t>* shape) {

@@ -1,0 +1,54 @@
+// Fuzz target: splitting generated text into content, reasoning and tool calls
+// for each family's syntax, fed in the pieces the input's first bytes choose.
+// Nothing is lost or invented: content + reasoning + the calls' text account for
+// the input, and the same text split differently gives the same result.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/reply_parser.h"
+
+namespace {
+
+struct Result {
+  std::string content, reasoning, calls;
+};
+
+Result run(const sluice::server::ReplySyntax& syn, bool tools, std::string_view text, const uint8_t* cuts, size_t ncuts) {
+  sluice::server::ReplyParser p(syn, tools);
+  Result r;
+  auto take = [&](sluice::server::ReplyDelta d) {
+    r.content += d.content;
+    r.reasoning += d.reasoning;
+    for (const auto& c : d.tool_calls) r.calls += c.name + "\x1f" + c.arguments + "\x1e";
+  };
+  size_t at = 0, k = 0;
+  while (at < text.size()) {
+    const size_t n = ncuts ? 1 + cuts[k++ % ncuts] % 16 : text.size();
+    take(p.push(text.substr(at, n)));
+    at += n;
+  }
+  take(p.finish());
+  return r;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 4) return 0;
+  const int family = data[0] % 3;
+  const bool tools = data[1] & 1, in_reasoning = data[1] & 2;
+  const size_t ncuts = data[2] % 8;
+  if (size < 3 + ncuts) return 0;
+  const uint8_t* cuts = data + 3;
+  const std::string_view text(reinterpret_cast<const char*>(data) + 3 + ncuts, size - 3 - ncuts);
+  sluice::server::ReplySyntax syn = family == 0   ? sluice::server::deepseek_v3_syntax()
+                                    : family == 1 ? sluice::server::kimi_k2_syntax()
+                                                  : sluice::server::qwen3_syntax();
+  syn.starts_in_reasoning = in_reasoning;
+  const Result a = run(syn, tools, text, cuts, ncuts);
+  const Result b = run(syn, tools, text, nullptr, 0);
+  if (a.content != b.content || a.reasoning != b.reasoning || a.calls != b.calls) __builtin_trap();
+  if (a.content.size() + a.reasoning.size() > text.size()) __builtin_trap();  // invented text
+  return 0;
+}
