@@ -53,6 +53,22 @@ bool JsonPrefix::byte(unsigned char c) {
       if (*++literal_ == '\0') end_value();
       return true;
     case Mode::String:
+      // JSON text is UTF-8 (RFC 8259): multi-byte sequences are checked as they
+      // arrive (no overlong forms, surrogates or code points past U+10FFFF).
+      if (utf8_left_ > 0) {
+        if (c < utf8_lo_ || c > utf8_hi_) return false;
+        utf8_lo_ = 0x80, utf8_hi_ = 0xBF;
+        --utf8_left_;
+        return true;
+      }
+      if (c >= 0x80) {
+        utf8_lo_ = 0x80, utf8_hi_ = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) utf8_left_ = 1;
+        else if (c >= 0xE0 && c <= 0xEF) utf8_left_ = 2, utf8_lo_ = c == 0xE0 ? 0xA0 : 0x80, utf8_hi_ = c == 0xED ? 0x9F : 0xBF;
+        else if (c >= 0xF0 && c <= 0xF4) utf8_left_ = 3, utf8_lo_ = c == 0xF0 ? 0x90 : 0x80, utf8_hi_ = c == 0xF4 ? 0x8F : 0xBF;
+        else return false;
+        return true;
+      }
       if (c == '"') {
         if (in_key_) {
           in_key_ = false;

@@ -27,6 +27,7 @@ class JsonPrefix {
   Mode mode_ = Mode::Start;
   bool in_key_ = false;
   uint8_t hex_left_ = 0;
+  uint8_t utf8_left_ = 0, utf8_lo_ = 0x80, utf8_hi_ = 0xBF;  // continuation bytes still due in a string, and the next one's range
   Num num_ = Sign;
   const char* literal_ = nullptr;  // rest of true/false/null to match
 };

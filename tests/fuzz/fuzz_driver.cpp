@@ -98,6 +98,8 @@ int main(int argc, char** argv) {
     LLVMFuzzerTestOneInput(c.data(), c.size());
   }
   std::mt19937_64 rng(seed);
+  std::fprintf(stderr, "%s: seed %llu (pass it as the third argument to repeat this run)\n", g_name.c_str(),
+               (unsigned long long)seed);
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   uint64_t runs = 0;
   std::set_terminate([] {

@@ -28,6 +28,18 @@ TEST(JsonPrefix, RejectsWhatCannotContinue) {
     EXPECT_FALSE(prefix_ok(bad)) << bad;
 }
 
+// Found by json_prefix_fuzz: bytes that are not UTF-8 inside a string made a
+// "complete" object that nlohmann::json (and RFC 8259) refuses.
+TEST(JsonPrefix, StringsAreUtf8) {
+  for (const char* good : {"{\"k\":\"\xc3\xa9\"}", "{\"k\":\"\xe2\x82\xac\"}", "{\"k\":\"\xf0\x9f\x98\x80\"}",
+                           "{\"\xed\x9f\xbf\":1}", "{\"k\":\"\xf4\x8f\xbf\xbf\"}"})
+    EXPECT_TRUE(whole(good)) << good;
+  for (const char* bad : {"{\"k\":\"\xbb", "{\"k\":\"\xc0\xaf", "{\"k\":\"\xc3\"", "{\"k\":\"\xe0\x80",
+                          "{\"k\":\"\xed\xa0", "{\"k\":\"\xf0\x80", "{\"k\":\"\xf4\x90", "{\"k\":\"\xf5", "{\"k\":\"\xff"})
+    EXPECT_FALSE(prefix_ok(bad)) << bad;
+  EXPECT_TRUE(prefix_ok("{\"k\":\"\xf0\x9f"));  // an incomplete sequence is a prefix
+}
+
 TEST(JsonPrefix, NumbersEndAtTheNextByte) {
   EXPECT_TRUE(whole("{\"n\":10}"));
   EXPECT_TRUE(whole("{\"n\":[0,1e5,2E-1]}"));
