@@ -94,7 +94,10 @@ ExpertDiskCache::ExpertDiskCache(std::string dir) : dir_(std::move(dir)) {
       c.checksum = std::stoull(e.at(2).get<std::string>(), nullptr, 16);
       c.bytes = e.at(3).get<uint64_t>();
       c.last_use = e.at(4).get<uint64_t>();
-      entries_[{e.at(0).get<int32_t>(), e.at(1).get<int32_t>()}] = c;
+      const int32_t layer = e.at(0).get<int32_t>(), expert = e.at(1).get<int32_t>();
+      // A table sluice wrote names each expert once; a repeat means it was damaged
+      // (and would count the expert's bytes twice against the cache budget).
+      if (!entries_.emplace(std::pair{layer, expert}, c).second) fail("expert ({}, {}) listed twice", layer, expert);
       bytes_ += c.bytes;
       tick_ = std::max(tick_, c.last_use);
     }

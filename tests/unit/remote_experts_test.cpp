@@ -167,6 +167,18 @@ TEST(ExpertDiskCache, UnreadableTableMeansNothingCached) {
   EXPECT_TRUE(c.entries().empty());
 }
 
+// Found by fuzz.stream_tables_fuzz: a repeated expert was counted twice in bytes().
+TEST(ExpertDiskCache, RepeatedExpertMeansNothingCached) {
+  test::TempDir tmp;
+  {
+    std::ofstream(tmp.file(kExpertCacheFile))
+        << "{\"version\": 1, \"experts\": [[1, 2, \"ab\", 8196, 3], [1, 2, \"ab\", 8192, 4]]}";
+  }
+  ExpertDiskCache c(tmp.path());
+  EXPECT_TRUE(c.entries().empty());
+  EXPECT_EQ(c.bytes(), 0u);
+}
+
 TEST(Pull, SourceParsing) {
   auto a = parse_pull_source("org/name", "", "main");
   EXPECT_EQ(a.repo, "org/name");
