@@ -56,6 +56,8 @@ Manifest Manifest::load(const std::string& path) {
     fail("{}: malformed manifest: {}", path, e.what());
   } catch (const std::invalid_argument&) {
     fail("{}: malformed checksum in manifest", path);
+  } catch (const std::out_of_range&) {  // a checksum longer than 64 bits
+    fail("{}: malformed checksum in manifest (out of range)", path);
   }
   return m;
 }

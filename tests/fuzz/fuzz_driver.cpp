@@ -75,10 +75,12 @@ void mutate(std::vector<uint8_t>& v, std::mt19937_64& rng, const std::vector<std
 }
 }  // namespace
 
-// usage: fuzz_<target> CORPUS_DIR SECONDS [SEED]
+// usage: fuzz_<target> CORPUS_DIR SECONDS [SEED [MAX_INPUTS]]
+// CI passes a fixed seed and input count, so a run there is a reproducible
+// regression check; exploring (a new seed each run) is for runs by hand.
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s CORPUS_DIR SECONDS [SEED]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s CORPUS_DIR SECONDS [SEED [MAX_INPUTS]]\n", argv[0]);
     return 2;
   }
   g_name = std::filesystem::path(argv[0]).filename().string();
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
   // A new seed each run unless one is given (the run prints it, to repeat it).
   const uint64_t seed = argc > 3 ? std::strtoull(argv[3], nullptr, 10)
                                  : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+  const uint64_t max_inputs = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : UINT64_MAX;
   std::vector<std::vector<uint8_t>> corpus;
   for (const auto& e : std::filesystem::directory_iterator(argv[1])) {
     std::ifstream in(e.path(), std::ios::binary);
@@ -106,8 +109,8 @@ int main(int argc, char** argv) {
     save_current();
     std::abort();
   });
-  while (std::chrono::steady_clock::now() < end) {
-    for (int i = 0; i < 64; ++i, ++runs) {
+  while (std::chrono::steady_clock::now() < end && runs < max_inputs) {
+    for (int i = 0; i < 64 && runs < max_inputs; ++i, ++runs) {
       g_current = corpus[rng() % corpus.size()];
       mutate(g_current, rng, corpus);
       save_current();  // cheap insurance: the last input is on disk if a sanitizer aborts

@@ -5,11 +5,13 @@
 #   changes every run (libFuzzer picks and prints it; `-seed=N` repeats a run);
 #   new inputs go to the build tree, crashes to fuzz-<target>-crash-*;
 # - the sanitizer tree: linked with fuzz_driver.cpp, run over the seed corpus
-#   and a few seconds of random mutations (label "asan");
+#   and a fixed count of random mutations from a fixed seed (label "asan");
 # - the release tree: built only.
 file(GLOB SLUICE_FUZZ_TARGETS CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*_fuzz.cpp)
 set(SLUICE_FUZZ_SECONDS 20 CACHE STRING "Seconds each target is fuzzed in the fuzz tree")
-set(SLUICE_FUZZ_DRIVER_SECONDS 3 CACHE STRING "Seconds of random mutations per target in the sanitizer tree")
+set(SLUICE_FUZZ_DRIVER_SECONDS 20 CACHE STRING "At most this many seconds of random mutations per target in the sanitizer tree")
+# A fixed seed (1) and input count there: a reproducible regression check in CI, not a lottery.
+set(SLUICE_FUZZ_DRIVER_INPUTS 1000 CACHE STRING "Random mutations per target in the sanitizer tree")
 add_custom_target(fuzz_targets)
 foreach(src ${SLUICE_FUZZ_TARGETS})
   get_filename_component(name ${src} NAME_WE)
@@ -37,7 +39,7 @@ foreach(src ${SLUICE_FUZZ_TARGETS})
     math(EXPR limit "${SLUICE_FUZZ_SECONDS} * 3 + 120")
     set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz TIMEOUT ${limit})
   elseif(SLUICE_SANITIZE)
-    add_test(NAME fuzz.${name} COMMAND ${name} ${seeds} ${SLUICE_FUZZ_DRIVER_SECONDS})
+    add_test(NAME fuzz.${name} COMMAND ${name} ${seeds} ${SLUICE_FUZZ_DRIVER_SECONDS} 1 ${SLUICE_FUZZ_DRIVER_INPUTS})
     set_tests_properties(fuzz.${name} PROPERTIES LABELS asan)
   endif()
 endforeach()
