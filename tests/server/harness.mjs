@@ -152,13 +152,14 @@ export function expositionProblems(text) {
 
 // One HTTP exchange on its own connection (Connection: close): resolves with
 // { status, head, body } when the server closes, { closed: true, text } when it
-// closed without an answer, { timeout: true } after timeoutMs.
-export function rawExchange(port, bytes, { timeoutMs = 30000 } = {}) {
+// closed without an answer, { timeout: true } after timeoutMs. endAfterWrite
+// half-closes the connection once the bytes are written.
+export function rawExchange(port, bytes, { timeoutMs = 30000, endAfterWrite = false } = {}) {
   return new Promise((resolve) => {
     const sock = net.connect(port, '127.0.0.1');
     const chunks = [];
     const timer = setTimeout(() => { sock.destroy(); resolve({ timeout: true }); }, timeoutMs);
-    sock.on('connect', () => sock.write(bytes));
+    sock.on('connect', () => { sock.write(bytes); if (endAfterWrite) sock.end(); });
     sock.on('data', (d) => chunks.push(d));
     sock.on('error', () => {});
     sock.on('close', () => {

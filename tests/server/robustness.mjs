@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import path from 'node:path';
-import { startServer, runner, printableBias, metric, sleep } from './harness.mjs';
+import { startServer, runner, printableBias, metric, sleep, rawExchange } from './harness.mjs';
 
 const [binary, modelDir] = process.argv.slice(2);
 const MODEL = path.basename(modelDir);
@@ -17,26 +17,7 @@ const server = await startServer(binary, modelDir, ['--max-request-bytes', '1048
 const { port, url } = server;
 const t = runner();
 
-// Sends raw bytes; resolves with { status, headers, body } or { closed: true } when the
-// server closes without an answer. Bounded by `timeoutMs`.
-function raw(bytes, { timeoutMs = 30000, endAfterWrite = false } = {}) {
-  return new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1');
-    const chunks = [];
-    const timer = setTimeout(() => { sock.destroy(); resolve({ timeout: true }); }, timeoutMs);
-    sock.on('connect', () => { sock.write(bytes); if (endAfterWrite) sock.end(); });
-    sock.on('data', (d) => chunks.push(d));
-    sock.on('error', () => {});
-    sock.on('close', () => {
-      clearTimeout(timer);
-      const text = Buffer.concat(chunks).toString('latin1');
-      const m = text.match(/^HTTP\/1\.1 (\d{3})/);
-      if (!m) return resolve({ closed: true, text });
-      const [head, ...rest] = text.split('\r\n\r\n');
-      resolve({ status: Number(m[1]), head, body: rest.join('\r\n\r\n') });
-    });
-  });
-}
+const raw = (bytes, opts) => rawExchange(port, bytes, opts);
 
 function post(pathname, body, extraHeaders = '') {
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body);
