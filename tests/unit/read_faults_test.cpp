@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "runtime/session.h"
+#include "support/golden_logits.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -121,21 +122,8 @@ TEST(ReadFaults, EioIsReportedNotRetriedForever) {
   for (const auto& c : done) EXPECT_EQ(c.result, -EIO);
 }
 
-std::vector<int32_t> golden_ids(const std::string& name) {
-  auto v = test::read_i64(test::fixture("golden/" + name + "/reference.safetensors"), "input_ids");
-  return std::vector<int32_t>(v.begin(), v.begin() + std::min<size_t>(v.size(), 24));
-}
-
-std::vector<float> run(const Model& m, const std::vector<int32_t>& ids) {
-  Session s(m);
-  const size_t half = ids.size() / 2;
-  auto out = s.feed_all(std::vector<int32_t>(ids.begin(), ids.begin() + long(half)));
-  for (size_t t = half; t < ids.size(); ++t) {
-    auto l = s.feed_all({ids[t]});
-    out.insert(out.end(), l.begin(), l.end());
-  }
-  return out;
-}
+using test::golden_ids;
+const auto run = test::prefill_half_then_decode;
 
 // Streamed experts (both queues) and a streamed spine under short reads,
 // retries and reordering: bitwise the logits of the resident model.
