@@ -15,9 +15,12 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 
 # model/ is math over the compute seam: nothing from storage or I/O, and of the
 # CPU kernels only the weight-format views (the CPU backend calls the kernels).
+# The router's top-k choice is host logic on host data (the logits come to the
+# host first), so it may use the scalar helpers of kernels/ops.h.
 MODEL_FORBIDDEN = re.compile(r"^(store|io)/")
 MODEL_KERNELS_ALLOWED = {"kernels/qmatrix.h"}
-CHECK_SEAM = False  # on once every block computes through the backend
+MODEL_KERNELS_EXCEPTIONS = {("model/router.cpp", "kernels/ops.h")}
+CHECK_SEAM = True
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -53,7 +56,8 @@ def main():
             if src == "model":
                 if MODEL_FORBIDDEN.match(inc):
                     errors.append(f"{rel}: model/ includes \"{inc}\" (model is math: no storage or I/O)")
-                if CHECK_SEAM and dst == "kernels" and inc not in MODEL_KERNELS_ALLOWED:
+                if (CHECK_SEAM and dst == "kernels" and inc not in MODEL_KERNELS_ALLOWED
+                        and (rel, inc) not in MODEL_KERNELS_EXCEPTIONS):
                     errors.append(f"{rel}: model/ includes \"{inc}\" (blocks compute through compute/backend.h)")
     # File-level cycles among headers.
     graph = {rel: [i for i in incs if i in files] for rel, incs in files.items() if rel.endswith(".h")}

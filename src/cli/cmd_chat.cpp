@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/memory_options.h"
 #include "cli/text_generation.h"
 #include "engine/engine.h"
 #include "text/chat_template.h"
@@ -23,6 +24,7 @@ void add_chat_command(CLI::App& app, Action& action) {
   struct Opts {
     std::string model, system;
     TextGenOptions gen;
+    MemoryRequest mem;
   };
   auto o = std::make_shared<Opts>();
   o->gen.max_new = 256;
@@ -30,11 +32,14 @@ void add_chat_command(CLI::App& app, Action& action) {
   cmd->add_option("--system", o->system, "System message");
   cmd->add_option("--max-new", o->gen.max_new, "Maximum tokens per reply")->capture_default_str();
   add_generation_options(cmd, o->gen);
+  add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
       check_generation_options(o->gen);
+      apply_memory_options(o->mem);
       const std::string dir = model_or_default(o->model);
-      auto model = load_model(dir);
+      auto model = Engine::open(dir, o->mem);
+      print_plan(o->gen, *model);
       auto tok = text::Tokenizer::load(dir);
       make_drafter(o->gen, *model);
       auto tmpl = text::ChatTemplate::load(dir);

@@ -6,8 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "engine/engine.h"
+#include "cli/memory_options.h"
 #include "cli/text_generation.h"
+#include "engine/engine.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
 #include "text/chat_template.h"
@@ -26,6 +27,7 @@ void add_generate_command(CLI::App& app, Action& action) {
     std::string model, tokens, prompt, system, tokenizer;
     bool chat = false, no_think = false;
     TextGenOptions gen;
+    MemoryRequest mem;
   };
   auto o = std::make_shared<Opts>();
   o->gen.max_new = 16;
@@ -40,17 +42,21 @@ void add_generate_command(CLI::App& app, Action& action) {
   cmd->add_option("--max-new", o->gen.max_new, "Maximum number of tokens to generate")->capture_default_str();
   cmd->add_flag("--ignore-eos", o->gen.ignore_eos, "Keep generating after an end-of-sequence token");
   add_generation_options(cmd, o->gen);
+  add_memory_options(cmd, o->mem);
   cmd->callback([o, tk, pr, &action] {
     action = [o, tk, pr] {
       if (!*tk && !*pr) fail("generate: give --tokens or --prompt");
       if (o->chat && !*pr) fail("--chat needs --prompt");
       check_generation_options(o->gen);
+      apply_memory_options(o->mem);
       o->model = model_or_default(o->model);
       if (*tk) {
         std::vector<int32_t> prompt = parse_token_list(o->tokens);
-        auto model = load_model(o->model);
+        o->mem.context_tokens = int64_t(prompt.size()) + o->gen.max_new;
+        auto model = Engine::open(o->model, o->mem);
+        print_plan(o->gen, *model);
         make_drafter(o->gen, *model);
-        Session s(*model);
+        Session s = model->session();
         std::vector<int32_t> ids = generate_tokens(s, prompt, o->gen);
         std::string line = "[";
         for (size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
@@ -69,10 +75,13 @@ void add_generate_command(CLI::App& app, Action& action) {
         if (o->no_think) extra["enable_thinking"] = false;
         text = tmpl.render(msgs, nullptr, true, extra);
       }
-      auto model = load_model(o->model);
-      std::vector<int32_t> prompt = encode_prompt(*tok, *model, text);
+      std::vector<int32_t> prompt = encode_text(*tok, text);
+      o->mem.context_tokens = int64_t(prompt.size()) + o->gen.max_new;
+      auto model = Engine::open(o->model, o->mem);
+      check_prompt(*model, prompt);
+      print_plan(o->gen, *model);
       make_drafter(o->gen, *model);
-      Session s(*model);
+      Session s = model->session();
       stream_text(s, *tok, prompt, o->gen, stdout);
       std::fputc('\n', stdout);
       return 0;

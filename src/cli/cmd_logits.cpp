@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "cli/commands.h"
+#include "cli/memory_options.h"
 #include "format/safetensors.h"
 #include "engine/engine.h"
 #include "runtime/session.h"
@@ -24,23 +25,27 @@ void add_logits_command(CLI::App& app, Action& action) {
     std::string model, tokens, output;
     int64_t decode_from = 0;
     bool hidden = false;
+    MemoryRequest mem;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "Model directory (config.json + safetensors)")->required();
+  cmd->add_option("--model", o->model, "Model directory (default: $SLUICE_MODEL or the shipped sluice-k3-mini)");
   cmd->add_option("--tokens", o->tokens, "Comma-separated token ids, e.g. 5,17,9")->required();
   cmd->add_option("--output", o->output, "Output safetensors file (tensor 'logits', F32 [T, vocab])")->required();
   cmd->add_option("--decode-from", o->decode_from,
                   "Prefill the first K tokens together, then decode the rest one at a time through the cache");
   cmd->add_flag("--hidden", o->hidden, "Also write 'hidden.<layer>' and 'final_hidden' [T, hidden]");
+  add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
       std::vector<int32_t> toks = parse_token_list(o->tokens);
       const int64_t T = int64_t(toks.size());
       if (o->decode_from < 0 || o->decode_from > T)
         fail("--decode-from {} must be between 1 and the number of tokens ({})", o->decode_from, T);
-      auto model = load_model(o->model);
+      apply_memory_options(o->mem);
+      o->mem.context_tokens = T;
+      auto model = Engine::open(model_or_default(o->model), o->mem);
       const ModelInfo& info = model->info();
-      Session s(*model);
+      Session s = model->session();
       ForwardTrace trace, part;
       std::vector<float> logits;
       const int64_t K = o->decode_from == 0 ? T : o->decode_from;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/memory_options.h"
 #include "engine/engine.h"
 #include "io/routing_log.h"
 #include "util/error.h"
@@ -17,12 +18,15 @@ namespace {
 struct Opts {
   std::string model, tokens, tokens_from, json_out;
   std::vector<int64_t> cache_sizes = {4, 8, 16, 32};
+  MemoryRequest mem;
 };
 
 int run(const Opts& o) {
   std::vector<int32_t> ids = !o.tokens.empty() ? parse_token_list(o.tokens) : tokens_from_safetensors(o.tokens_from);
   if (ids.size() < 2) fail("need at least 2 tokens for a routing report");
-  auto engine = Engine::open(model_or_default(o.model));
+  MemoryRequest mem = o.mem;
+  mem.context_tokens = int64_t(ids.size());
+  auto engine = Engine::open(model_or_default(o.model), mem);
   RoutingLog log;
   engine->set_expert_source(std::make_unique<RecordingExperts>(engine->expert_source(), log));
   Session s = engine->session();
@@ -62,9 +66,11 @@ void add_routing_report_command(CLI::App& app, Action& action) {
   t->excludes(f);
   cmd->add_option("--cache-sizes", o->cache_sizes, "Per-layer LRU cache sizes (experts) to simulate")->capture_default_str();
   cmd->add_option("--json", o->json_out, "Also write the full report as JSON");
+  add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
       if (o->tokens.empty() && o->tokens_from.empty()) fail("give --tokens or --tokens-from");
+      apply_memory_options(o->mem);
       return run(*o);
     };
   });

@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "cli/commands.h"
+#include "cli/memory_options.h"
 #include "engine/engine.h"
 #include "engine/drafter.h"
 #include "server/chat_codec.h"
@@ -20,7 +21,7 @@ void add_serve_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat completions, completions, models)");
   struct Opts {
     std::string model, name, draft_model;
-    double expert_cache_gb = 0;
+    MemoryRequest mem;
     bool speculate = false;
     int64_t ngram = 4;
     int64_t context = 0;
@@ -57,8 +58,7 @@ void add_serve_command(CLI::App& app, Action& action) {
   cmd->add_option("--max-connections-per-client", o->s.transport.max_connections_per_client,
                   "Open connections one client address may hold; more get 429")
       ->capture_default_str();
-  cmd->add_option("--expert-cache-gb", o->expert_cache_gb,
-                  "Read routed experts from disk on demand into a cache of this many GiB (default: all in memory)");
+  add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
       if (o->s.port < 0 || o->s.port > 65535) fail("--port must be in 0..65535, got {}", o->s.port);
@@ -71,6 +71,7 @@ void add_serve_command(CLI::App& app, Action& action) {
       o->s.transport.head_timeout = std::chrono::milliseconds(int64_t(o->header_timeout_s * 1000));
       if (o->s.transport.max_connections_per_client < 1)
         fail("--max-connections-per-client must be >= 1, got {}", o->s.transport.max_connections_per_client);
+      apply_memory_options(o->mem);
       o->model = model_or_default(o->model);
       o->s.model_name = o->name;
       if (o->s.model_name.empty())
@@ -87,14 +88,9 @@ void add_serve_command(CLI::App& app, Action& action) {
       sigaddset(&sigs, SIGTERM);
       pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-      if (o->expert_cache_gb < 0) fail("--expert-cache-gb must be positive, got {}", o->expert_cache_gb);
-      LoadOptions lo;
-      if (o->expert_cache_gb > 0) {
-        lo.stream_experts = true;
-        lo.prefetch = true;
-        lo.streaming.cache_bytes = uint64_t(o->expert_cache_gb * double(1ull << 30));
-      }
-      auto model = load_model(o->model, lo);
+      if (o->context > 0) o->mem.context_tokens = o->context;  // the plan's state is for the served context
+      auto model = Engine::open(o->model, o->mem);
+      if (model->plan().budget > 0) std::fprintf(stderr, "%s\n", model->plan().describe().c_str());
       o->s.drafter = choose_drafter(o->draft_model, o->speculate, o->ngram, *model);
       const int64_t model_ctx = model->context_length();
       if (o->context < 0) fail("--context-length must be positive, got {}", o->context);

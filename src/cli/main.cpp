@@ -6,7 +6,6 @@
 
 #include "cli/commands.h"
 #include "util/error.h"
-#include "util/thread_pool.h"
 
 namespace sluice::cli {
 std::vector<std::pair<int, CommandSetup>>& command_registry() {
@@ -32,9 +31,6 @@ std::string model_or_default(const std::string& given) {
 int main(int argc, char** argv) {
   CLI::App app{"sluice: exact Mixture-of-Experts inference with experts streamed from disk"};
   app.require_subcommand(1);
-  int threads = 0;
-  app.add_option("--threads", threads, "Worker threads (default: one per hardware thread)");
-  app.fallthrough();  // --threads may follow the subcommand too
   sluice::cli::Action action;
   auto reg = sluice::cli::command_registry();
   std::sort(reg.begin(), reg.end(), [](auto& a, auto& b) { return a.first < b.first; });
@@ -44,7 +40,6 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (threads > 0) sluice::ThreadPool::set_default_threads(threads);
   try {
     return action ? action() : 2;
   } catch (const sluice::Error& e) {

@@ -8,14 +8,27 @@
 
 namespace sluice::cli {
 
-std::vector<int32_t> encode_prompt(const text::Tokenizer& tok, const Model& model, const std::string& text) {
+std::vector<int32_t> encode_text(const text::Tokenizer& tok, const std::string& text) {
   std::vector<int32_t> ids = tok.encode(text);
   if (ids.empty()) fail("the prompt encodes to no tokens");
+  return ids;
+}
+
+void check_prompt(const Model& model, const std::vector<int32_t>& ids) {
   for (int32_t id : ids)
     if (id >= model.info().vocab)
       fail("prompt token {} is outside the model's vocabulary ({}): tokenizer and model do not match", id,
            model.info().vocab);
+}
+
+std::vector<int32_t> encode_prompt(const text::Tokenizer& tok, const Model& model, const std::string& text) {
+  std::vector<int32_t> ids = encode_text(tok, text);
+  check_prompt(model, ids);
   return ids;
+}
+
+void print_plan(const TextGenOptions& g, const Engine& engine) {
+  if (g.stats) std::fprintf(stderr, "%s\n", engine.plan().describe().c_str());
 }
 
 void add_generation_options(CLI::App* cmd, TextGenOptions& g) {

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/engine.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
@@ -48,5 +49,10 @@ std::vector<int32_t> stream_text(Session& s, const text::Tokenizer& tok, const s
 
 // Text -> ids, checking that the tokenizer fits the model.
 std::vector<int32_t> encode_prompt(const text::Tokenizer& tok, const Model& model, const std::string& text);
+// The same in two steps, for commands that size the memory plan from the prompt before opening the model.
+std::vector<int32_t> encode_text(const text::Tokenizer& tok, const std::string& text);
+void check_prompt(const Model& model, const std::vector<int32_t>& ids);
+// With --stats: the engine's memory plan on stderr.
+void print_plan(const TextGenOptions& g, const Engine& engine);
 
 }  // namespace sluice::cli

@@ -47,8 +47,8 @@ std::vector<ByteRange> weight_byte_ranges(const QMatrix& m) {
 
 std::vector<ByteRange> expert_byte_ranges(const ExpertWeights& e) {
   std::vector<ByteRange> r;
-  for (const QMatrix* m : {&e.gate, &e.up, &e.down})
-    for (auto b : weight_byte_ranges(*m)) r.push_back(b);
+  for (const Matrix* m : {&e.gate, &e.up, &e.down})
+    for (auto b : weight_byte_ranges(m->q)) r.push_back(b);
   return r;
 }
 

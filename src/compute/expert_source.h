@@ -7,16 +7,18 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/qmatrix.h"
+#include "compute/weights.h"
 
 namespace sluice {
 
+// One routed expert's weights: host views of its stored bytes (the source
+// decides where they are; a GPU source adds its device copies).
 struct ExpertWeights {
   // Separate gate/up, or one matrix with interleaved rows (2j = gate_j, 2j+1 = up_j, gpt-oss).
-  QMatrix gate, up, down;
+  Matrix gate, up, down;
   bool gate_up_interleaved = false;
-  const float* gate_up_bias = nullptr;  // interleaved like the rows (gpt-oss); lives in the spine
-  const float* down_bias = nullptr;
+  Vector gate_up_bias;  // interleaved like the rows (gpt-oss); lives in the spine
+  Vector down_bias;
 };
 
 // Counters every source keeps (bytes are what was read from storage).

@@ -37,55 +37,100 @@ void check_stream_dir_coverage(const Decoder& d, const ExpertIndex& index) {
 }
 }  // namespace
 
-Engine::Engine(std::string dir, Config config, LoadOptions opts)
-    : dir_(std::move(dir)), config_(std::move(config)), opts_(std::move(opts)) {}
+// The backend the plan's device computes on (the CPU is the only one of this build).
+static Backend& backend_for(const Device& /*device*/) { return cpu_backend(); }
+
+Engine::Engine(std::string dir, Config config, bool use_prepared_spine, Device device)
+    : dir_(std::move(dir)), config_(std::move(config)), backend_(&backend_for(device)) {
+  decoder_ = build_decoder(config_, std::make_unique<Checkpoint>(dir_, use_prepared_spine), *backend_);
+  for (int32_t id : generation_eos_ids(dir_)) {
+    auto& eos = decoder_->mutable_info().eos_ids;
+    if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
+  }
+  index_ = std::make_unique<ExpertIndex>(config_, decoder_->checkpoint());
+  check_no_unread_tensors(*decoder_, *index_);
+  if (is_stream_dir(dir_)) check_stream_dir_coverage(*decoder_, *index_);
+}
 
 Engine::~Engine() {
   if (decoder_) decoder_->set_layer_hooks(nullptr);
 }
 
 std::unique_ptr<Engine> Engine::open(const std::string& dir, const LoadOptions& opts) {
-  std::unique_ptr<Engine> e(new Engine(dir, Config::load(dir), opts));
-  e->decoder_ = build_decoder(e->config_, std::make_unique<Checkpoint>(dir, opts.use_prepared_spine));
-  Decoder& d = *e->decoder_;
-  for (int32_t id : generation_eos_ids(dir)) {
-    auto& eos = d.mutable_info().eos_ids;
-    if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
-  }
-  e->index_ = std::make_unique<ExpertIndex>(e->config_, d.checkpoint());
-  check_no_unread_tensors(d, *e->index_);
+  std::unique_ptr<Engine> e(new Engine(dir, Config::load(dir), opts.use_prepared_spine, opts.device));
+  // Explicit options: the plan only records what they say.
+  e->plan_ = plan_memory(0, e->footprint(0), opts.device);
+  e->plan_.stream_experts = opts.stream_experts;
+  e->plan_.expert_cache = opts.stream_experts ? opts.streaming.cache_bytes : 0;
+  e->plan_.stream_spine = opts.spine_budget > 0;
+  e->plan_.spine_budget = opts.spine_budget;
+  e->install(opts);
+  return e;
+}
+
+std::unique_ptr<Engine> Engine::open(const std::string& dir, const MemoryRequest& r) {
+  check_memory_request(r);
+  const Device device = parse_device(r.device);
+  std::unique_ptr<Engine> e(new Engine(dir, Config::load(dir), /*use_prepared_spine=*/true, device));
+  int64_t ctx = r.context_tokens > 0 ? r.context_tokens : 4096;
+  if (e->context_length() > 0) ctx = std::min(ctx, e->context_length());
+  e->plan_ = plan_memory(uint64_t(r.ram_gib * double(kGiB)), e->footprint(ctx), device);
+  e->install(load_options(e->plan_, r, dir));
+  return e;
+}
+
+ModelFootprint Engine::footprint(int64_t context_tokens) const {
+  ModelFootprint f;
+  f.spine_bytes = index_->spine_bytes();
+  f.spine_stream_min_bytes = SpineStreamer::min_budget(SpineLayout(decoder_->checkpoint(), index_->spine()),
+                                                       decoder_->layers(), on_demand_spine());
+  f.expert_bytes = index_->total_bytes();
+  for (int32_t l = 0; l < index_->layers(); ++l)
+    for (int32_t x = 0; x < index_->experts(l); ++x) f.largest_expert_bytes = std::max(f.largest_expert_bytes, index_->bytes(l, x));
+  f.state_bytes_per_token = decoder_->state_bytes_per_token();
+  f.state_bytes_fixed = decoder_->state_bytes_fixed();
+  f.context_tokens = context_tokens;
+  return f;
+}
+
+void Engine::install(const LoadOptions& opts) {
+  opts_ = opts;
+  Decoder& d = *decoder_;
   // Stream mode (a directory written by `sluice pull --stream`): routed experts
   // are fetched into the local sparse shards on first use, so they must be
   // streamed (never read through the resident table, whose holes read as zeros).
-  const bool stream_dir = is_stream_dir(dir);
-  if (stream_dir) check_stream_dir_coverage(d, *e->index_);
+  const bool stream_dir = is_stream_dir(dir_);
   if (opts.stream_experts || stream_dir) {
     StreamingOptions so = opts.streaming;
     const Manifest* manifest = nullptr;
     if ((so.checksums.empty() && opts.use_prepared_spine) || stream_dir) manifest = d.checkpoint().manifest();
     if (so.checksums.empty() && opts.use_prepared_spine && manifest) so.checksums = manifest->checksum_table();
     if (stream_dir && !so.fetcher)
-      so.fetcher = make_remote_fetcher(dir, d.checkpoint(), *e->index_,
+      so.fetcher = make_remote_fetcher(dir_, d.checkpoint(), *index_,
                                        manifest ? manifest->checksum_table() : std::vector<std::vector<uint64_t>>{});
     d.set_expert_source(std::make_unique<StreamingExperts>(d.experts(), d.checkpoint(), so));
   }
   d.set_prefetch(opts.prefetch);
   if (opts.stream_experts || opts.spine_budget > 0)
-    e->stream_spine(opts.spine_budget > 0 ? opts.spine_budget : std::numeric_limits<uint64_t>::max());
-  return e;
+    stream_spine(opts.spine_budget > 0 ? opts.spine_budget : std::numeric_limits<uint64_t>::max());
 }
 
-void Engine::stream_spine(uint64_t budget) {
+// The embedding table stays on demand when the spine is streamed: a token reads one row of it.
+std::vector<ExpertExtent> Engine::on_demand_spine() const {
   const Checkpoint& ck = decoder_->checkpoint();
-  spine_layout_ = std::make_unique<SpineLayout>(ck, index_->spine());
-  // The embedding table stays on demand: a token reads one row of it.
   std::vector<ExpertExtent> on_demand;
   const std::string embed = index_->layout().prefix + "model.embed_tokens.weight";
   if (ck.has(embed)) {
     TensorView t = ck.get(embed);
     on_demand.push_back({ck.file_index(embed), t.file_offset, t.nbytes()});
   }
-  spine_ = std::make_unique<SpineStreamer>(ck, *spine_layout_, decoder_->layers(), budget, on_demand);
+  return on_demand;
+}
+
+void Engine::stream_spine(uint64_t budget) {
+  const Checkpoint& ck = decoder_->checkpoint();
+  spine_layout_ = std::make_unique<SpineLayout>(ck, index_->spine());
+  spine_ = std::make_unique<SpineStreamer>(ck, *spine_layout_, decoder_->layers(), budget, on_demand_spine());
   hooks_ = std::make_unique<SpineHooks>(*spine_);
   decoder_->set_layer_hooks(hooks_.get());
 }

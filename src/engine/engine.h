@@ -9,7 +9,9 @@
 #include <memory>
 #include <string>
 
+#include "compute/backend.h"
 #include "compute/expert_source.h"
+#include "engine/memory_plan.h"
 #include "format/checkpoint.h"
 #include "format/config.h"
 #include "format/expert_index.h"
@@ -33,6 +35,7 @@ struct LoadOptions {
   // With streamed experts the spine is read once into private memory; layers
   // beyond this many bytes (0: no limit) are streamed layer by layer.
   uint64_t spine_budget = 0;
+  Device device;  // where the forward pass computes
 };
 
 class Engine : public Model {
@@ -52,7 +55,12 @@ class Engine : public Model {
   const Config& config() const { return config_; }
   const Checkpoint& checkpoint() const;
   const ExpertIndex& expert_index() const { return *index_; }
+  Backend& backend() const { return *backend_; }
   const LoadOptions& options() const { return opts_; }
+  // The memory plan the engine runs under (with the model's footprint).
+  const MemoryPlan& plan() const { return plan_; }
+  // What this model needs for `context_tokens` positions of state.
+  ModelFootprint footprint(int64_t context_tokens) const;
   // Positions the model was trained for (config max_position_embeddings; 0: not stated).
   int64_t context_length() const;
 
@@ -72,18 +80,24 @@ class Engine : public Model {
   // installs the expert source and spine streaming `opts` asks for (stream-mode
   // directories always stream their experts).
   static std::unique_ptr<Engine> open(const std::string& dir, const LoadOptions& opts = {});
+  // The same under the memory plan for `request`'s budget and this model's footprint.
+  static std::unique_ptr<Engine> open(const std::string& dir, const MemoryRequest& request);
 
  private:
-  Engine(std::string dir, Config config, LoadOptions opts);
+  Engine(std::string dir, Config config, bool use_prepared_spine, Device device);
+  void install(const LoadOptions& opts);
   std::string dir_;
   Config config_;
   LoadOptions opts_;
+  MemoryPlan plan_;
+  Backend* backend_ = nullptr;
   std::unique_ptr<Decoder> decoder_;
   std::unique_ptr<ExpertIndex> index_;
   std::unique_ptr<SpineLayout> spine_layout_;
   std::unique_ptr<SpineStreamer> spine_;
   std::unique_ptr<LayerHooks> hooks_;
   void stream_spine(uint64_t budget);
+  std::vector<ExpertExtent> on_demand_spine() const;
 };
 
 // Engine::open under its everyday name.

@@ -15,15 +15,11 @@ uint64_t page_down(uint64_t v) { return v & ~(kDirectAlign - 1); }
 uint64_t page_up(uint64_t v) { return (v + kDirectAlign - 1) & ~(kDirectAlign - 1); }
 }  // namespace
 
-SpineStreamer::SpineStreamer(const Checkpoint& ckpt, const SpineLayout& layout, int64_t n_layers, uint64_t budget,
-                             const std::vector<ExpertExtent>& on_demand, int64_t window, uint32_t chunk, int depth)
-    : ckpt_(ckpt), n_(n_layers), window_(std::max<int64_t>(0, window)), chunk_(chunk) {
-  ranges_.resize(size_t(n_) + 1);  // index n_: everything outside layers
-  streamed_.assign(size_t(n_), false);
-  pending_.assign(size_t(n_), -1);
-  uint64_t biggest = 0;
-  for (int64_t l = 0; l <= n_; ++l) {
-    for (const auto& whole : layout.layer_extents(l == n_ ? -1 : l)) {
+std::vector<std::vector<SpineStreamer::Range>> SpineStreamer::ranges_of(const SpineLayout& layout, int64_t n,
+                                                                        const std::vector<ExpertExtent>& on_demand) {
+  std::vector<std::vector<Range>> ranges(size_t(n) + 1);  // index n: everything outside layers
+  for (int64_t l = 0; l <= n; ++l) {
+    for (const auto& whole : layout.layer_extents(l == n ? -1 : l)) {
       // Subtract the on-demand ranges.
       std::vector<ExpertExtent> parts{whole};
       for (const auto& d : on_demand) {
@@ -41,15 +37,33 @@ SpineStreamer::SpineStreamer(const Checkpoint& ckpt, const SpineLayout& layout, 
       }
       for (const auto& e : parts) {
         const uint64_t a = page_down(e.offset), b = page_up(e.offset + e.length);
-        auto& v = ranges_[size_t(l)];
+        auto& v = ranges[size_t(l)];
         if (!v.empty() && v.back().file == e.file && a <= v.back().offset + v.back().length)
           v.back().length = std::max(v.back().offset + v.back().length, b) - v.back().offset;
         else
           v.push_back({e.file, a, b - a});
       }
     }
-    if (l < n_) biggest = std::max(biggest, layout.layer_bytes(l));
   }
+  return ranges;
+}
+
+uint64_t SpineStreamer::min_budget(const SpineLayout& layout, int64_t n, const std::vector<ExpertExtent>& on_demand) {
+  const auto ranges = ranges_of(layout, n, on_demand);
+  uint64_t outside = 0, biggest = 0;
+  for (const auto& r : ranges[size_t(n)]) outside += r.length;
+  for (int64_t l = 0; l < n; ++l) biggest = std::max(biggest, layout.layer_bytes(l));
+  return outside + biggest;
+}
+
+SpineStreamer::SpineStreamer(const Checkpoint& ckpt, const SpineLayout& layout, int64_t n_layers, uint64_t budget,
+                             const std::vector<ExpertExtent>& on_demand, int64_t window, uint32_t chunk, int depth)
+    : ckpt_(ckpt), n_(n_layers), window_(std::max<int64_t>(0, window)), chunk_(chunk) {
+  ranges_ = ranges_of(layout, n_, on_demand);
+  streamed_.assign(size_t(n_), false);
+  pending_.assign(size_t(n_), -1);
+  uint64_t biggest = 0;
+  for (int64_t l = 0; l < n_; ++l) biggest = std::max(biggest, layout.layer_bytes(l));
   // Everything outside layers (head, final norms) stays resident.
   uint64_t used = 0;
   for (const auto& r : ranges_[size_t(n_)]) used += r.length;

@@ -39,6 +39,9 @@ class SpineStreamer {
                 int queue_depth = 64);
   ~SpineStreamer();
 
+  // The smallest budget streaming can work in: everything outside the layers plus the largest layer.
+  static uint64_t min_budget(const SpineLayout& layout, int64_t n_layers, const std::vector<ExpertExtent>& on_demand);
+
   void before_layer(int64_t l);  // waits until layer l's spine is in memory; reads ahead
   void after_layer(int64_t l);   // drops layer l if it is streamed
   SpineStreamStats stats() const { return stats_; }
@@ -53,6 +56,8 @@ class SpineStreamer {
     int32_t file;
     uint64_t offset, length;  // page-aligned
   };
+  static std::vector<std::vector<Range>> ranges_of(const SpineLayout& layout, int64_t n,
+                                                   const std::vector<ExpertExtent>& on_demand);
   const Checkpoint& ckpt_;
   int64_t n_, window_;
   uint32_t chunk_;

@@ -222,7 +222,8 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
       if (start == range_start) return base + off + (static_cast<const uint8_t*>(ptr) - range_start);
     fail("internal: weight range missing from the read plan of {}", describe(layer, e));
   };
-  for (auto [dst, src] : {std::pair<QMatrix*, const QMatrix*>{&w.gate, &orig.gate}, {&w.up, &orig.up}, {&w.down, &orig.down}}) {
+  for (auto [dst, src] : {std::pair<QMatrix*, const QMatrix*>{&w.gate.q, &orig.gate.q}, {&w.up.q, &orig.up.q},
+                          {&w.down.q, &orig.down.q}}) {
     auto ranges = weight_byte_ranges(*src);
     if (ranges.empty()) continue;
     dst->data = moved(src->data, ranges[0].ptr);

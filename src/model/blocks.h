@@ -1,28 +1,46 @@
 // The two kinds of block a decoder layer is made of. Attention blocks keep
-// per-sequence state; feed-forward blocks are stateless.
+// per-sequence state; feed-forward blocks are stateless. Both compute through
+// the backend (compute/backend.h) on activations in backend memory.
+//
+// A pass may carry several sequences: x holds the rows of all of them, and
+// each SequenceRows says which rows are one sequence's tokens, at which
+// positions, with which state. Products run over all rows at once; attention
+// cores run per sequence.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 
+#include "compute/tensor.h"
 #include "model/model.h"
 
 namespace sluice {
+
+struct SequenceRows {
+  LayerState* state = nullptr;
+  int64_t pos = 0;   // position of the first row
+  int64_t row0 = 0;  // first row in x / out
+  int64_t rows = 0;
+};
 
 class AttentionBlock {
  public:
   virtual ~AttentionBlock() = default;
   virtual std::unique_ptr<LayerState> new_state() const = 0;
-  // x: [T, hidden] normalised input at positions pos..pos+T-1; out: [T, hidden].
-  virtual void forward(const float* x, int64_t T, int64_t pos, LayerState& state, float* out) const = 0;
+  // What the state costs: bytes per position fed (caches) and bytes regardless (recurrent state).
+  virtual uint64_t state_bytes_per_token() const = 0;
+  virtual uint64_t state_bytes_fixed() const = 0;
+  // x: [rows, hidden] normalised input; out: [rows, hidden].
+  virtual void forward(Tensor x, std::span<const SequenceRows> seqs, Tensor out) const = 0;
 };
 
 class FfnBlock {
  public:
   virtual ~FfnBlock() = default;
   // x: [T, hidden]; out: [T, hidden] (overwritten).
-  virtual void forward(const float* x, int64_t T, float* out) const = 0;
+  virtual void forward(Tensor x, Tensor out) const = 0;
   // A guess at this block's input (used to prefetch routed experts); default: nothing.
-  virtual void prefetch_hint(const float* /*x*/, int64_t /*T*/) const {}
+  virtual void prefetch_hint(Tensor /*x*/) const {}
 };
 
 }  // namespace sluice

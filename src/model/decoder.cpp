@@ -1,10 +1,7 @@
 #include "model/decoder.h"
 
 #include <algorithm>
-#include <cmath>
 
-#include "kernels/matmul.h"
-#include "kernels/ops.h"
 #include "model/finite_check.h"
 #include "util/error.h"
 
@@ -28,18 +25,11 @@ void State::commit() {
   checkpoints.pop_back();
 }
 
-void embed_tokens(const QMatrix& embed, const int32_t* tokens, int64_t T, float* out) {
-  for (int64_t t = 0; t < T; ++t) {
-    if (tokens[t] < 0 || tokens[t] >= embed.rows)
-      fail("token id {} at position {} is outside the vocabulary [0, {})", tokens[t], t, embed.rows);
-    decode_row_ref(embed, tokens[t], out + t * embed.cols);
-  }
-}
-
-Decoder::Decoder(ModelInfo info, std::unique_ptr<Checkpoint> ckpt, std::string prefix)
+Decoder::Decoder(ModelInfo info, std::unique_ptr<Checkpoint> ckpt, std::string prefix, Backend& backend)
     : info_(std::move(info)),
+      be_(backend),
       ckpt_(std::move(ckpt)),
-      weights_(std::make_unique<WeightLoader>(*ckpt_, prefix)),
+      weights_(std::make_unique<WeightLoader>(*ckpt_, backend, prefix)),
       slot_(std::make_shared<ExpertSourceSlot>()) {
   slot_->source = &table_;
 }
@@ -49,20 +39,48 @@ void Decoder::set_expert_source(std::unique_ptr<ExpertSource> source) {
   slot_->source = installed_source_ ? installed_source_.get() : &table_;
 }
 
-void Decoder::prefetch_next(size_t l, const float* h, int64_t T) const {
+void Decoder::prefetch_next(size_t l, Tensor h) const {
   if (!prefetch_ || l + 1 >= layers_.size()) return;
   const Layer& next = layers_[l + 1];
-  const int64_t D = info_.hidden;
-  std::vector<float> xn(static_cast<size_t>(T * D));
-  for (int64_t t = 0; t < T; ++t) ops::rmsnorm(h + t * D, next.ffn_norm, eps_, D, xn.data() + t * D);
-  next.ffn->prefetch_hint(xn.data(), T);
+  Buffer xn(be_, h.rows(), h.cols());
+  be_.rmsnorm(h, next.ffn_norm, eps_, xn);
+  next.ffn->prefetch_hint(xn);
 }
 
-void Decoder::set_embedding(QMatrix embed, QMatrix lm_head, const float* final_norm, float eps) {
+// The hidden state after layer l must be finite (model/finite_check.h): read
+// back to the host once per layer, each sequence checked at its own positions.
+void Decoder::check_layer_finite(std::span<const PassSequence> seqs, size_t l, Tensor h) const {
+  std::vector<float> host(size_t(h.rows() * h.cols()));
+  be_.download(h, host.data());
+  for (const PassSequence& s : seqs)
+    check_finite(host.data() + s.row0 * h.cols(), s.rows, h.cols(), s.state->pos, int64_t(l));
+}
+
+void Decoder::trace_layer(ForwardTrace* trace, size_t l, Tensor h) const {
+  if (!trace) return;
+  auto& out = trace->hidden[l];
+  const size_t at = out.size();
+  out.resize(at + size_t(h.rows() * h.cols()));
+  be_.download(h, out.data() + at);
+}
+
+void Decoder::set_embedding(Matrix embed, Matrix lm_head, Vector final_norm, float eps) {
   embed_ = embed;
   lm_head_ = lm_head;
   final_norm_ = final_norm;
   eps_ = eps;
+}
+
+uint64_t Decoder::state_bytes_per_token() const {
+  uint64_t n = 0;
+  for (const auto& l : layers_) n += l.attn->state_bytes_per_token();
+  return n;
+}
+
+uint64_t Decoder::state_bytes_fixed() const {
+  uint64_t n = 0;
+  for (const auto& l : layers_) n += l.attn->state_bytes_fixed();
+  return n;
 }
 
 std::unique_ptr<State> Decoder::new_state() const {
@@ -71,90 +89,72 @@ std::unique_ptr<State> Decoder::new_state() const {
   return st;
 }
 
-void Decoder::forward_residual(State& state, float* h, int64_t T, ForwardTrace* trace) const {
-  const int64_t D = info_.hidden;
-  std::vector<float> xn(static_cast<size_t>(T * D)), tmp(static_cast<size_t>(T * D));
+std::vector<SequenceRows> Decoder::layer_rows(std::span<const PassSequence> seqs, size_t l) const {
+  std::vector<SequenceRows> rows;
+  for (const auto& s : seqs) rows.push_back({s.state->layers[l].get(), s.state->pos, s.row0, s.rows});
+  return rows;
+}
+
+void Decoder::forward_residual(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const {
+  Buffer xn(be_, h.rows(), h.cols()), tmp(be_, h.rows(), h.cols());
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
     if (hooks_) hooks_->before_layer(int64_t(l));
-    for (int64_t t = 0; t < T; ++t) ops::rmsnorm(h + t * D, L.attn_norm, eps_, D, xn.data() + t * D);
-    L.attn->forward(xn.data(), T, state.pos, *state.layers[l], tmp.data());
-    ops::add(tmp.data(), h, T * D);
-    for (int64_t t = 0; t < T; ++t) ops::rmsnorm(h + t * D, L.ffn_norm, eps_, D, xn.data() + t * D);
-    L.ffn->forward(xn.data(), T, tmp.data());
-    ops::add(tmp.data(), h, T * D);
+    be_.rmsnorm(h, L.attn_norm, eps_, xn);
+    L.attn->forward(xn, layer_rows(seqs, l), tmp);
+    be_.add(tmp, h);
+    be_.rmsnorm(h, L.ffn_norm, eps_, xn);
+    L.ffn->forward(xn, tmp);
+    be_.add(tmp, h);
     if (hooks_) hooks_->after_layer(int64_t(l));
-    check_finite(h, T, D, state.pos, int64_t(l));
-    prefetch_next(l, h, T);
-    if (trace) trace->hidden[l].insert(trace->hidden[l].end(), h, h + T * D);
+    check_layer_finite(seqs, l, h);
+    prefetch_next(l, h);
+    trace_layer(trace, l, h);
   }
 }
 
-namespace {
-// AttnRes(sources; wn, wp) per token: softmax over sources of wp . RMSNorm(V_i; wn),
-// then the weighted sum of the raw sources.
-void attn_res_mix(const std::vector<const float*>& sources, const float* wn, const float* wp, float eps, int64_t T,
-                  int64_t D, float* out) {
-  const size_t n = sources.size();
-  std::vector<float> w(n);
-  for (int64_t t = 0; t < T; ++t) {
-    for (size_t i = 0; i < n; ++i) {
-      const float* v = sources[i] + t * D;
-      double ss = 0.0, dot = 0.0;
-      for (int64_t d = 0; d < D; ++d) {
-        ss += double(v[d]) * v[d];
-        dot += double(wp[d]) * wn[d] * v[d];
-      }
-      w[i] = float(dot / std::sqrt(ss / double(D) + double(eps)));
-    }
-    ops::softmax(w.data(), int64_t(n));
-    float* o = out + t * D;
-    std::fill(o, o + D, 0.0f);
-    for (size_t i = 0; i < n; ++i) ops::axpy(w[i], sources[i] + t * D, o, D);
-  }
-}
-}  // namespace
-
-void Decoder::forward_attn_res(State& state, float* h, int64_t T, ForwardTrace* trace) const {
-  const int64_t D = info_.hidden, B = attn_res_.block_size;
-  const size_t TD = static_cast<size_t>(T * D);
+void Decoder::forward_attn_res(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const {
+  const int64_t R = h.rows(), D = h.cols(), B = attn_res_.block_size;
   // Completed block representations (the embedding is the first), the current
   // block's partial sum p, and scratch.
-  std::vector<std::vector<float>> blocks;
-  std::vector<float> p(TD), x(TD), xn(TD), a(TD), f(TD);
+  std::vector<Buffer> blocks;
+  Buffer p(be_, R, D), x(be_, R, D), xn(be_, R, D), a(be_, R, D), f(be_, R, D);
   bool p_empty = false;
-  auto sources = [&](const std::vector<float>& last) {
-    std::vector<const float*> s;
-    for (const auto& b : blocks) s.push_back(b.data());
-    s.push_back(last.data());
+  auto sources = [&](Tensor last) {
+    std::vector<Tensor> s;
+    for (const auto& b : blocks) s.push_back(b);
+    s.push_back(last);
     return s;
   };
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
     if (hooks_) hooks_->before_layer(int64_t(l));
-    std::copy(h, h + TD, p.begin());
-    if (blocks.empty()) std::copy(h, h + TD, x.begin());
-    else attn_res_mix(sources(p), L.attn_res_norm, L.attn_res_proj, attn_res_.eps, T, D, x.data());
+    be_.copy(h, p);
+    if (blocks.empty()) be_.copy(h, x);
+    else be_.attn_res_mix(sources(p), L.attn_res_norm, L.attn_res_proj, attn_res_.eps, x);
     p_empty = false;
     if (int64_t(l) % B == 0) {  // block boundary: snapshot, restart the partial sum
-      blocks.emplace_back(h, h + TD);
+      blocks.emplace_back(be_, R, D);
+      be_.copy(h, blocks.back());
       p_empty = true;
     }
-    for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x.data() + t * D, L.attn_norm, eps_, D, xn.data() + t * D);
-    L.attn->forward(xn.data(), T, state.pos, *state.layers[l], a.data());
-    if (p_empty) std::copy(a.begin(), a.end(), p.begin());
-    else ops::add(a.data(), p.data(), int64_t(TD));
-    attn_res_mix(sources(p), L.ffn_res_norm, L.ffn_res_proj, attn_res_.eps, T, D, x.data());
-    for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x.data() + t * D, L.ffn_norm, eps_, D, xn.data() + t * D);
-    L.ffn->forward(xn.data(), T, f.data());
-    for (size_t i = 0; i < TD; ++i) h[i] = p[i] + f[i];
+    be_.rmsnorm(x, L.attn_norm, eps_, xn);
+    L.attn->forward(xn, layer_rows(seqs, l), a);
+    if (p_empty) be_.copy(a, p);
+    else be_.add(a, p);
+    be_.attn_res_mix(sources(p), L.ffn_res_norm, L.ffn_res_proj, attn_res_.eps, x);
+    be_.rmsnorm(x, L.ffn_norm, eps_, xn);
+    L.ffn->forward(xn, f);
+    be_.copy(p, h);  // h = p + f
+    be_.add(f, h);
     if (hooks_) hooks_->after_layer(int64_t(l));
-    check_finite(h, T, D, state.pos, int64_t(l));
-    prefetch_next(l, h, T);
-    if (trace) trace->hidden[l].insert(trace->hidden[l].end(), h, h + TD);
+    check_layer_finite(seqs, l, h);
+    prefetch_next(l, h);
+    trace_layer(trace, l, h);
   }
-  std::vector<float> last(h, h + TD);
-  attn_res_mix(sources(last), attn_res_.out_norm, attn_res_.out_proj, attn_res_.eps, T, D, h);
+  Buffer last(be_, R, D);
+  be_.copy(h, last);
+  be_.attn_res_mix(sources(last), attn_res_.out_norm, attn_res_.out_proj, attn_res_.eps, h);
 }
 
 void Decoder::forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
@@ -163,17 +163,27 @@ void Decoder::forward(State& state, const int32_t* tokens, int64_t T, float* log
   if (T <= 0) return;
   if (info_.max_positions > 0 && state.pos + T > info_.max_positions)
     fail("sequence of {} tokens exceeds the model's {} positions", state.pos + T, info_.max_positions);
-  std::vector<float> h(static_cast<size_t>(T * D)), xn(static_cast<size_t>(T * D));
-  embed_tokens(embed_, tokens, T, h.data());
+  for (int64_t t = 0; t < T; ++t)
+    if (tokens[t] < 0 || tokens[t] >= embed_.rows())
+      fail("token id {} at position {} is outside the vocabulary [0, {})", tokens[t], t, embed_.rows());
+  Buffer h(be_, T, D), xn(be_, T, D);
+  be_.embed(embed_, tokens, T, h);
   if (trace) trace->hidden.resize(layers_.size());
-  if (attn_res_.block_size > 0) forward_attn_res(state, h.data(), T, trace);
-  else forward_residual(state, h.data(), T, trace);
+  const PassSequence seq{&state, 0, T};
+  if (attn_res_.block_size > 0) forward_attn_res({&seq, 1}, h, trace);
+  else forward_residual({&seq, 1}, h, trace);
   state.pos += T;
-  for (int64_t t = 0; t < T; ++t) ops::rmsnorm(h.data() + t * D, final_norm_, eps_, D, xn.data() + t * D);
-  if (trace) trace->final_hidden.insert(trace->final_hidden.end(), xn.begin(), xn.end());
+  be_.rmsnorm(h, final_norm_, eps_, xn);
+  if (trace) {
+    const size_t at = trace->final_hidden.size();
+    trace->final_hidden.resize(at + size_t(T * D));
+    be_.download(xn, trace->final_hidden.data() + at);
+  }
   if (!logits) return;
-  if (all_logits) matmul(lm_head_, xn.data(), T, D, logits, info_.vocab);
-  else matvec(lm_head_, xn.data() + (T - 1) * D, logits);
+  const Tensor rows = all_logits ? xn.view() : xn.row_range(T - 1, 1);
+  Buffer out(be_, rows.rows(), info_.vocab);
+  be_.matmul(lm_head_, rows, out);
+  be_.download(out, logits);
   if (all_logits) check_finite(logits, T, info_.vocab, state.pos - T, -1);
   else check_finite(logits, 1, info_.vocab, state.pos - 1, -1);
 }

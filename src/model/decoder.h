@@ -8,8 +8,9 @@
 #include <memory>
 #include <vector>
 
-#include "format/checkpoint.h"
+#include "compute/backend.h"
 #include "compute/expert_source.h"
+#include "format/checkpoint.h"
 #include "model/blocks.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -28,23 +29,23 @@ class LayerHooks {
 class Decoder : public Model {
  public:
   struct Layer {
-    const float* attn_norm = nullptr;
-    const float* ffn_norm = nullptr;
+    Vector attn_norm, ffn_norm;
     std::unique_ptr<AttentionBlock> attn;
     std::unique_ptr<FfnBlock> ffn;
     // Block AttnRes mixing weights (RMSNorm weight and [1, hidden] projection) before attention and FFN.
-    const float *attn_res_norm = nullptr, *attn_res_proj = nullptr;
-    const float *ffn_res_norm = nullptr, *ffn_res_proj = nullptr;
+    Vector attn_res_norm, attn_res_proj, ffn_res_norm, ffn_res_proj;
   };
   struct AttnRes {
     int64_t block_size = 0;  // layers per block; 0: plain residual stream
     float eps = 1e-5f;
-    const float *out_norm = nullptr, *out_proj = nullptr;
+    Vector out_norm, out_proj;
   };
 
-  // Takes ownership of the checkpoint so the mapped weights outlive the blocks.
-  Decoder(ModelInfo info, std::unique_ptr<Checkpoint> ckpt, std::string prefix);
+  // Takes ownership of the checkpoint so the mapped weights outlive the blocks;
+  // computes on `backend`, which must outlive the decoder.
+  Decoder(ModelInfo info, std::unique_ptr<Checkpoint> ckpt, std::string prefix, Backend& backend);
 
+  Backend& backend() const { return be_; }
   WeightLoader& weights() { return *weights_; }
   const WeightLoader& weights() const { return *weights_; }
   // Routed experts as mapped from the checkpoint, and the slot MoE blocks read
@@ -58,9 +59,12 @@ class Decoder : public Model {
   // Hooks run around every layer (null: none); not owned.
   void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
   int64_t layers() const { return int64_t(layers_.size()); }
+  // Per-sequence state of all layers: bytes per position fed, and bytes regardless.
+  uint64_t state_bytes_per_token() const;
+  uint64_t state_bytes_fixed() const;
   // Prefetch the next MoE layer's experts from a guess of its router input.
   void set_prefetch(bool on) { prefetch_ = on; }
-  void set_embedding(QMatrix embed, QMatrix lm_head, const float* final_norm, float eps);
+  void set_embedding(Matrix embed, Matrix lm_head, Vector final_norm, float eps);
   void add_layer(Layer layer) { layers_.push_back(std::move(layer)); }
   void set_attn_res(AttnRes a) { attn_res_ = a; }
 
@@ -73,10 +77,11 @@ class Decoder : public Model {
 
  private:
   ModelInfo info_;
+  Backend& be_;
   std::unique_ptr<Checkpoint> ckpt_;
   std::unique_ptr<WeightLoader> weights_;
-  QMatrix embed_, lm_head_;
-  const float* final_norm_ = nullptr;
+  Matrix embed_, lm_head_;
+  Vector final_norm_;
   float eps_ = 1e-6f;
   std::vector<Layer> layers_;
   AttnRes attn_res_;
@@ -86,13 +91,18 @@ class Decoder : public Model {
   bool prefetch_ = false;
   LayerHooks* hooks_ = nullptr;
 
-  void prefetch_next(size_t layer, const float* h, int64_t T) const;
+  void prefetch_next(size_t layer, Tensor h) const;
+  void trace_layer(ForwardTrace* trace, size_t layer, Tensor h) const;
 
-  void forward_residual(State& state, float* h, int64_t T, ForwardTrace* trace) const;
-  void forward_attn_res(State& state, float* h, int64_t T, ForwardTrace* trace) const;
+  // One sequence of a pass: its state and its rows of the activations.
+  struct PassSequence {
+    State* state;
+    int64_t row0, rows;
+  };
+  std::vector<SequenceRows> layer_rows(std::span<const PassSequence> seqs, size_t layer) const;
+  void check_layer_finite(std::span<const PassSequence> seqs, size_t layer, Tensor h) const;
+  void forward_residual(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const;
+  void forward_attn_res(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const;
 };
-
-// Looks up token rows of the embedding table; errors name the bad id.
-void embed_tokens(const QMatrix& embed, const int32_t* tokens, int64_t T, float* out);
 
 }  // namespace sluice

@@ -14,10 +14,10 @@
 
 namespace sluice {
 
-std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, const Config& cfg) {
+std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, const Config& cfg, Backend& be) {
   const ModelLayout layout = model_layout(cfg);
   ModelInfo info = basic_model_info(cfg, cfg.req_string("model_type"));
-  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "", be);
   WeightLoader& W = model->weights();
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
@@ -69,24 +69,24 @@ std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, con
     L.attn_norm = W.vec(P + "input_layernorm.weight", D);
     L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
     MlaWeights mw = load_mla_weights(W, P + "self_attn.", mla, D, /*output_gate=*/false);
-    L.attn = std::make_unique<MlaAttention>(mla, mw);
+    L.attn = std::make_unique<MlaAttention>(be, mla, mw);
 
     if (layout.is_moe(l)) {
       const int64_t I = cfg.req_int("moe_intermediate_size");
       RouterSpec rs = router;
-      rs.selection_bias = W.opt_vec(P + "mlp.gate.e_score_correction_bias", E);
+      rs.selection_bias = W.opt_host_vec(P + "mlp.gate.e_score_correction_bias", E);
       std::vector<ExpertWeights> experts(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) {
-        experts[size_t(e)].gate = W.linear(layout.expert_base(l, e, 0), I, D);
-        experts[size_t(e)].up = W.linear(layout.expert_base(l, e, 1), I, D);
-        experts[size_t(e)].down = W.linear(layout.expert_base(l, e, 2), D, I);
+        experts[size_t(e)].gate = host_matrix(W.linear_view(layout.expert_base(l, e, 0), I, D));
+        experts[size_t(e)].up = host_matrix(W.linear_view(layout.expert_base(l, e, 1), I, D));
+        experts[size_t(e)].down = host_matrix(W.linear_view(layout.expert_base(l, e, 2), D, I));
       }
       std::unique_ptr<GatedMlp> shared;
       const int64_t ns = cfg.get_int("n_shared_experts", 0);
       if (ns > 0)
         shared = load_gated_mlp(W, P + "mlp.shared_experts.", I * ns, D, act);
       model->experts().set_layer(int32_t(l), std::move(experts));
-      L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(P + "mlp.gate", E, D), nullptr, rs, act,
+      L.ffn = std::make_unique<MoeBlock>(be, int32_t(l), model->expert_slot(), W.linear(P + "mlp.gate", E, D), nullptr, rs, act,
                                          std::move(shared), nullptr);
     } else {
       const int64_t I = cfg.req_int("intermediate_size");

@@ -13,10 +13,10 @@
 
 namespace sluice {
 
-std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const Config& cfg) {
+std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const Config& cfg, Backend& be) {
   const ModelLayout layout = model_layout(cfg);
   ModelInfo info = basic_model_info(cfg, "gpt_oss");
-  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "", be);
   WeightLoader& W = model->weights();
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
@@ -71,22 +71,23 @@ std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const C
     gw.v_bias = W.opt_vec(P + "self_attn.v_proj.bias", kw);
     gw.o_bias = W.opt_vec(P + "self_attn.o_proj.bias", D);
     gw.sinks = W.vec(P + "self_attn.sinks", gs.n_heads);
-    L.attn = std::make_unique<GqaAttention>(ls, gw);
+    L.attn = std::make_unique<GqaAttention>(be, ls, gw);
 
     const std::string X = P + "mlp.experts.";
-    const float* gu_bias = W.vec(X + "gate_up_proj_bias", E * 2 * I);
-    const float* down_bias = W.vec(X + "down_proj_bias", E * D);
+    const Vector gu_bias = W.vec(X + "gate_up_proj_bias", E * 2 * I);
+    const Vector down_bias = W.vec(X + "down_proj_bias", E * D);
     std::vector<ExpertWeights> experts(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e) {
       ExpertWeights& ew = experts[size_t(e)];
       ew.gate_up_interleaved = true;
-      ew.gate = W.mxfp4_stack_slice(layout.stacked_blocks(l, 0), layout.stacked_scales(l, 0), e, 2 * I, D);
-      ew.down = W.mxfp4_stack_slice(layout.stacked_blocks(l, 1), layout.stacked_scales(l, 1), e, D, I);
-      ew.gate_up_bias = gu_bias + e * 2 * I;
-      ew.down_bias = down_bias + e * D;
+      ew.gate = host_matrix(W.mxfp4_stack_slice(layout.stacked_blocks(l, 0), layout.stacked_scales(l, 0), e, 2 * I, D));
+      ew.down = host_matrix(W.mxfp4_stack_slice(layout.stacked_blocks(l, 1), layout.stacked_scales(l, 1), e, D, I));
+      ew.gate_up_bias = gu_bias.slice(e * 2 * I, 2 * I);
+      ew.down_bias = down_bias.slice(e * D, D);
     }
     model->experts().set_layer(int32_t(l), std::move(experts));
-    L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(P + "mlp.router", E, D), W.vec(P + "mlp.router.bias", E), router, act, nullptr, nullptr);
+    L.ffn = std::make_unique<MoeBlock>(be, int32_t(l), model->expert_slot(), W.linear(P + "mlp.router", E, D),
+                                       W.host_vec(P + "mlp.router.bias", E), router, act, nullptr, nullptr);
     model->add_layer(std::move(L));
   }
   model->set_embedding(W.matrix("model.embed_tokens.weight", info.vocab, D), W.linear("lm_head", info.vocab, D),

@@ -2,7 +2,7 @@
 // biases, per-head q/k RMSNorm, NeoX RoPE (YaRN-scaled), sliding windows and
 // attention sinks. Caches post-RoPE keys and values.
 #pragma once
-#include "kernels/qmatrix.h"
+#include "compute/backend.h"
 #include "model/blocks.h"
 #include "model/rope.h"
 
@@ -17,19 +17,22 @@ struct GqaSpec {
 };
 
 struct GqaWeights {
-  QMatrix q, k, v, o;
-  const float *q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr, *o_bias = nullptr;
-  const float *q_norm = nullptr, *k_norm = nullptr;  // [head_dim], Qwen3
-  const float* sinks = nullptr;                      // [n_heads], gpt-oss
+  Matrix q, k, v, o;
+  Vector q_bias, k_bias, v_bias, o_bias;
+  Vector q_norm, k_norm;  // [head_dim], Qwen3
+  Vector sinks;           // [n_heads], gpt-oss
 };
 
 class GqaAttention : public AttentionBlock {
  public:
-  GqaAttention(GqaSpec spec, GqaWeights w) : s_(std::move(spec)), w_(w) {}
+  GqaAttention(Backend& be, GqaSpec spec, GqaWeights w) : be_(be), s_(std::move(spec)), w_(w) {}
   std::unique_ptr<LayerState> new_state() const override;
-  void forward(const float* x, int64_t T, int64_t pos, LayerState& state, float* out) const override;
+  uint64_t state_bytes_per_token() const override { return uint64_t(2 * s_.n_kv_heads * s_.head_dim * 4); }
+  uint64_t state_bytes_fixed() const override { return 0; }
+  void forward(Tensor x, std::span<const SequenceRows> seqs, Tensor out) const override;
 
  private:
+  Backend& be_;
   GqaSpec s_;
   GqaWeights w_;
 };

@@ -7,7 +7,7 @@
 #pragma once
 #include <vector>
 
-#include "kernels/qmatrix.h"
+#include "compute/backend.h"
 #include "model/blocks.h"
 
 namespace sluice {
@@ -21,22 +21,28 @@ struct KdaSpec {
 };
 
 struct KdaWeights {
-  QMatrix q, k, v, f_a, f_b, b, o;
-  QMatrix g_a, g_b;  // low-rank output gate (Kimi Linear)
-  QMatrix g;         // full-rank output gate (K3); rows == 0 when absent
-  const float *q_conv = nullptr, *k_conv = nullptr, *v_conv = nullptr;  // [channels, kernel]
-  const float* dt_bias = nullptr;                                       // [channels]
-  std::vector<float> a_log;                                             // per head
-  const float* o_norm = nullptr;                                        // [head_dim]
+  Matrix q, k, v, f_a, f_b, b, o;
+  Matrix g_a, g_b;  // low-rank output gate (Kimi Linear)
+  Matrix g;         // full-rank output gate (K3); empty when absent
+  Vector q_conv, k_conv, v_conv;  // [channels, kernel]
+  Vector dt_bias;                 // [channels]
+  Vector a_log;                   // per head
+  Vector o_norm;                  // [head_dim]
 };
 
 class KdaAttention : public AttentionBlock {
  public:
-  KdaAttention(KdaSpec spec, KdaWeights w) : s_(spec), w_(std::move(w)) {}
+  KdaAttention(Backend& be, KdaSpec spec, KdaWeights w) : be_(be), s_(spec), w_(std::move(w)) {}
   std::unique_ptr<LayerState> new_state() const override;
-  void forward(const float* x, int64_t T, int64_t pos, LayerState& state, float* out) const override;
+  uint64_t state_bytes_per_token() const override { return 0; }
+  uint64_t state_bytes_fixed() const override {  // convolution history of q, k, v and the [D x D] state per head
+    const int64_t C = s_.n_heads * s_.head_dim;
+    return uint64_t((3 * (s_.conv_kernel - 1) * C + s_.n_heads * s_.head_dim * s_.head_dim) * 4);
+  }
+  void forward(Tensor x, std::span<const SequenceRows> seqs, Tensor out) const override;
 
  private:
+  Backend& be_;
   KdaSpec s_;
   KdaWeights w_;
 };

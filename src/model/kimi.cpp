@@ -21,13 +21,13 @@ namespace sluice {
 
 namespace {
 
-std::vector<float> a_log_per_head(const WeightLoader& W, const std::string& name, int64_t heads) {
+Vector a_log_per_head(const WeightLoader& W, const std::string& name, int64_t heads) {
   TensorView t = W.tensor(name);
-  const float* v = W.vec(name, -1);
+  const float* v = W.host_vec(name, -1);
   if (t.numel() < heads) fail("{}: '{}' has {} values for {} heads", *t.file, t.name(), t.numel(), heads);
   for (int64_t i = heads; i < t.numel(); ++i)
     if (v[i] != 0.0f) fail("{}: '{}' padding beyond the first {} (per-head) values must be zero", *t.file, t.name(), heads);
-  return std::vector<float>(v, v + heads);
+  return W.backend().vector(v, heads);
 }
 
 // true per layer for MLA ("full attention"), false for KDA.
@@ -73,7 +73,7 @@ GatedActivation activation(const Config& cfg) {
 
 }  // namespace
 
-std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Config& top) {
+std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Config& top, Backend& be) {
   const ModelLayout layout = model_layout(top);
   const std::string arch = top.req_string("model_type");
   const bool nested = top.has("text_config");
@@ -83,7 +83,7 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
     const auto& e = top.json()["eos_token_id"];
     info.eos_ids = e.is_array() ? e.get<std::vector<int32_t>>() : std::vector<int32_t>{e.get<int32_t>()};
   }
-  auto model = std::make_unique<Decoder>(info, std::move(ckpt), nested ? "language_model." : "");
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), nested ? "language_model." : "", be);
   WeightLoader& W = model->weights();
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
@@ -157,35 +157,35 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
       kw.k_conv = W.vec(A + "k_conv1d.weight", C * ks.conv_kernel);
       kw.v_conv = W.vec(A + "v_conv1d.weight", C * ks.conv_kernel);
       kw.f_a = W.linear(A + "f_a_proj", -1, D);
-      kw.f_b = W.linear(A + "f_b_proj", C, kw.f_a.rows);
+      kw.f_b = W.linear(A + "f_b_proj", C, kw.f_a.rows());
       kw.b = W.linear(A + "b_proj", ks.n_heads, D);
       if (full_rank_gate) {
         kw.g = W.linear(A + "g_proj", C, D);
       } else {
         kw.g_a = W.linear(A + "g_a_proj", -1, D);
-        kw.g_b = W.linear(A + "g_b_proj", C, kw.g_a.rows);
+        kw.g_b = W.linear(A + "g_b_proj", C, kw.g_a.rows());
       }
       kw.o = W.linear(A + "o_proj", D, C);
       kw.o_norm = W.vec(A + "o_norm.weight", ks.head_dim);
       kw.dt_bias = W.vec(A + "dt_bias", C);
       kw.a_log = a_log_per_head(W, A + "A_log", ks.n_heads);
-      L.attn = std::make_unique<KdaAttention>(ks, std::move(kw));
+      L.attn = std::make_unique<KdaAttention>(be, ks, std::move(kw));
     } else {
       MlaWeights mw = load_mla_weights(W, A, ms, D, mla_gate);
-      L.attn = std::make_unique<MlaAttention>(ms, mw);
+      L.attn = std::make_unique<MlaAttention>(be, ms, mw);
     }
 
     const std::string M = P + "block_sparse_moe.";
     if (layout.is_moe(l)) {
       const int64_t I = cfg.req_int("moe_intermediate_size");
       RouterSpec rs = router;
-      rs.selection_bias = W.opt_vec(M + "gate.e_score_correction_bias", E);
+      rs.selection_bias = W.opt_host_vec(M + "gate.e_score_correction_bias", E);
       const int64_t XW = latent > 0 ? latent : D;  // the width experts run at
       std::vector<ExpertWeights> experts(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) {
-        experts[size_t(e)].gate = W.linear(layout.expert_base(l, e, 0), I, XW);
-        experts[size_t(e)].down = W.linear(layout.expert_base(l, e, 2), XW, I);
-        experts[size_t(e)].up = W.linear(layout.expert_base(l, e, 1), I, XW);
+        experts[size_t(e)].gate = host_matrix(W.linear_view(layout.expert_base(l, e, 0), I, XW));
+        experts[size_t(e)].down = host_matrix(W.linear_view(layout.expert_base(l, e, 2), XW, I));
+        experts[size_t(e)].up = host_matrix(W.linear_view(layout.expert_base(l, e, 1), I, XW));
       }
       std::unique_ptr<LatentProjection> lp;
       if (latent > 0) {
@@ -200,7 +200,7 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
       if (ns > 0)
         shared = load_gated_mlp(W, M + "shared_experts.", I * ns, D, act);
       model->experts().set_layer(int32_t(l), std::move(experts));
-      L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(M + "gate", E, D), nullptr, rs, act,
+      L.ffn = std::make_unique<MoeBlock>(be, int32_t(l), model->expert_slot(), W.linear(M + "gate", E, D), nullptr, rs, act,
                                          std::move(shared), std::move(lp));
     } else {
       const int64_t I = cfg.req_int("intermediate_size");

@@ -1,9 +1,5 @@
 #include "model/mla_attention.h"
 
-#include <vector>
-
-#include "kernels/matmul.h"
-#include "kernels/ops.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
 
@@ -28,60 +24,45 @@ MlaWeights load_mla_weights(const WeightLoader& W, const std::string& A, const M
 }
 
 std::unique_ptr<LayerState> MlaAttention::new_state() const {
-  return std::make_unique<RowCache>(std::vector<int64_t>{s_.kv_lora + s_.rope_dim});
+  return std::make_unique<RowCache>(be_, std::vector<int64_t>{s_.kv_lora + s_.rope_dim});
 }
 
-void MlaAttention::forward(const float* x, int64_t T, int64_t pos, LayerState& state, float* out) const {
-  auto& cache = static_cast<RowCache&>(state);
+void MlaAttention::forward(Tensor x, std::span<const SequenceRows> seqs, Tensor out) const {
   const int64_t H = s_.n_heads, C = s_.kv_lora, R = s_.rope_dim, N = s_.nope, V = s_.v_dim;
-  const int64_t D = w_.kv_a.cols, qh = N + R, qw = H * qh;
-  std::vector<float> q(size_t(T * qw));
+  const int64_t T = x.rows(), qh = N + R, qw = H * qh;
+  Buffer q(be_, T, qw);
   if (s_.q_lora > 0) {
-    std::vector<float> qa(size_t(T * s_.q_lora));
-    matmul(w_.q_a, x, T, D, qa.data(), s_.q_lora);
-    for (int64_t t = 0; t < T; ++t)
-      ops::rmsnorm(qa.data() + t * s_.q_lora, w_.q_a_norm, s_.low_rank_eps, s_.q_lora, qa.data() + t * s_.q_lora);
-    matmul(w_.q_b, qa.data(), T, s_.q_lora, q.data(), qw);
+    Buffer qa(be_, T, s_.q_lora);
+    be_.matmul(w_.q_a, x, qa);
+    be_.rmsnorm(qa, w_.q_a_norm, s_.low_rank_eps, qa);
+    be_.matmul(w_.q_b, qa, q);
   } else {
-    matmul(w_.q, x, T, D, q.data(), qw);
+    be_.matmul(w_.q, x, q);
   }
-  std::vector<float> kva(size_t(T * (C + R)));
-  matmul(w_.kv_a, x, T, D, kva.data(), C + R);
-  cache.resize(pos + T);
-  for (int64_t t = 0; t < T; ++t) {
-    float* row = cache.row(0, pos + t);
-    const float* src = kva.data() + t * (C + R);
-    ops::rmsnorm(src, w_.kv_a_norm, s_.low_rank_eps, C, row);
-    std::copy(src + C, src + C + R, row + C);
-    if (s_.use_rope) s_.rope.apply(row + C, pos + t);
-  }
-  std::vector<float> o(size_t(T * H * V)), qabs(static_cast<size_t>(C)), ctx(static_cast<size_t>(C)), p;
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t n = pos + t + 1;
-    for (int64_t h = 0; h < H; ++h) {
-      float* qn = q.data() + t * qw + h * qh;
-      float* qpe = qn + N;
-      if (s_.use_rope) s_.rope.apply(qpe, pos + t);
-      // q_abs = W_UK[h]^T q_nope: the query expressed against the latent.
-      std::fill(qabs.begin(), qabs.end(), 0.0f);
-      matvec_transposed_acc(w_.kv_b.slice_rows(h * (N + V), N), qn, qabs.data());
-      p.resize(static_cast<size_t>(n));
-      for (int64_t j = 0; j < n; ++j) {
-        const float* cj = cache.row(0, j);
-        p[size_t(j)] = (ops::dot(qabs.data(), cj, C) + ops::dot(qpe, cj + C, R)) * s_.scale;
-      }
-      ops::softmax(p.data(), n);
-      std::fill(ctx.begin(), ctx.end(), 0.0f);
-      for (int64_t j = 0; j < n; ++j) ops::axpy(p[size_t(j)], cache.row(0, j), ctx.data(), C);
-      matvec(w_.kv_b.slice_rows(h * (N + V) + N, V), ctx.data(), o.data() + t * H * V + h * V);
+  Buffer kva(be_, T, C + R);
+  be_.matmul(w_.kv_a, x, kva);
+  Buffer o(be_, T, H * V);
+  const MlaShape shape{.n_heads = H, .kv_lora = C, .nope = N, .rope_dim = R, .v_dim = V, .scale = s_.scale};
+  for (const SequenceRows& sq : seqs) {
+    auto& cache = static_cast<RowCache&>(*sq.state);
+    const Tensor kv = kva.row_range(sq.row0, sq.rows), qs = q.row_range(sq.row0, sq.rows);
+    // Cache rows: the normalised latent, then the (rotated) shared key.
+    cache.resize(sq.pos + sq.rows);
+    const Tensor rows = cache.rows(0, sq.pos, sq.rows);
+    be_.rmsnorm(kv.col_range(0, C), w_.kv_a_norm, s_.low_rank_eps, rows.col_range(0, C));
+    be_.copy(kv.col_range(C, R), rows.col_range(C, R));
+    if (s_.use_rope) {
+      be_.rope(s_.rope, rows.col_range(C, R), 1, R, 0, sq.pos);
+      be_.rope(s_.rope, qs, H, qh, N, sq.pos);
     }
+    be_.mla_attend(shape, w_.kv_b, qs, cache.rows(0, 0, sq.pos + sq.rows), sq.pos, o.row_range(sq.row0, sq.rows));
   }
-  if (w_.gate.rows > 0) {
-    std::vector<float> g(size_t(T * H * V));
-    matmul(w_.gate, x, T, D, g.data(), H * V);
-    for (size_t i = 0; i < g.size(); ++i) o[i] *= ops::sigmoid(g[i]);
+  if (!w_.gate.empty()) {
+    Buffer g(be_, T, H * V);
+    be_.matmul(w_.gate, x, g);
+    be_.mul_sigmoid(g, o);
   }
-  matmul(w_.o, o.data(), T, H * V, out, w_.o.rows);
+  be_.matmul(w_.o, o, out);
 }
 
 }  // namespace sluice

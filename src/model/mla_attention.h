@@ -1,12 +1,12 @@
 // Multi-head latent attention (DeepSeek-V3 / Kimi) in the absorbed form: the
 // cache holds only the normalised latent c_kv and the shared rope key per
 // token; queries are mapped into the latent space through W_UK and the
-// attention result back out through W_UV. Optional NoPE (Kimi Linear / K3)
-// and sigmoid output gate (K3).
+// attention result back out through W_UV (the backend's mla_attend).
+// Optional NoPE (Kimi Linear / K3) and sigmoid output gate (K3).
 #pragma once
 #include <string>
 
-#include "kernels/qmatrix.h"
+#include "compute/backend.h"
 #include "model/blocks.h"
 #include "model/rope.h"
 
@@ -21,11 +21,11 @@ struct MlaSpec {
 };
 
 struct MlaWeights {
-  QMatrix q_a, q_b;  // with q_lora
-  QMatrix q;         // without q_lora
-  QMatrix kv_a, kv_b, o;
-  QMatrix gate;      // output gate (rows == 0: none)
-  const float *q_a_norm = nullptr, *kv_a_norm = nullptr;
+  Matrix q_a, q_b;  // with q_lora
+  Matrix q;         // without q_lora
+  Matrix kv_a, kv_b, o;
+  Matrix gate;      // output gate (empty: none)
+  Vector q_a_norm, kv_a_norm;
 };
 
 class WeightLoader;
@@ -36,11 +36,14 @@ MlaWeights load_mla_weights(const WeightLoader& W, const std::string& prefix, co
 
 class MlaAttention : public AttentionBlock {
  public:
-  MlaAttention(MlaSpec spec, MlaWeights w) : s_(std::move(spec)), w_(w) {}
+  MlaAttention(Backend& be, MlaSpec spec, MlaWeights w) : be_(be), s_(std::move(spec)), w_(w) {}
   std::unique_ptr<LayerState> new_state() const override;
-  void forward(const float* x, int64_t T, int64_t pos, LayerState& state, float* out) const override;
+  uint64_t state_bytes_per_token() const override { return uint64_t((s_.kv_lora + s_.rope_dim) * 4); }
+  uint64_t state_bytes_fixed() const override { return 0; }
+  void forward(Tensor x, std::span<const SequenceRows> seqs, Tensor out) const override;
 
  private:
+  Backend& be_;
   MlaSpec s_;
   MlaWeights w_;
 };

@@ -3,21 +3,21 @@
 #include <memory>
 #include <string>
 
-#include "kernels/qmatrix.h"
-#include "model/activation.h"
+#include "compute/backend.h"
 #include "model/blocks.h"
 
 namespace sluice {
 
 class GatedMlp : public FfnBlock {
  public:
-  GatedMlp(QMatrix gate, QMatrix up, QMatrix down, GatedActivation act)
-      : gate_(gate), up_(up), down_(down), act_(act) {}
-  void forward(const float* x, int64_t T, float* out) const override;
-  int64_t hidden() const { return down_.rows; }
+  GatedMlp(Backend& be, Matrix gate, Matrix up, Matrix down, GatedActivation act)
+      : be_(be), gate_(gate), up_(up), down_(down), act_(act) {}
+  void forward(Tensor x, Tensor out) const override;
+  int64_t hidden() const { return down_.rows(); }
 
  private:
-  QMatrix gate_, up_, down_;
+  Backend& be_;
+  Matrix gate_, up_, down_;
   GatedActivation act_;
 };
 

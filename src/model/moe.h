@@ -9,9 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "compute/backend.h"
 #include "compute/expert_source.h"
-#include "kernels/qmatrix.h"
-#include "model/activation.h"
 #include "model/blocks.h"
 #include "model/mlp.h"
 #include "model/router.h"
@@ -19,29 +18,30 @@
 namespace sluice {
 
 struct LatentProjection {  // Kimi K3 latent MoE: experts run on down(x), result normalised then up-projected
-  QMatrix down, up;
-  const float* norm = nullptr;  // RMSNorm weight over the latent width, or null
+  Matrix down, up;
+  Vector norm;  // RMSNorm weight over the latent width, or empty
   float eps = 1e-5f;
 };
 
 class MoeBlock : public FfnBlock {
  public:
-  MoeBlock(int32_t layer, std::shared_ptr<ExpertSourceSlot> experts, QMatrix router, const float* router_bias,
-           RouterSpec spec, GatedActivation act, std::unique_ptr<GatedMlp> shared,
+  // router_bias: host values added to the router logits (gpt-oss), or null.
+  MoeBlock(Backend& be, int32_t layer, std::shared_ptr<ExpertSourceSlot> experts, Matrix router,
+           const float* router_bias, RouterSpec spec, GatedActivation act, std::unique_ptr<GatedMlp> shared,
            std::unique_ptr<LatentProjection> latent)
-      : layer_(layer), experts_(std::move(experts)), router_(router), router_bias_(router_bias), spec_(spec), act_(act),
-        shared_(std::move(shared)), latent_(std::move(latent)) {}
-  void forward(const float* x, int64_t T, float* out) const override;
-  void prefetch_hint(const float* x, int64_t T) const override;
+      : be_(be), layer_(layer), experts_(std::move(experts)), router_(router), router_bias_(router_bias), spec_(spec),
+        act_(act), shared_(std::move(shared)), latent_(std::move(latent)) {}
+  void forward(Tensor x, Tensor out) const override;
+  void prefetch_hint(Tensor x) const override;
 
-  // Routing only: top-k ids and weights for each of T tokens ([T, top_k] each).
-  void route_tokens(const float* x, int64_t T, std::vector<int32_t>& ids, std::vector<float>& weights) const;
+  // Routing only: top-k ids and weights (host data) for each row of x ([T, top_k] each).
+  void route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<float>& weights) const;
 
  private:
-  void run_expert(const ExpertWeights& ew, const float* X, int64_t n, int64_t width, float* Y) const;
+  Backend& be_;
   int32_t layer_;
   std::shared_ptr<ExpertSourceSlot> experts_;
-  QMatrix router_;
+  Matrix router_;
   const float* router_bias_;
   RouterSpec spec_;
   GatedActivation act_;

@@ -13,10 +13,10 @@
 
 namespace sluice {
 
-std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const Config& cfg) {
+std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const Config& cfg, Backend& be) {
   const ModelLayout layout = model_layout(cfg);
   ModelInfo info = basic_model_info(cfg, "qwen3_moe");
-  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "");
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "", be);
   WeightLoader& W = model->weights();
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
@@ -65,18 +65,18 @@ std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const
     }
     gw.q_norm = W.vec(P + "self_attn.q_norm.weight", gs.head_dim);
     gw.k_norm = W.vec(P + "self_attn.k_norm.weight", gs.head_dim);
-    L.attn = std::make_unique<GqaAttention>(gs, gw);
+    L.attn = std::make_unique<GqaAttention>(be, gs, gw);
 
     if (layout.is_moe(l)) {
       const int64_t I = cfg.req_int("moe_intermediate_size");
       std::vector<ExpertWeights> experts(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) {
-        experts[size_t(e)].gate = W.linear(layout.expert_base(l, e, 0), I, D);
-        experts[size_t(e)].up = W.linear(layout.expert_base(l, e, 1), I, D);
-        experts[size_t(e)].down = W.linear(layout.expert_base(l, e, 2), D, I);
+        experts[size_t(e)].gate = host_matrix(W.linear_view(layout.expert_base(l, e, 0), I, D));
+        experts[size_t(e)].up = host_matrix(W.linear_view(layout.expert_base(l, e, 1), I, D));
+        experts[size_t(e)].down = host_matrix(W.linear_view(layout.expert_base(l, e, 2), D, I));
       }
       model->experts().set_layer(int32_t(l), std::move(experts));
-      L.ffn = std::make_unique<MoeBlock>(int32_t(l), model->expert_slot(), W.linear(P + "mlp.gate", E, D), nullptr, router, act,
+      L.ffn = std::make_unique<MoeBlock>(be, int32_t(l), model->expert_slot(), W.linear(P + "mlp.gate", E, D), nullptr, router, act,
                                          nullptr, nullptr);
     } else {
       const int64_t I = cfg.req_int("intermediate_size");
@@ -85,7 +85,7 @@ std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const
     model->add_layer(std::move(L));
   }
   const bool tied = cfg.get_bool("tie_word_embeddings", false);
-  QMatrix embed = W.matrix("model.embed_tokens.weight", info.vocab, D);
+  Matrix embed = W.matrix("model.embed_tokens.weight", info.vocab, D);
   model->set_embedding(embed, tied ? embed : W.linear("lm_head", info.vocab, D), W.vec("model.norm.weight", D), eps);
   return model;
 }

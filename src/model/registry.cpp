@@ -34,13 +34,13 @@ ModelInfo basic_model_info(const Config& cfg, const std::string& arch) {
   return info;
 }
 
-std::unique_ptr<Decoder> build_decoder(const Config& cfg, std::unique_ptr<Checkpoint> ckpt) {
+std::unique_ptr<Decoder> build_decoder(const Config& cfg, std::unique_ptr<Checkpoint> ckpt, Backend& be) {
   const std::string type = cfg.req_string("model_type");
   check_quantization_config(cfg);  // before any weight is read
-  if (type == "deepseek_v3" || type == "kimi_k2") return build_deepseek_v3(std::move(ckpt), cfg);
-  if (type == "qwen3_moe") return build_qwen3_moe(std::move(ckpt), cfg);
-  if (type == "gpt_oss") return build_gpt_oss(std::move(ckpt), cfg);
-  if (type == "kimi_linear" || type == "kimi_k3") return build_kimi(std::move(ckpt), cfg);
+  if (type == "deepseek_v3" || type == "kimi_k2") return build_deepseek_v3(std::move(ckpt), cfg, be);
+  if (type == "qwen3_moe") return build_qwen3_moe(std::move(ckpt), cfg, be);
+  if (type == "gpt_oss") return build_gpt_oss(std::move(ckpt), cfg, be);
+  if (type == "kimi_linear" || type == "kimi_k3") return build_kimi(std::move(ckpt), cfg, be);
   fail("{}: model_type '{}' is not supported (deepseek_v3, kimi_k2, qwen3_moe, gpt_oss, kimi_linear, kimi_k3 are)",
        cfg.source(), type);
 }

@@ -34,7 +34,7 @@ bool WeightLoader::has_linear(const std::string& base) const {
   return has(base + ".weight") || has(base + ".weight_packed");
 }
 
-QMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols) const {
+QMatrix WeightLoader::matrix_view(const std::string& name, int64_t rows, int64_t cols) const {
   TensorView t = tensor(name);
   if (t.shape().size() != 2 || (rows >= 0 && t.shape()[0] != rows) || (cols >= 0 && t.shape()[1] != cols))
     shape_error(t, fmt::format("a matrix [{}, {}]", rows, cols));
@@ -59,10 +59,10 @@ QMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols
   return m;
 }
 
-QMatrix WeightLoader::linear(const std::string& base, int64_t rows, int64_t cols) const {
+QMatrix WeightLoader::linear_view(const std::string& base, int64_t rows, int64_t cols) const {
   if (has(base + ".weight")) {
     TensorView t = tensor(base + ".weight");
-    if (t.dtype() != DType::F8_E4M3) return matrix(base + ".weight", rows, cols);
+    if (t.dtype() != DType::F8_E4M3) return matrix_view(base + ".weight", rows, cols);
     if (t.shape().size() != 2 || (rows >= 0 && t.shape()[0] != rows) || (cols >= 0 && t.shape()[1] != cols))
       shape_error(t, fmt::format("[{}, {}]", rows, cols));
     QMatrix m;
@@ -152,7 +152,12 @@ QMatrix WeightLoader::mxfp4_stack_slice(const std::string& blocks, const std::st
   return m;
 }
 
-const float* WeightLoader::vec(const std::string& name, int64_t numel) const {
+Vector WeightLoader::vec(const std::string& name, int64_t numel) const {
+  const float* v = host_vec(name, numel);
+  return be_.vector(v, int64_t(owned_.back().size()));
+}
+
+const float* WeightLoader::host_vec(const std::string& name, int64_t numel) const {
   TensorView t = tensor(name);
   if (numel >= 0 && t.numel() != numel) shape_error(t, fmt::format("{} elements", numel));
   std::vector<float> v(size_t(t.numel()));
@@ -169,8 +174,8 @@ const float* WeightLoader::vec(const std::string& name, int64_t numel) const {
   return owned_.back().data();
 }
 
-const float* WeightLoader::opt_vec(const std::string& name, int64_t numel) const {
-  return has(name) ? vec(name, numel) : nullptr;
+Vector WeightLoader::opt_vec(const std::string& name, int64_t numel) const {
+  return has(name) ? vec(name, numel) : Vector{};
 }
 
 }  // namespace sluice

@@ -120,10 +120,10 @@ std::string Metrics::render() const {
   single("sluice_speculation_accepted_tokens_total", "counter",
          "Draft tokens the model chose itself, so emitted without a pass of their own.", spec_accepted_);
   single("sluice_expert_bytes_needed_total", "counter",
-         "Bytes of routed experts the forward passes used, from the cache or storage (with --expert-cache-gb).",
+         "Bytes of routed experts the forward passes used, from the cache or storage (with --ram).",
          experts_.bytes_needed);
   single("sluice_expert_requests_total", "counter",
-         "Routed experts the routers asked for (with --expert-cache-gb; 0 when all experts are in memory).",
+         "Routed experts the routers asked for (with --ram; 0 when all experts are in memory).",
          experts_.requests);
   single("sluice_expert_cache_hits_total", "counter",
          "Routed experts that were already in the expert cache when asked for.", experts_.hits);

@@ -226,8 +226,8 @@ await t.test('with --api-key, requests without the key get 401', async () => {
   }
 });
 
-await t.test('with --expert-cache-gb, metrics count expert reads and cache hits', async () => {
-  const streamed = await startServer(binary, modelDir, ['--expert-cache-gb', '0.0001']);
+await t.test('with --ram, metrics count expert reads and cache hits', async () => {
+  const streamed = await startServer(binary, modelDir, ['--ram', '0.003']);
   try {
     const c = new OpenAI({ baseURL: `${streamed.url}/v1`, apiKey: 'x', maxRetries: 0 });
     const plain = await client.chat.completions.create({ model: MODEL, messages: user('same'), max_tokens: 8, seed: 3, logit_bias: bias });

@@ -19,7 +19,7 @@ TEST(CliRun, DefaultModelCompletesAndSpeculationGivesTheSameText) {
   auto spec = test::run_sluice({"run", "And God said, Let there be", "--max-new", "24", "--speculate"});
   ASSERT_EQ(spec.exit_code, 0) << spec.err;
   EXPECT_EQ(spec.out, plain.out);
-  auto streamed = test::run_sluice({"run", "And God said, Let there be", "--max-new", "24", "--ram", "0.004"});
+  auto streamed = test::run_sluice({"run", "And God said, Let there be", "--max-new", "24", "--ram", "0.02"});
   ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
   EXPECT_EQ(streamed.out, plain.out);
 }

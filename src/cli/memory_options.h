@@ -1,0 +1,16 @@
+// The memory and streaming option group every command that opens a model
+// shares (run, chat, generate, serve, bench, logits, routing-report), so the
+// options mean the same everywhere: --ram is the whole budget in GiB
+// (engine/memory_plan.h), the streaming knobs tune the expert reader.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include "engine/memory_plan.h"
+
+namespace sluice::cli {
+
+void add_memory_options(CLI::App* cmd, MemoryRequest& r);
+// Checks the values (errors name the option) and sizes the thread pool; call before opening a model.
+void apply_memory_options(const MemoryRequest& r);
+
+}  // namespace sluice::cli

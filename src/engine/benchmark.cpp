@@ -1,0 +1,311 @@
+#include "engine/benchmark.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "engine/engine.h"
+#include "runtime/session.h"
+#include "runtime/speculative.h"
+#include "util/error.h"
+#include "util/process_stats.h"
+#include "util/progress.h"
+
+namespace sluice {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Progress_fn = std::function<void(const std::string&)>;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Progress lines at most every two seconds, and the last one always.
+class Ticker {
+ public:
+  explicit Ticker(const Progress_fn& f) : f_(f) {}
+  void say(const std::string& line, bool force = false) {
+    if (!f_) return;
+    if (!force && seconds_since(last_) < 2.0) return;
+    last_ = Clock::now();
+    f_(line);
+  }
+
+ private:
+  const Progress_fn& f_;
+  Clock::time_point last_ = Clock::now() - std::chrono::hours(1);
+};
+
+// Reads only: for each token and MoE layer, top-k uniformly random experts are
+// requested and acquired through the same reader and cache, with no compute,
+// the next step's experts prefetched while the current ones are consumed.
+// This is the reader's raw throughput on the model's real expert extents.
+BenchResult io_only(const BenchRequest& r, Ticker& tick) {
+  auto engine = Engine::open(r.model);
+  const MemoryPlan plan = plan_memory(uint64_t(r.mem.ram_gib * double(kGiB)), engine->footprint(r.mem.context_tokens),
+                                      parse_device(r.mem.device));
+  const StreamingOptions so = load_options(plan, r.mem, r.model).streaming;
+  const ExpertTable& table = engine->experts();
+  StreamingExperts src(table, engine->checkpoint(), so);
+  const int64_t k = engine->expert_index().layout().top_k;
+  std::mt19937_64 rng(r.seed);
+  std::vector<std::pair<int32_t, std::vector<int32_t>>> steps;  // (layer, experts) in decode order
+  for (int64_t t = 0; t < r.tokens; ++t)
+    for (int32_t l = 0; l < table.layers(); ++l) {
+      if (table.experts(l) == 0) continue;
+      std::vector<int32_t> ids;
+      while (int64_t(ids.size()) < std::min<int64_t>(k, table.experts(l))) {
+        int32_t e = int32_t(rng() % uint64_t(table.experts(l)));
+        if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+      }
+      std::sort(ids.begin(), ids.end());
+      steps.push_back({l, ids});
+    }
+  // Each step's experts are requested, the next step's are prefetched (as a
+  // perfect predictor would), then the step's experts are consumed.
+  const auto t0 = Clock::now();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto& [l, ids] = steps[i];
+    src.request(l, ids.data(), int64_t(ids.size()));
+    if (i + 1 < steps.size()) src.prefetch(steps[i + 1].first, steps[i + 1].second.data(), int64_t(steps[i + 1].second.size()));
+    for (int32_t e : ids) {
+      src.acquire(l, e);
+      src.release(l, e);
+    }
+    tick.say(fmt::format("bench: io-only step {} of {}, {} read", i + 1, steps.size(),
+                         human_bytes(double(src.stats().bytes_read))));
+  }
+  const double secs = seconds_since(t0);
+  ExpertStats st = src.stats();
+  BenchResult res;
+  res.json = {{"model", r.model}, {"io_only", true}, {"tokens", r.tokens}, {"experts_per_layer", k},
+              {"reader", src.queue_name()}, {"direct_io", src.direct_io()}, {"queue_depth", so.queue_depth},
+              {"read_chunk_bytes", so.chunk_bytes}, {"cache_bytes", src.cache_bytes()},
+              {"expert_bytes_read", st.bytes_read}, {"seconds", secs},
+              {"read_gbps", double(st.bytes_read) / secs / 1e9},
+              {"cache_hit_rate", st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0.0}};
+  res.summary.push_back(fmt::format(
+      "{}: io-only {} read in {:.2f} s = {:.2f} GB/s ({}, {}, queue depth {}, {} KiB reads, hit rate {:.1f}%)", r.model,
+      human_bytes(double(st.bytes_read)), secs, res.json["read_gbps"].get<double>(), src.queue_name(),
+      src.direct_io() ? "O_DIRECT" : "buffered", so.queue_depth, so.chunk_bytes / 1024,
+      100 * res.json["cache_hit_rate"].get<double>()));
+  return res;
+}
+
+// The prompt: the given ids or random ones, repeated as asked.
+std::vector<int32_t> make_prompt(const BenchRequest& r, int64_t vocab) {
+  std::vector<int32_t> prompt = r.prompt;
+  for (int32_t id : prompt)
+    if (id < 0 || id >= vocab) fail("bench: prompt token {} is outside the model's vocabulary ({})", id, vocab);
+  if (prompt.empty()) {
+    std::mt19937_64 rng(r.seed);
+    prompt.resize(static_cast<size_t>(r.prompt_tokens));
+    for (auto& t : prompt) t = int32_t(rng() % uint64_t(vocab));
+  }
+  const std::vector<int32_t> once = prompt;
+  for (int64_t i = 1; i < r.repeat_prompt; ++i) prompt.insert(prompt.end(), once.begin(), once.end());
+  return prompt;
+}
+
+// Greedy generation of r.tokens tokens, plain or speculative, through the same
+// decoding loop; means per generated token. Counters start when the first token
+// is out, i.e. after the prompt's prefill. `text` receives prompt + output.
+nlohmann::json measure_generation(const BenchRequest& r, const Engine& model, const std::vector<int32_t>& prompt,
+                                  Drafter* drafter, const char* label, Ticker& tick, std::vector<std::string>& summary,
+                                  std::vector<int32_t>* text = nullptr) {
+  Session g = model.session();
+  g.set_prefill_chunk(r.chunk);
+  SpeculationOptions so;
+  so.max_draft = r.draft_max;
+  SpeculationStats st;
+  ExpertStats e0;
+  uint64_t io0 = 0;
+  Clock::time_point t_first;
+  const auto t0 = Clock::now();
+  double prefill = 0;
+  const int64_t V = model.info().vocab;
+  auto greedy = [V](float* logits) { return argmax(logits, V); };
+  tick.say(fmt::format("bench: {}: prefilling {} tokens", label, prompt.size()), true);
+  std::vector<int32_t> out = generate(g, prompt, r.tokens + 1, true, greedy, drafter, so, &st, [&](int32_t) {
+    if (st.generated == 1) {
+      t_first = Clock::now();
+      prefill = std::chrono::duration<double>(t_first - t0).count();
+      e0 = model.expert_stats();
+      io0 = process_read_bytes();
+    }
+    tick.say(fmt::format("bench: {}: {} of {} tokens generated", label, st.generated, r.tokens + 1));
+  });
+  const double gen = seconds_since(t_first);
+  const ExpertStats e1 = model.expert_stats();
+  const double n = double(std::max<int64_t>(1, st.generated - 1));
+  if (text) {
+    *text = prompt;
+    text->insert(text->end(), out.begin(), out.end());
+  }
+  nlohmann::json j = {{"model", r.model}, {"mode", label}, {"draft_max", r.draft_max},
+                      {"prompt_tokens", prompt.size()}, {"tokens", st.generated - 1}, {"prefill_seconds", prefill},
+                      {"seconds_per_token", gen / n}, {"verify_passes", st.passes},
+                      {"forward_passes", st.forward_passes()}, {"proposed", st.proposed},
+                      {"accepted", st.accepted}, {"acceptance", st.acceptance()},
+                      {"expert_bytes_read_per_token", double(e1.bytes_read - e0.bytes_read) / n},
+                      {"expert_bytes_needed_per_token", double(e1.bytes_needed - e0.bytes_needed) / n},
+                      {"storage_bytes_read", process_read_bytes() - io0}, {"peak_rss_bytes", process_peak_rss()}};
+  summary.push_back(fmt::format(
+      "{}: {} {:.4f} s/token over {} tokens ({} forward passes, acceptance {:.1f}%), prefill {:.2f} s for {} tokens, "
+      "experts read {}/token (needed {}/token), peak RSS {}",
+      r.model, label, gen / n, st.generated - 1, st.forward_passes(), 100 * st.acceptance(), prefill, prompt.size(),
+      human_bytes(j["expert_bytes_read_per_token"].get<double>()),
+      human_bytes(j["expert_bytes_needed_per_token"].get<double>()), human_bytes(double(process_peak_rss()))));
+  return j;
+}
+
+// --generate, --speculate, or --replay-drafts (a plain run, then speculation
+// with its own tokens as drafts, each on a freshly opened model so both start
+// with a cold expert cache).
+BenchResult generation(const BenchRequest& r, Ticker& tick) {
+  BenchResult res;
+  auto first = Engine::open(r.model, r.mem);
+  const std::string plan = first->plan().describe();
+  const std::vector<int32_t> prompt = make_prompt(r, first->info().vocab);
+  if (r.replay_wrong_every >= 0) {
+    std::vector<int32_t> text;
+    nlohmann::json plain = measure_generation(r, *first, prompt, nullptr, "plain", tick, res.summary, &text);
+    first.reset();
+    auto model = Engine::open(r.model, r.mem);
+    ReplayDrafter d(text, r.replay_wrong_every, model->info().vocab);
+    nlohmann::json spec = measure_generation(r, *model, prompt, &d, "replayed-drafts", tick, res.summary);
+    const double t = spec["seconds_per_token"].get<double>() / plain["seconds_per_token"].get<double>();
+    const double b = spec["expert_bytes_read_per_token"].get<double>() /
+                     std::max(1.0, plain["expert_bytes_read_per_token"].get<double>());
+    res.summary.push_back(fmt::format("speculative / plain: {:.2f}x time per token, {:.2f}x expert bytes read per token", t, b));
+    res.json = {{"plain", plain}, {"speculative", spec}, {"time_ratio", t}, {"expert_read_ratio", b}};
+  } else {
+    NgramDrafter drafter;
+    res.json = measure_generation(r, *first, prompt, r.speculate ? &drafter : nullptr,
+                                  r.speculate ? "speculative" : "plain", tick, res.summary);
+  }
+  res.json["plan"] = plan;
+  return res;
+}
+
+// Prefill, then each greedy decode step timed with its I/O.
+BenchResult decode(const BenchRequest& r, Ticker& tick) {
+  auto model = Engine::open(r.model, r.mem);
+  const MemoryPlan& plan = model->plan();
+  const std::vector<int32_t> prompt = make_prompt(r, model->info().vocab);
+  Session s = model->session();
+  s.set_prefill_chunk(r.chunk);
+  const uint64_t io0 = process_read_bytes();
+  tick.say(fmt::format("bench: prefilling {} tokens", prompt.size()), true);
+  auto t0 = Clock::now();
+  const std::vector<float>* lg = &s.feed(prompt);
+  const double prefill = seconds_since(t0);
+  ExpertStats prev = model->expert_stats();
+  uint64_t io_prev = process_read_bytes();
+  nlohmann::json per_token = nlohmann::json::array();
+  std::vector<double> secs, ebytes, sbytes, need;
+  double decode_total = 0, stall_total = 0;
+  uint64_t read_total = 0;
+  for (int64_t i = 0; i < r.tokens; ++i) {
+    const int32_t next = argmax(lg->data(), int64_t(lg->size()));
+    auto a = Clock::now();
+    lg = &s.feed({next});
+    const double dt = seconds_since(a);
+    ExpertStats st = model->expert_stats();
+    const uint64_t io = process_read_bytes();
+    const uint64_t er = st.bytes_read - prev.bytes_read;
+    const uint64_t sr = (io - io_prev) > er ? (io - io_prev) - er : 0;
+    const uint64_t nd = st.bytes_needed - prev.bytes_needed;
+    const double stall = st.stall_seconds - prev.stall_seconds;
+    per_token.push_back({{"seconds", dt}, {"expert_bytes_read", er}, {"spine_bytes_read", sr},
+                         {"expert_bytes_needed", nd}, {"stall_seconds", stall},
+                         {"cache_hits", st.hits - prev.hits}, {"cache_misses", st.misses - prev.misses}});
+    secs.push_back(dt);
+    ebytes.push_back(double(er));
+    sbytes.push_back(double(sr));
+    need.push_back(double(nd));
+    decode_total += dt;
+    stall_total += stall;
+    read_total += er;
+    prev = st;
+    io_prev = io;
+    tick.say(fmt::format("bench: decoded {} of {} tokens ({:.3f} s/token)", i + 1, r.tokens, decode_total / double(i + 1)),
+             i + 1 == r.tokens);
+  }
+  ExpertStats st = model->expert_stats();
+  const SpineStreamStats sp = model->spine_stats();
+  const double hit_rate = st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0;
+  const double recall = st.requests ? double(st.prefetch_used) / double(st.requests) : 0;
+  BenchResult res;
+  res.json = {
+      {"model", r.model},
+      {"ram_bytes", plan.budget},
+      {"plan", plan.describe()},
+      {"spine_bytes", model->spine_bytes()},
+      {"routed_expert_bytes", model->routed_expert_bytes()},
+      {"cache_bytes", model->options().streaming.cache_bytes},
+      {"spine_budget_bytes", model->options().spine_budget},
+      {"spine_resident_layers", sp.resident_layers},
+      {"spine_streamed_layers", sp.streamed_layers},
+      {"spine_stream_bytes_read", sp.bytes_read},
+      {"spine_stall_seconds", sp.stall_seconds},
+      {"policy", r.mem.policy},
+      {"prefetch", !r.mem.no_prefetch},
+      {"tokens", r.tokens},
+      {"prompt_tokens", prompt.size()},
+      {"seconds_per_token", median(secs)},
+      {"prefill_seconds", prefill},
+      {"expert_bytes_read_per_token", median(ebytes)},
+      {"spine_bytes_read_per_token", median(sbytes)},
+      {"expert_bytes_needed_per_token", median(need)},
+      {"read_gbps", decode_total > 0 ? double(read_total) / decode_total / 1e9 : 0},
+      {"read_gbps_while_stalled", stall_total > 0 ? double(read_total) / stall_total / 1e9 : 0},
+      {"io_stall_fraction", decode_total > 0 ? stall_total / decode_total : 0},
+      {"cache_hit_rate", hit_rate},
+      {"prefetch_recall", recall},
+      {"prefetch_issued", st.prefetch_issued},
+      {"prefetch_wasted_bytes", st.prefetch_wasted_bytes},
+      {"duplicate_loads", st.duplicate_loads},
+      {"total_storage_bytes_read", process_read_bytes() - io0},
+      {"peak_rss_bytes", process_peak_rss()},
+      {"per_token", per_token},
+  };
+  res.summary.push_back(fmt::format(
+      "{}: {:.4f} s/token (median of {}), prefill {:.2f} s for {} tokens, experts read {}/token (needed {}), "
+      "spine read {}/token ({} layers streamed), {:.2f} GB/s, stall {:.0f}%, hit rate {:.1f}%, prefetch recall "
+      "{:.1f}%, peak RSS {} (budget {})",
+      r.model, median(secs), r.tokens, prefill, prompt.size(), human_bytes(median(ebytes)), human_bytes(median(need)),
+      human_bytes(median(sbytes)), sp.streamed_layers, res.json["read_gbps"].get<double>(),
+      100 * res.json["io_stall_fraction"].get<double>(), 100 * hit_rate, 100 * recall,
+      human_bytes(double(process_peak_rss())), human_bytes(double(plan.budget))));
+  return res;
+}
+
+}  // namespace
+
+BenchResult run_benchmark(const BenchRequest& req, const Progress_fn& progress) {
+  BenchRequest r = req;
+  check_memory_request(r.mem);
+  if (!(r.mem.ram_gib > 0)) fail("bench: --ram must be a positive number of GiB (the memory budget to measure in)");
+  if (r.tokens < 1 || r.prompt_tokens < 1) fail("--tokens and --prompt-tokens must be >= 1");
+  if (r.repeat_prompt < 1) fail("--repeat-prompt must be >= 1, got {}", r.repeat_prompt);
+  if (r.draft_max < 1) fail("--draft-max must be >= 1, got {}", r.draft_max);
+  if (r.chunk < 0) fail("--prefill-chunk must be >= 0, got {}", r.chunk);
+  const int64_t prompt_len = (r.prompt.empty() ? r.prompt_tokens : int64_t(r.prompt.size())) * r.repeat_prompt;
+  if (r.mem.context_tokens == 0) r.mem.context_tokens = prompt_len + r.tokens + 1 + r.draft_max;
+  Ticker tick(progress);
+  tick.say(fmt::format("bench: opening {}", r.model), true);
+  if (r.io_only) return io_only(r, tick);
+  if (r.generate || r.speculate || r.replay_wrong_every >= 0) return generation(r, tick);
+  return decode(r, tick);
+}
+
+}  // namespace sluice

@@ -1,0 +1,43 @@
+// `sluice bench`: decode speed and I/O of a model with experts streamed from
+// storage under a memory plan, as a library call that returns the results
+// (JSON with per-token lists, and a one-line summary per measurement).
+//
+// Modes: decode (prefill a prompt, then time each greedy decode step), io-only
+// (the expert reader alone on random top-k requests), generate / speculate
+// (greedy generation timed as a whole, plain or n-gram speculative), and
+// replayed drafts (a plain run, then speculation fed that run's own tokens
+// with every K-th wrong, on a freshly opened model each).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/memory_plan.h"
+
+namespace sluice {
+
+struct BenchRequest {
+  std::string model;
+  MemoryRequest mem;  // mem.ram_gib > 0 is required
+  int64_t tokens = 16, prompt_tokens = 16, chunk = 64;
+  uint64_t seed = 1;          // of the random prompt and the io-only requests
+  std::vector<int32_t> prompt;  // when not empty, used instead of a random prompt
+  int64_t repeat_prompt = 1;    // the prompt this many times (copy-heavy input)
+  bool io_only = false, generate = false, speculate = false;
+  int64_t draft_max = 8;
+  int64_t replay_wrong_every = -1;  // >= 0: replayed-drafts mode
+};
+
+struct BenchResult {
+  nlohmann::json json;
+  std::vector<std::string> summary;  // one line per measurement, for stdout
+};
+
+// Checks the request (errors name the option) and runs it; `progress` gets a
+// line now and then (stderr in the CLI) so long runs are not silent.
+BenchResult run_benchmark(const BenchRequest& r, const std::function<void(const std::string&)>& progress = {});
+
+}  // namespace sluice

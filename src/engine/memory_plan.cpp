@@ -1,0 +1,113 @@
+#include "engine/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "engine/engine.h"
+#include "util/error.h"
+
+namespace sluice {
+
+namespace {
+// The plan's unit is the GiB (--ram); smaller parts in MiB / KiB.
+std::string gib(uint64_t b) {
+  if (b >= kGiB) return fmt::format("{:.2f} GiB", double(b) / double(kGiB));
+  if (b >= (1u << 20)) return fmt::format("{:.1f} MiB", double(b) / double(1u << 20));
+  return fmt::format("{:.1f} KiB", double(b) / 1024.0);
+}
+}  // namespace
+
+std::string Device::name() const { return "cpu"; }
+
+Device parse_device(const std::string& s) {
+  if (s == "cpu") return Device{};
+  fail("--device '{}' is not available: this build computes on the CPU only (--device cpu)", s);
+}
+
+void check_memory_request(const MemoryRequest& r) {
+  if (!(r.ram_gib >= 0) || !std::isfinite(r.ram_gib)) fail("--ram must be a positive number of GiB, got {}", r.ram_gib);
+  if (r.policy != "lru" && r.policy != "lfu" && r.policy != "heat")
+    fail("--policy must be lru, lfu or heat, got '{}'", r.policy);
+  if (r.queue != "auto" && r.queue != "uring" && r.queue != "threads")
+    fail("--queue must be auto, uring or threads, got '{}'", r.queue);
+  if (r.queue_depth < 1) fail("--queue-depth must be >= 1, got {}", r.queue_depth);
+  if (r.read_kb < 4 || r.read_kb % 4 || r.read_kb > (1 << 20))
+    fail("--read-kb must be a multiple of 4 between 4 and 1048576, got {}", r.read_kb);
+  if (r.threads < 0) fail("--threads must be >= 1 (or 0: one per hardware thread), got {}", r.threads);
+  parse_device(r.device);
+}
+
+MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device) {
+  MemoryPlan p;
+  p.device = device;
+  p.budget = budget;
+  p.footprint = f;
+  p.spine = f.spine_bytes;
+  p.state = f.state_bytes_fixed + f.state_bytes_per_token * uint64_t(std::max<int64_t>(0, f.context_tokens));
+  if (budget == 0) return p;  // no budget: everything mapped, nothing streamed
+  p.stream_experts = true;
+  p.reserve = std::min<uint64_t>(budget / 5, 768ull << 20);
+  const uint64_t fixed = p.reserve + p.state;
+  if (fixed >= budget)
+    fail("--ram {} leaves nothing after {} of working memory ({} reserve, {} state for {} positions)",
+         gib(budget), gib(fixed), gib(p.reserve),
+         gib(p.state), f.context_tokens);
+  if (f.spine_bytes + fixed <= budget / 4 * 3) {
+    p.expert_cache = budget - f.spine_bytes - fixed;
+  } else {
+    // A spine that would leave less than a quarter of the budget to the expert
+    // cache is streamed layer by layer within three quarters of the rest.
+    p.stream_spine = true;
+    p.spine_budget = std::max((budget - fixed) / 4 * 3, f.spine_stream_min_bytes);
+    if (fixed + p.spine_budget >= budget)
+      fail("--ram {} is too small: streaming the spine needs {} (head and norms plus the largest layer) next to "
+           "{} of working memory",
+           gib(budget), gib(f.spine_stream_min_bytes), gib(fixed));
+    p.expert_cache = budget - fixed - p.spine_budget;
+  }
+  if (p.expert_cache < f.largest_expert_bytes)
+    fail("--ram {} leaves {} for the expert cache, less than one routed expert ({})", gib(budget),
+         gib(p.expert_cache), gib(f.largest_expert_bytes));
+  return p;
+}
+
+std::string MemoryPlan::describe() const {
+  if (budget == 0)
+    return fmt::format("memory plan on {}: no --ram budget: weights mapped (spine {}, routed experts {}), nothing "
+                       "streamed; state {} for {} positions",
+                       device.name(), gib(spine), gib(footprint.expert_bytes), gib(state), footprint.context_tokens);
+  std::string s = fmt::format("memory plan for --ram {} on {}:\n", gib(budget), device.name());
+  if (stream_spine)
+    s += fmt::format("  spine         {} of {} (streamed layer by layer)\n", gib(spine_budget), gib(spine));
+  else
+    s += fmt::format("  spine         {} (resident)\n", gib(spine));
+  s += fmt::format("  expert cache  {} (routed experts {} on disk, largest {})\n", gib(expert_cache),
+                   gib(footprint.expert_bytes), gib(footprint.largest_expert_bytes));
+  s += fmt::format("  state         {} (KV / latent caches for {} positions, recurrent state)\n", gib(state),
+                   footprint.context_tokens);
+  s += fmt::format("  reserve       {} (activations, scratch)", gib(reserve));
+  return s;
+}
+
+LoadOptions load_options(const MemoryPlan& plan, const MemoryRequest& r, const std::string& model_dir) {
+  LoadOptions lo;
+  lo.device = plan.device;
+  lo.stream_experts = plan.stream_experts;
+  lo.prefetch = plan.stream_experts && !r.no_prefetch;
+  lo.spine_budget = plan.stream_spine ? plan.spine_budget : 0;
+  StreamingOptions& so = lo.streaming;
+  if (plan.stream_experts) so.cache_bytes = plan.expert_cache;
+  so.policy = r.policy;
+  so.heat_file = r.heat_file.empty() ? model_dir + "/sluice-expert-heat.txt" : r.heat_file;
+  so.direct = !r.buffered;
+  so.queue = r.queue == "uring" ? ReadQueue::Kind::IoUring
+             : r.queue == "threads" ? ReadQueue::Kind::Threads
+                                    : ReadQueue::Kind::Auto;
+  so.queue_depth = r.queue_depth;
+  so.chunk_bytes = uint32_t(r.read_kb * 1024);
+  return lo;
+}
+
+}  // namespace sluice

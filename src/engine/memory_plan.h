@@ -1,0 +1,83 @@
+// One memory plan for every command. `--ram N` is the whole budget in GiB:
+// the resident spine (or the memory a streamed spine may use), the routed-
+// expert cache, per-sequence state (KV / latent caches, recurrent state) and a
+// reserve for activations and scratch. plan_memory() is the one place the
+// budget is split; `--stats` and `sluice info --model DIR --ram N` print it.
+// The plan also says which device computes (only the CPU today).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace sluice {
+
+struct LoadOptions;
+
+enum class DeviceKind { Cpu };
+struct Device {
+  DeviceKind kind = DeviceKind::Cpu;
+  int index = 0;
+  std::string name() const;  // "cpu"
+};
+// "cpu" (the only device of this build); errors name the value.
+Device parse_device(const std::string& s);
+
+// What the user asked for: the memory and streaming option group shared by
+// run, chat, generate, serve, bench, logits and routing-report.
+struct MemoryRequest {
+  double ram_gib = 0;          // total budget in GiB; 0: no budget (weights mapped, nothing streamed)
+  std::string policy = "lru";  // expert cache policy: lru | lfu | heat
+  std::string heat_file;       // heat: counts file (default MODEL/sluice-expert-heat.txt)
+  std::string queue = "auto";  // reader: auto | uring | threads
+  int queue_depth = 128;
+  int64_t read_kb = 1024;      // largest single read, KiB
+  bool buffered = false;       // page cache instead of O_DIRECT
+  bool no_prefetch = false;    // do not predict the next layer's experts
+  int64_t threads = 0;         // worker threads (0: one per hardware thread)
+  std::string device = "cpu";
+  // Positions the per-sequence state is planned for (0: 4096, at most the
+  // model's context); commands that know their length (run, generate, bench) set it.
+  int64_t context_tokens = 0;
+};
+// Throws naming the option when a value is out of range.
+void check_memory_request(const MemoryRequest& r);
+
+// What a model needs, known once its decoder is built (no weights read).
+struct ModelFootprint {
+  uint64_t spine_bytes = 0;          // non-routed-expert weights the model uses
+  uint64_t spine_stream_min_bytes = 0;  // a streamed spine needs this much: head and norms plus the largest layer
+  uint64_t expert_bytes = 0;         // all routed experts
+  uint64_t largest_expert_bytes = 0;
+  uint64_t state_bytes_per_token = 0;  // KV / latent cache rows, all layers
+  uint64_t state_bytes_fixed = 0;      // recurrent state, all layers
+  int64_t context_tokens = 0;          // positions the state is planned for
+};
+
+struct MemoryPlan {
+  Device device;
+  uint64_t budget = 0;        // the whole budget; 0: none (everything mapped, nothing streamed)
+  uint64_t reserve = 0;       // activations and scratch
+  uint64_t state = 0;         // per-sequence state for footprint.context_tokens positions
+  uint64_t spine = 0;         // spine bytes of the model
+  bool stream_spine = false;  // the spine does not fit: it is read layer by layer within spine_budget
+  uint64_t spine_budget = 0;  // memory the streamed spine may use (resident layers + read-ahead)
+  bool stream_experts = false;
+  uint64_t expert_cache = 0;  // routed-expert cache
+  ModelFootprint footprint;
+  std::string describe() const;  // one line per part, for --stats and `sluice info`
+};
+
+// The split rule. Reserve: a fifth of the budget, at most 768 MiB. State: the
+// footprint's state for its context. The spine stays resident when it and
+// both of those take at most three quarters of the budget and the cache gets
+// the rest; otherwise the spine is streamed within three quarters of what is
+// left after reserve and state (at least what streaming needs), and the cache
+// gets the rest. Throws when the budget cannot hold the reserve and state, or
+// the cache not one expert.
+MemoryPlan plan_memory(uint64_t budget_bytes, const ModelFootprint& f, Device device = {});
+
+// The engine options that carry out `plan` with the streaming knobs of `r`.
+LoadOptions load_options(const MemoryPlan& plan, const MemoryRequest& r, const std::string& model_dir);
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+}  // namespace sluice

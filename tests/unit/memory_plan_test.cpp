@@ -1,0 +1,168 @@
+// The one split of --ram: reserve, state, spine (resident or streamed) and
+// expert cache, with the numbers pinned; the option checks name the option;
+// the engine options carry the streaming knobs through.
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "engine/memory_plan.h"
+#include "support/test_support.h"
+#include "util/error.h"
+
+namespace sluice {
+namespace {
+
+constexpr uint64_t MiB = 1ull << 20;
+
+ModelFootprint footprint(uint64_t spine, uint64_t largest_expert = 50 * MiB) {
+  ModelFootprint f;
+  f.spine_bytes = spine;
+  f.expert_bytes = 100 * kGiB;
+  f.largest_expert_bytes = largest_expert;
+  f.state_bytes_per_token = 1000;
+  f.state_bytes_fixed = 24 * MiB;
+  f.context_tokens = 4096;
+  return f;
+}
+
+TEST(MemoryPlan, NoBudgetStreamsNothing) {
+  const MemoryPlan p = plan_memory(0, footprint(4 * kGiB));
+  EXPECT_FALSE(p.stream_experts);
+  EXPECT_FALSE(p.stream_spine);
+  EXPECT_EQ(p.expert_cache, 0u);
+  EXPECT_EQ(p.state, 24 * MiB + 4096000);
+  EXPECT_NE(p.describe().find("no --ram budget"), std::string::npos) << p.describe();
+}
+
+TEST(MemoryPlan, ResidentSpineLeavesTheRestToTheCache) {
+  const MemoryPlan p = plan_memory(16 * kGiB, footprint(4 * kGiB));
+  EXPECT_TRUE(p.stream_experts);
+  EXPECT_FALSE(p.stream_spine);
+  EXPECT_EQ(p.reserve, 768 * MiB);  // a fifth of 16 GiB is more than the 768 MiB cap
+  EXPECT_EQ(p.state, 24 * MiB + 4096 * 1000);
+  EXPECT_EQ(p.expert_cache, 16 * kGiB - 4 * kGiB - 768 * MiB - (24 * MiB + 4096000));
+  EXPECT_EQ(p.spine_budget, 0u);
+  EXPECT_EQ(p.reserve + p.state + p.spine + p.expert_cache, p.budget);
+  EXPECT_NE(p.describe().find("(resident)"), std::string::npos) << p.describe();
+}
+
+TEST(MemoryPlan, LargeSpineIsStreamedWithinThreeQuartersOfTheRest) {
+  // 14 GiB of spine + working memory exceed three quarters of 16 GiB.
+  const MemoryPlan p = plan_memory(16 * kGiB, footprint(14 * kGiB));
+  EXPECT_TRUE(p.stream_spine);
+  const uint64_t rest = 16 * kGiB - 768 * MiB - (24 * MiB + 4096000);
+  EXPECT_EQ(p.spine_budget, rest / 4 * 3);
+  EXPECT_EQ(p.expert_cache, rest - rest / 4 * 3);
+  EXPECT_EQ(p.reserve + p.state + p.spine_budget + p.expert_cache, p.budget);
+  EXPECT_NE(p.describe().find("streamed layer by layer"), std::string::npos) << p.describe();
+}
+
+TEST(MemoryPlan, SmallBudgetsReserveAFifth) {
+  const MemoryPlan p = plan_memory(100 * MiB, footprint(10 * MiB, 1 * MiB));
+  EXPECT_EQ(p.reserve, 20 * MiB);
+  EXPECT_FALSE(p.stream_spine);  // 10 + 20 + 28 MiB <= 75 MiB
+  EXPECT_EQ(p.expert_cache, 100 * MiB - 10 * MiB - 20 * MiB - (24 * MiB + 4096000));
+}
+
+TEST(MemoryPlan, StreamedSpineGetsAtLeastWhatStreamingNeeds) {
+  ModelFootprint f = footprint(14 * kGiB);
+  f.spine_stream_min_bytes = 13 * kGiB;
+  const MemoryPlan p = plan_memory(16 * kGiB, f);
+  EXPECT_EQ(p.spine_budget, 13 * kGiB);
+  EXPECT_EQ(p.expert_cache, 16 * kGiB - 768 * MiB - (24 * MiB + 4096000) - 13 * kGiB);
+  f.spine_stream_min_bytes = 15 * kGiB + 512 * MiB;
+  EXPECT_THROW(plan_memory(16 * kGiB, f), Error);
+}
+
+TEST(MemoryPlan, ImpossibleBudgetsNameTheOption) {
+  try {
+    plan_memory(30 * MiB, footprint(1 * MiB, 1 * MiB));  // reserve 6 MiB + 28 MiB of state
+    FAIL() << "accepted a budget smaller than the state";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--ram"), std::string::npos) << e.what();
+  }
+  try {
+    plan_memory(1 * kGiB, footprint(10 * MiB, 900 * MiB));  // the cache cannot hold the largest expert
+    FAIL() << "accepted a cache smaller than one expert";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("one routed expert"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MemoryPlan, RequestChecksNameTheOption) {
+  auto rejects = [](MemoryRequest r, const std::string& option) {
+    try {
+      check_memory_request(r);
+      ADD_FAILURE() << option << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(option), std::string::npos) << e.what();
+    }
+  };
+  MemoryRequest r;
+  EXPECT_NO_THROW(check_memory_request(r));
+  r.threads = -1;
+  rejects(r, "--threads");
+  r = {};
+  r.ram_gib = -2;
+  rejects(r, "--ram");
+  r = {};
+  r.policy = "mru";
+  rejects(r, "--policy");
+  r = {};
+  r.read_kb = 6;
+  rejects(r, "--read-kb");
+  r = {};
+  r.queue = "aio";
+  rejects(r, "--queue");
+  r = {};
+  r.device = "cuda";
+  rejects(r, "--device");
+}
+
+TEST(MemoryPlan, EngineOptionsCarryTheKnobs) {
+  MemoryRequest r;
+  r.policy = "heat";
+  r.queue = "threads";
+  r.queue_depth = 7;
+  r.read_kb = 256;
+  r.buffered = true;
+  const MemoryPlan p = plan_memory(16 * kGiB, footprint(14 * kGiB));
+  LoadOptions lo = load_options(p, r, "/m");
+  EXPECT_TRUE(lo.stream_experts);
+  EXPECT_TRUE(lo.prefetch);
+  EXPECT_EQ(lo.spine_budget, p.spine_budget);
+  EXPECT_EQ(lo.streaming.cache_bytes, p.expert_cache);
+  EXPECT_EQ(lo.streaming.policy, "heat");
+  EXPECT_EQ(lo.streaming.heat_file, "/m/sluice-expert-heat.txt");
+  EXPECT_EQ(lo.streaming.queue, ReadQueue::Kind::Threads);
+  EXPECT_EQ(lo.streaming.queue_depth, 7);
+  EXPECT_EQ(lo.streaming.chunk_bytes, 256u * 1024);
+  EXPECT_FALSE(lo.streaming.direct);
+  r.no_prefetch = true;
+  EXPECT_FALSE(load_options(p, r, "/m").prefetch);
+  EXPECT_FALSE(load_options(plan_memory(0, footprint(14 * kGiB)), MemoryRequest{}, "/m").stream_experts);
+}
+
+// The engine plans with the model's own footprint and runs what it planned.
+TEST(MemoryPlan, EngineOpensUnderItsPlan) {
+  const std::string dir = test::fixture("../../models/sluice-k3-mini");
+  MemoryRequest r;
+  r.ram_gib = 0.02;
+  r.context_tokens = 64;
+  auto e = Engine::open(dir, r);
+  const MemoryPlan& p = e->plan();
+  EXPECT_EQ(p.footprint.spine_bytes, e->spine_bytes());
+  EXPECT_EQ(p.footprint.expert_bytes, e->routed_expert_bytes());
+  EXPECT_GT(p.footprint.state_bytes_per_token, 0u);  // MLA latent rows
+  EXPECT_GT(p.footprint.state_bytes_fixed, 0u);      // KDA recurrent state
+  EXPECT_TRUE(p.stream_spine);  // ~15 MB of spine in a 20 MiB budget
+  EXPECT_GE(p.spine_budget, p.footprint.spine_stream_min_bytes);
+  EXPECT_EQ(e->options().streaming.cache_bytes, p.expert_cache);
+  Session s = e->session();
+  s.feed({5, 17, 9});
+  EXPECT_GT(e->expert_stats().bytes_read, 0u);
+  EXPECT_GT(e->spine_stats().streamed_layers, 0);
+  EXPECT_GT(e->expert_stats().evictions, 0u);  // ~12 MB of experts through a ~4 MiB cache
+}
+
+}  // namespace
+}  // namespace sluice
