@@ -15,7 +15,8 @@ void add_prepare_command(CLI::App& app, Action& action) {
       "prepare", "Write the resident spine (bf16 or row-wise int8) and the routed-expert manifest next to a checkpoint");
   auto o = std::make_shared<PrepareOptions>();
   auto quiet = std::make_shared<bool>(false);
-  cmd->add_option("--model", o->dir, "Checkpoint directory")->required();
+  cmd->add_option("--model", o->dir, "Checkpoint directory to prepare (required: the files are written next to it)")
+      ->required();
   cmd->add_option("--spine", o->spine, "Spine precision: bf16 (as released) or int8 (one scale per output row)")
       ->capture_default_str();
   cmd->add_flag("--pack-experts", o->pack_experts,

@@ -41,6 +41,8 @@ void add_synth_command(CLI::App& app, Action& action) {
       set(o->hidden, *hidden);
       set(o->moe_intermediate, *inter);
       o->progress = !*quiet;
+      std::fprintf(stderr, "synth: %s (%s preset) is %s of weights; writing to %s\n", o->arch.c_str(),
+                   o->preset.c_str(), human_bytes(double(synth_bytes(*o))).c_str(), o->out_dir.c_str());
       uint64_t bytes = synthesize(*o);
       std::printf("wrote %s (%s) to %s\n", o->arch.c_str(), human_bytes(double(bytes)).c_str(), o->out_dir.c_str());
       return 0;

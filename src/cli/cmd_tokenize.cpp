@@ -30,8 +30,9 @@ void add_tokenize_command(CLI::App& app, Action& action) {
     bool has_text = false, ordinary = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "Model directory (tokenizer.json, or tiktoken.model + tokenizer_config.json)")
-      ->required();
+  cmd->add_option("--model", o->model,
+                  "Model directory with tokenizer.json, or tiktoken.model + tokenizer_config.json (default: "
+                  "$SLUICE_MODEL or the shipped sluice-k3-mini)");
   auto* t = cmd->add_option("--text", o->text, "Text to encode");
   auto* j = cmd->add_option("--jsonl", o->jsonl, "File with one JSON string per line; prints one array per line");
   auto* d = cmd->add_option("--decode", o->decode, "Comma-separated ids to decode; prints the text as a JSON string");
@@ -41,7 +42,7 @@ void add_tokenize_command(CLI::App& app, Action& action) {
   cmd->callback([o, t, j, d, &action] {
     action = [o, t, j, d] {
       if (!*t && !*j && !*d) fail("tokenize: give one of --text, --jsonl or --decode");
-      auto tok = text::Tokenizer::load(o->model);
+      auto tok = text::Tokenizer::load(model_or_default(o->model));
       auto enc = [&](const std::string& s) { return o->ordinary ? tok->encode_ordinary(s) : tok->encode(s); };
       if (*t) {
         std::printf("%s\n", ids_json(enc(o->text)).c_str());

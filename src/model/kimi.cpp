@@ -71,33 +71,46 @@ GatedActivation activation(const Config& cfg) {
   return act;
 }
 
-}  // namespace
+// Everything build_kimi needs from the config, read (and checked) before any tensor.
+struct KimiSpec {
+  KimiSpec(ModelLayout l, Config text) : layout(std::move(l)), cfg(std::move(text)) {}
+  ModelLayout layout;
+  ModelInfo info;
+  Config cfg;  // the text config
+  float eps = 1e-6f;
+  std::vector<bool> is_mla;  // per layer: MLA, else KDA
+  GatedActivation act;
+  KdaSpec kda;
+  bool full_rank_gate = false;  // K3: one g_proj instead of g_a/g_b
+  MlaSpec mla;
+  bool mla_gate = false;  // K3: sigmoid output gate on MLA
+  RouterSpec router;
+  int64_t moe_inter = 0, dense_inter = 0;  // widths of routed experts and of dense MLPs (0: no such layer)
+  int64_t latent = 0;                      // latent MoE width (0: experts run at the hidden width)
+  bool latent_norm = false;
+  int64_t shared_experts = 0;
+  int64_t attn_res_block = 0;  // Block AttnRes: layers per block (0: plain residual stream)
+};
 
-std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Config& top, Backend& be) {
-  const ModelLayout layout = model_layout(top);
-  const std::string arch = top.req_string("model_type");
+KimiSpec kimi_spec(const Config& top) {
   const bool nested = top.has("text_config");
-  const Config cfg = nested ? top.sub("text_config") : top;
-  ModelInfo info = basic_model_info(cfg, arch);
+  KimiSpec s(model_layout(top), nested ? top.sub("text_config") : top);
+  const Config& cfg = s.cfg;
+  s.info = basic_model_info(cfg, top.req_string("model_type"));
   if (nested && top.has("eos_token_id")) {
     const auto& e = top.json()["eos_token_id"];
-    info.eos_ids = e.is_array() ? e.get<std::vector<int32_t>>() : std::vector<int32_t>{e.get<int32_t>()};
+    s.info.eos_ids = e.is_array() ? e.get<std::vector<int32_t>>() : std::vector<int32_t>{e.get<int32_t>()};
   }
-  auto model = std::make_unique<Decoder>(info, std::move(ckpt), nested ? "language_model." : "", be);
-  WeightLoader& W = model->weights();
-  const int64_t D = info.hidden;
-  const float eps = float(cfg.req_double("rms_norm_eps"));
+  s.eps = float(cfg.req_double("rms_norm_eps"));
+  s.is_mla = attention_schedule(cfg, s.info.n_layers);
+  s.act = activation(cfg);
 
-  const std::vector<bool> is_mla = attention_schedule(cfg, info.n_layers);
-  const GatedActivation act = activation(cfg);
-
-  KdaSpec ks;
-  bool full_rank_gate = false;
+  KdaSpec& ks = s.kda;
   if (auto lac = cfg.opt_sub("linear_attn_config")) {
     ks.n_heads = lac->req_int("num_heads");
     ks.head_dim = lac->req_int("head_dim");
     ks.conv_kernel = lac->get_int("short_conv_kernel_size", 4);
-    full_rank_gate = lac->get_bool("use_full_rank_gate", false);
+    s.full_rank_gate = lac->get_bool("use_full_rank_gate", false);
     if (lac->has("gate_lower_bound")) {
       ks.gate = KdaSpec::LowerBound;
       ks.lower_bound = float(lac->req_double("gate_lower_bound"));
@@ -107,10 +120,9 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
     ks.head_dim = cfg.req_int("linear_head_dim");
     ks.conv_kernel = cfg.get_int("linear_conv_kernel_dim", 4);
   }
-  ks.norm_eps = eps;
-  const int64_t C = ks.n_heads * ks.head_dim;
+  ks.norm_eps = s.eps;
 
-  MlaSpec ms;
+  MlaSpec& ms = s.mla;
   ms.n_heads = cfg.req_int("num_attention_heads");
   ms.q_lora = cfg.get_int("q_lora_rank", 0);
   ms.kv_lora = cfg.req_int("kv_lora_rank");
@@ -120,15 +132,15 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
   if (!cfg.get_bool("mla_use_nope", true)) fail("{}: mla_use_nope false (rotary MLA) is not supported", cfg.source());
   ms.use_rope = false;  // the "rope" dimensions are used unrotated
   ms.scale = float(1.0 / std::sqrt(double(ms.nope + ms.rope_dim)));
+  s.mla_gate = cfg.get_bool("mla_use_output_gate", false);
 
-  const bool mla_gate = cfg.get_bool("mla_use_output_gate", false);
   if (cfg.get_string("moe_router_activation_func", "sigmoid") != "sigmoid")
     fail("{}: moe_router_activation_func '{}' is not supported (sigmoid is)", cfg.source(),
          cfg.get_string("moe_router_activation_func", ""));
-  const int64_t latent = cfg.get_int("routed_expert_hidden_size", 0);
-  const bool latent_norm = cfg.get_bool("latent_moe_use_norm", false);
+  s.latent = cfg.get_int("routed_expert_hidden_size", 0);
+  s.latent_norm = cfg.get_bool("latent_moe_use_norm", false);
   const int64_t E = cfg.req_int("num_experts");
-  RouterSpec router;
+  RouterSpec& router = s.router;
   router.scoring = RouterSpec::SigmoidBiased;
   router.n_experts = E;
   router.top_k = cfg.req_int("num_experts_per_token");
@@ -139,75 +151,94 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
   if (router.top_k < 1 || router.top_k > E || router.n_group < 1 || E % router.n_group)
     fail("{}: inconsistent routing: num_experts {}, num_experts_per_token {}, num_expert_group {}", cfg.source(), E,
          router.top_k, router.n_group);
-  const int64_t attn_res_block = cfg.get_int("attn_res_block_size", 0);
-  if (attn_res_block < 0) fail("{}: attn_res_block_size must be positive", cfg.source());
+  s.attn_res_block = cfg.get_int("attn_res_block_size", 0);
+  if (s.attn_res_block < 0) fail("{}: attn_res_block_size must be positive", cfg.source());
+  // The FFN widths are required only when a layer of that kind exists.
+  for (int64_t l = 0; l < s.info.n_layers; ++l) {
+    if (s.layout.is_moe(l) && s.moe_inter == 0) s.moe_inter = cfg.req_int("moe_intermediate_size");
+    if (!s.layout.is_moe(l) && s.dense_inter == 0) s.dense_inter = cfg.req_int("intermediate_size");
+  }
+  s.shared_experts = cfg.get_int("num_shared_experts", 0);
+  return s;
+}
 
-  for (int64_t l = 0; l < info.n_layers; ++l) {
+std::unique_ptr<AttentionBlock> load_kda(Backend& be, const WeightLoader& W, const std::string& A, const KimiSpec& s) {
+  const KdaSpec& ks = s.kda;
+  const int64_t D = s.info.hidden, C = ks.n_heads * ks.head_dim;
+  KdaWeights kw;
+  kw.q = W.linear(A + "q_proj", C, D);
+  kw.k = W.linear(A + "k_proj", C, D);
+  kw.v = W.linear(A + "v_proj", C, D);
+  kw.q_conv = W.vec(A + "q_conv1d.weight", C * ks.conv_kernel);
+  kw.k_conv = W.vec(A + "k_conv1d.weight", C * ks.conv_kernel);
+  kw.v_conv = W.vec(A + "v_conv1d.weight", C * ks.conv_kernel);
+  kw.f_a = W.linear(A + "f_a_proj", -1, D);
+  kw.f_b = W.linear(A + "f_b_proj", C, kw.f_a.rows());
+  kw.b = W.linear(A + "b_proj", ks.n_heads, D);
+  if (s.full_rank_gate) {
+    kw.g = W.linear(A + "g_proj", C, D);
+  } else {
+    kw.g_a = W.linear(A + "g_a_proj", -1, D);
+    kw.g_b = W.linear(A + "g_b_proj", C, kw.g_a.rows());
+  }
+  kw.o = W.linear(A + "o_proj", D, C);
+  kw.o_norm = W.vec(A + "o_norm.weight", ks.head_dim);
+  kw.dt_bias = W.vec(A + "dt_bias", C);
+  kw.a_log = a_log_per_head(W, A + "A_log", ks.n_heads);
+  return std::make_unique<KdaAttention>(be, ks, std::move(kw));
+}
+
+// Routed experts (into the decoder's table), router, latent projection and shared experts of layer l.
+std::unique_ptr<FfnBlock> load_moe(Backend& be, Decoder& model, int64_t l, const std::string& M, const KimiSpec& s) {
+  const WeightLoader& W = model.weights();
+  const int64_t D = s.info.hidden, E = s.router.n_experts, I = s.moe_inter;
+  RouterSpec rs = s.router;
+  rs.selection_bias = W.opt_host_vec(M + "gate.e_score_correction_bias", E);
+  const int64_t XW = s.latent > 0 ? s.latent : D;  // the width experts run at
+  std::vector<ExpertWeights> experts(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) {
+    experts[size_t(e)].gate = host_matrix(W.linear_view(s.layout.expert_base(l, e, 0), I, XW));
+    experts[size_t(e)].down = host_matrix(W.linear_view(s.layout.expert_base(l, e, 2), XW, I));
+    experts[size_t(e)].up = host_matrix(W.linear_view(s.layout.expert_base(l, e, 1), I, XW));
+  }
+  std::unique_ptr<LatentProjection> lp;
+  if (s.latent > 0) {
+    lp = std::make_unique<LatentProjection>();
+    lp->down = W.linear(M + "routed_expert_down_proj", s.latent, D);
+    lp->up = W.linear(M + "routed_expert_up_proj", D, s.latent);
+    if (s.latent_norm) lp->norm = W.vec(M + "routed_expert_norm.weight", s.latent);
+    lp->eps = s.eps;
+  }
+  std::unique_ptr<GatedMlp> shared;
+  if (s.shared_experts > 0) shared = load_gated_mlp(W, M + "shared_experts.", I * s.shared_experts, D, s.act);
+  model.experts().set_layer(int32_t(l), std::move(experts));
+  return std::make_unique<MoeBlock>(be, int32_t(l), model.expert_slot(), W.linear(M + "gate", E, D), nullptr, rs,
+                                    s.act, std::move(shared), std::move(lp));
+}
+
+}  // namespace
+
+std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Config& top, Backend& be) {
+  const KimiSpec s = kimi_spec(top);
+  auto model = std::make_unique<Decoder>(s.info, std::move(ckpt), s.layout.prefix, be);
+  WeightLoader& W = model->weights();
+  const int64_t D = s.info.hidden;
+  for (int64_t l = 0; l < s.info.n_layers; ++l) {
     const std::string P = fmt::format("model.layers.{}.", l);
     const std::string A = P + "self_attn.";
     Decoder::Layer L;
     L.attn_norm = W.vec(P + "input_layernorm.weight", D);
     L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
-    if (!is_mla[size_t(l)]) {
-      KdaWeights kw;
-      kw.q = W.linear(A + "q_proj", C, D);
-      kw.k = W.linear(A + "k_proj", C, D);
-      kw.v = W.linear(A + "v_proj", C, D);
-      kw.q_conv = W.vec(A + "q_conv1d.weight", C * ks.conv_kernel);
-      kw.k_conv = W.vec(A + "k_conv1d.weight", C * ks.conv_kernel);
-      kw.v_conv = W.vec(A + "v_conv1d.weight", C * ks.conv_kernel);
-      kw.f_a = W.linear(A + "f_a_proj", -1, D);
-      kw.f_b = W.linear(A + "f_b_proj", C, kw.f_a.rows());
-      kw.b = W.linear(A + "b_proj", ks.n_heads, D);
-      if (full_rank_gate) {
-        kw.g = W.linear(A + "g_proj", C, D);
-      } else {
-        kw.g_a = W.linear(A + "g_a_proj", -1, D);
-        kw.g_b = W.linear(A + "g_b_proj", C, kw.g_a.rows());
-      }
-      kw.o = W.linear(A + "o_proj", D, C);
-      kw.o_norm = W.vec(A + "o_norm.weight", ks.head_dim);
-      kw.dt_bias = W.vec(A + "dt_bias", C);
-      kw.a_log = a_log_per_head(W, A + "A_log", ks.n_heads);
-      L.attn = std::make_unique<KdaAttention>(be, ks, std::move(kw));
-    } else {
-      MlaWeights mw = load_mla_weights(W, A, ms, D, mla_gate);
-      L.attn = std::make_unique<MlaAttention>(be, ms, mw);
-    }
-
+    if (s.is_mla[size_t(l)]) L.attn = std::make_unique<MlaAttention>(be, s.mla, load_mla_weights(W, A, s.mla, D, s.mla_gate));
+    else L.attn = load_kda(be, W, A, s);
     const std::string M = P + "block_sparse_moe.";
-    if (layout.is_moe(l)) {
-      const int64_t I = cfg.req_int("moe_intermediate_size");
-      RouterSpec rs = router;
-      rs.selection_bias = W.opt_host_vec(M + "gate.e_score_correction_bias", E);
-      const int64_t XW = latent > 0 ? latent : D;  // the width experts run at
-      std::vector<ExpertWeights> experts(static_cast<size_t>(E));
-      for (int64_t e = 0; e < E; ++e) {
-        experts[size_t(e)].gate = host_matrix(W.linear_view(layout.expert_base(l, e, 0), I, XW));
-        experts[size_t(e)].down = host_matrix(W.linear_view(layout.expert_base(l, e, 2), XW, I));
-        experts[size_t(e)].up = host_matrix(W.linear_view(layout.expert_base(l, e, 1), I, XW));
-      }
-      std::unique_ptr<LatentProjection> lp;
-      if (latent > 0) {
-        lp = std::make_unique<LatentProjection>();
-        lp->down = W.linear(M + "routed_expert_down_proj", latent, D);
-        lp->up = W.linear(M + "routed_expert_up_proj", D, latent);
-        if (latent_norm) lp->norm = W.vec(M + "routed_expert_norm.weight", latent);
-        lp->eps = eps;
-      }
-      std::unique_ptr<GatedMlp> shared;
-      const int64_t ns = cfg.get_int("num_shared_experts", 0);
-      if (ns > 0)
-        shared = load_gated_mlp(W, M + "shared_experts.", I * ns, D, act);
-      model->experts().set_layer(int32_t(l), std::move(experts));
-      L.ffn = std::make_unique<MoeBlock>(be, int32_t(l), model->expert_slot(), W.linear(M + "gate", E, D), nullptr, rs, act,
-                                         std::move(shared), std::move(lp));
+    if (s.layout.is_moe(l)) {
+      L.ffn = load_moe(be, *model, l, M, s);
     } else {
-      const int64_t I = cfg.req_int("intermediate_size");
       const std::string Q = W.has_linear(M + "gate_proj") ? M : P + "mlp.";
-      L.ffn = load_gated_mlp(W, Q, I, D, act);
+      L.ffn = load_gated_mlp(W, Q, s.dense_inter, D, s.act);
     }
-    if (attn_res_block > 0) {
+    if (s.attn_res_block > 0) {
       L.attn_res_norm = W.vec(P + "self_attention_res_norm.weight", D);
       L.attn_res_proj = W.vec(P + "self_attention_res_proj.weight", D);
       L.ffn_res_norm = W.vec(P + "mlp_res_norm.weight", D);
@@ -215,16 +246,16 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
     }
     model->add_layer(std::move(L));
   }
-  if (attn_res_block > 0) {
+  if (s.attn_res_block > 0) {
     Decoder::AttnRes ar;
-    ar.block_size = attn_res_block;
-    ar.eps = eps;
+    ar.block_size = s.attn_res_block;
+    ar.eps = s.eps;
     ar.out_norm = W.vec("model.output_attn_res_norm.weight", D);
     ar.out_proj = W.vec("model.output_attn_res_proj.weight", D);
     model->set_attn_res(ar);
   }
-  model->set_embedding(W.matrix("model.embed_tokens.weight", info.vocab, D), W.linear("lm_head", info.vocab, D),
-                       W.vec("model.norm.weight", D), eps);
+  model->set_embedding(W.matrix("model.embed_tokens.weight", s.info.vocab, D), W.linear("lm_head", s.info.vocab, D),
+                       W.vec("model.norm.weight", D), s.eps);
   return model;
 }
 

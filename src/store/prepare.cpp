@@ -19,6 +19,7 @@
 #include "format/expert_index.h"
 #include "format/manifest.h"
 #include "util/atomic_file.h"
+#include "util/disk_space.h"
 #include "util/error.h"
 #include "util/numeric.h"
 #include "util/progress.h"
@@ -204,6 +205,13 @@ PrepareResult prepare(const PrepareOptions& o) {
       reuse = false;  // damaged: rewrite
     }
   }
+  // Refuse up front when the files cannot fit (spine as it will be written, packs).
+  uint64_t needed = 0;
+  if (!reuse)
+    for (const auto& t : spine)
+      needed += o.spine == "int8" && int8_candidate(t) ? uint64_t(t.numel()) + uint64_t(t.shape()[0]) * 4 : t.nbytes();
+  if (o.pack_experts) needed += index.total_bytes() + uint64_t(index.count()) * 4096;
+  require_free_disk(o.dir, needed, "prepare");
   if (reuse) {
     res.spine_reused = true;
     res.spine_bytes = fs::file_size(spine_path);

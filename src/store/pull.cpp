@@ -500,6 +500,9 @@ PullResult Puller::run() {
 
 PullResult pull(const PullOptions& opts) {
   if (opts.dir.empty()) fail("pull: --dir is required");
+  // Offline means no network at all: fail before resolving any host.
+  if (const char* v = std::getenv("SLUICE_OFFLINE"); v && *v && std::string(v) != "0")
+    fail("pull {}: SLUICE_OFFLINE={} forbids the network (unset it to download)", opts.source, v);
   if (opts.chunk_bytes == 0) fail("pull: chunk size must be positive");
   Puller p(opts);
   return p.run();

@@ -15,6 +15,7 @@
 
 #include "format/dtype.h"
 #include "util/atomic_file.h"
+#include "util/disk_space.h"
 #include "util/error.h"
 #include "util/numeric.h"
 #include "util/progress.h"
@@ -497,18 +498,29 @@ json synth_config(const SynthOptions& o) {
   fail("synth: --arch '{}' is not supported (deepseek_v3, kimi_k2, qwen3_moe, kimi_k3 are)", o.arch);
 }
 
+namespace {
+std::vector<Spec> synth_specs(const SynthOptions& o, const json& cfg) {
+  return o.arch == "kimi_k3" ? k3_tensors(cfg) : o.arch == "qwen3_moe" ? qwen_tensors(cfg) : deepseek_tensors(cfg);
+}
+}  // namespace
+
+uint64_t synth_bytes(const SynthOptions& o) {
+  uint64_t total = 0;
+  for (const auto& s : synth_specs(o, synth_config(o))) total += s.bytes();
+  return total;
+}
+
 uint64_t synthesize(const SynthOptions& o) {
   namespace fs = std::filesystem;
   json cfg = synth_config(o);
-  std::vector<Spec> specs = o.arch == "kimi_k3"     ? k3_tensors(cfg)
-                            : o.arch == "qwen3_moe" ? qwen_tensors(cfg)
-                                                    : deepseek_tensors(cfg);
+  std::vector<Spec> specs = synth_specs(o, cfg);
   int nshards = 0;
   uint64_t total = 0;
   for (const auto& s : specs) {
     nshards = std::max(nshards, s.shard + 1);
     total += s.bytes();
   }
+  require_free_disk(o.out_dir, total, fmt::format("synth --arch {} --preset {}", o.arch, o.preset));
   fs::create_directories(o.out_dir);
   auto shard_name = [&](int i) { return fmt::format("model-{:05d}-of-{:06d}.safetensors", i + 1, nshards); };
   Progress progress("synth", total, o.progress);

@@ -24,8 +24,12 @@ struct SynthOptions {
 // The config.json the options describe (also what synthesize() writes).
 nlohmann::json synth_config(const SynthOptions& o);
 
-// Writes config.json, shards and model.safetensors.index.json into out_dir.
-// Returns the number of bytes written.
+// Bytes of weights synthesize() would write (nothing is written).
+uint64_t synth_bytes(const SynthOptions& o);
+
+// Writes config.json, shards and model.safetensors.index.json into out_dir,
+// after checking that the filesystem has room for them. Returns the number of
+// bytes written.
 uint64_t synthesize(const SynthOptions& o);
 
 }  // namespace sluice

@@ -1,6 +1,6 @@
 #include <cctype>
 
-#include "text/jinja_ast.h"
+#include "text/jinja/ast.h"
 #include "util/error.h"
 
 namespace sluice::text::jinja {

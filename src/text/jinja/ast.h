@@ -1,4 +1,4 @@
-// Tokens and syntax tree of the Jinja subset (internal to text/jinja_*.cpp).
+// Tokens and syntax tree of the Jinja subset (internal to text/jinja/).
 #pragma once
 #include <memory>
 #include <string>

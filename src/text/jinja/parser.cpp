@@ -1,4 +1,4 @@
-#include "text/jinja_ast.h"
+#include "text/jinja/ast.h"
 #include "util/error.h"
 
 namespace sluice::text::jinja {
