@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "format/generation_config.h"
 #include "server/api_error.h"
 #include "util/error.h"
 
@@ -45,14 +46,7 @@ TextChatCodec::TextChatCodec(const std::string& model_dir, int64_t model_vocab) 
   }
   if (auto e = tok_->eos_id()) stop_ids_.push_back(*e);
   // generation_config.json's eos_token_id (an id or a list) ends a reply too.
-  if (std::ifstream gc(model_dir + "/generation_config.json"); gc) {
-    auto g = nlohmann::json::parse(gc, nullptr, false);
-    if (g.is_object() && g.contains("eos_token_id")) {
-      const auto& e = g["eos_token_id"];
-      for (const auto& v : e.is_array() ? e : nlohmann::json::array({e}))
-        if (v.is_number_integer()) stop_ids_.push_back(v.get<int32_t>());
-    }
-  }
+  for (int32_t id : generation_eos_ids(model_dir)) stop_ids_.push_back(id);
   for (const char* marker : {"<|im_end|>", "<|eot_id|>", "<|return|>"})
     if (auto id = tok_->token_id(marker); id && tok_->is_special(*id)) stop_ids_.push_back(*id);
 }
