@@ -249,6 +249,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"model", r.model},
       {"ram_bytes", plan.budget},
       {"plan", plan.describe()},
+      {"memory_plan", plan.to_json()},
       {"spine_bytes", model->spine_bytes()},
       {"routed_expert_bytes", model->routed_expert_bytes()},
       {"cache_bytes", model->options().streaming.cache_bytes},

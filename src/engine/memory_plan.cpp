@@ -91,6 +91,21 @@ std::string MemoryPlan::describe() const {
   return s;
 }
 
+nlohmann::json MemoryPlan::to_json() const {
+  return {{"device", device.name()},
+          {"budget_bytes", budget},
+          {"reserve_bytes", reserve},
+          {"state_bytes", state},
+          {"state_positions", footprint.context_tokens},
+          {"spine_bytes", spine},
+          {"stream_spine", stream_spine},
+          {"spine_budget_bytes", spine_budget},
+          {"stream_experts", stream_experts},
+          {"expert_cache_bytes", expert_cache},
+          {"routed_expert_bytes", footprint.expert_bytes},
+          {"largest_expert_bytes", footprint.largest_expert_bytes}};
+}
+
 LoadOptions load_options(const MemoryPlan& plan, const MemoryRequest& r, const std::string& model_dir) {
   LoadOptions lo;
   lo.device = plan.device;

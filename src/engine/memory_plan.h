@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace sluice {
 
 struct LoadOptions;
@@ -64,6 +66,7 @@ struct MemoryPlan {
   uint64_t expert_cache = 0;  // routed-expert cache
   ModelFootprint footprint;
   std::string describe() const;  // one line per part, for --stats and `sluice info`
+  nlohmann::json to_json() const;  // the same in bytes (`sluice info --json`, bench JSON)
 };
 
 // The split rule. Reserve: a fifth of the budget, at most 768 MiB. State: the

@@ -54,6 +54,10 @@ TEST(MemoryPlan, LargeSpineIsStreamedWithinThreeQuartersOfTheRest) {
   EXPECT_EQ(p.expert_cache, rest - rest / 4 * 3);
   EXPECT_EQ(p.reserve + p.state + p.spine_budget + p.expert_cache, p.budget);
   EXPECT_NE(p.describe().find("streamed layer by layer"), std::string::npos) << p.describe();
+  const auto j = p.to_json();
+  EXPECT_EQ(j["spine_budget_bytes"].get<uint64_t>(), p.spine_budget);
+  EXPECT_EQ(j["expert_cache_bytes"].get<uint64_t>(), p.expert_cache);
+  EXPECT_TRUE(j["stream_spine"].get<bool>());
 }
 
 TEST(MemoryPlan, SmallBudgetsReserveAFifth) {
