@@ -4,12 +4,23 @@
 
 namespace sluice::cli {
 
-void add_memory_options(CLI::App* cmd, MemoryRequest& r) {
-  const std::string group = "Memory and streaming";
+namespace {
+const std::string kGroup = "Memory and streaming";
+}  // namespace
+
+void add_plan_options(CLI::App* cmd, MemoryRequest& r) {
+  const std::string& group = kGroup;
   cmd->add_option("--ram", r.ram_gib,
                   "Memory budget in GiB for spine, expert cache, state and scratch; routed experts are streamed from "
                   "disk within it, and the spine too when it does not fit (default: no budget, everything mapped)")
       ->group(group);
+  cmd->add_option("--threads", r.threads, "Worker threads (default: one per hardware thread)")->group(group);
+  cmd->add_option("--device", r.device, "Where to compute: cpu")->capture_default_str()->group(group);
+}
+
+void add_memory_options(CLI::App* cmd, MemoryRequest& r) {
+  const std::string& group = kGroup;
+  add_plan_options(cmd, r);
   cmd->add_option("--policy", r.policy, "Expert cache policy: lru, lfu or heat (use counts kept across runs)")
       ->capture_default_str()
       ->group(group);
@@ -22,8 +33,6 @@ void add_memory_options(CLI::App* cmd, MemoryRequest& r) {
       ->group(group);
   cmd->add_flag("--buffered", r.buffered, "Read through the page cache instead of O_DIRECT")->group(group);
   cmd->add_flag("--no-prefetch", r.no_prefetch, "Do not predict the next layer's experts")->group(group);
-  cmd->add_option("--threads", r.threads, "Worker threads (default: one per hardware thread)")->group(group);
-  cmd->add_option("--device", r.device, "Where to compute: cpu")->capture_default_str()->group(group);
 }
 
 void apply_memory_options(const MemoryRequest& r) {

@@ -10,6 +10,8 @@
 namespace sluice::cli {
 
 void add_memory_options(CLI::App* cmd, MemoryRequest& r);
+// The part of the group a plan needs (--ram, --threads, --device), for commands that only plan (info).
+void add_plan_options(CLI::App* cmd, MemoryRequest& r);
 // Checks the values (errors name the option) and sizes the thread pool; call before opening a model.
 void apply_memory_options(const MemoryRequest& r);
 

@@ -50,8 +50,7 @@ class Ticker {
 // This is the reader's raw throughput on the model's real expert extents.
 BenchResult io_only(const BenchRequest& r, Ticker& tick) {
   auto engine = Engine::open(r.model);
-  const MemoryPlan plan = plan_memory(uint64_t(r.mem.ram_gib * double(kGiB)), engine->footprint(r.mem.context_tokens),
-                                      parse_device(r.mem.device));
+  const MemoryPlan plan = engine->plan_for(r.mem);
   const StreamingOptions so = load_options(plan, r.mem, r.model).streaming;
   const ExpertTable& table = engine->experts();
   StreamingExperts src(table, engine->checkpoint(), so);

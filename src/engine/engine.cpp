@@ -72,11 +72,21 @@ std::unique_ptr<Engine> Engine::open(const std::string& dir, const MemoryRequest
   check_memory_request(r);
   const Device device = parse_device(r.device);
   std::unique_ptr<Engine> e(new Engine(dir, Config::load(dir), /*use_prepared_spine=*/true, device));
-  int64_t ctx = r.context_tokens > 0 ? r.context_tokens : 4096;
-  if (e->context_length() > 0) ctx = std::min(ctx, e->context_length());
-  e->plan_ = plan_memory(uint64_t(r.ram_gib * double(kGiB)), e->footprint(ctx), device);
+  e->plan_ = e->plan_for(r);
   e->install(load_options(e->plan_, r, dir));
   return e;
+}
+
+MemoryPlan Engine::plan(const std::string& dir, const MemoryRequest& r) {
+  check_memory_request(r);
+  const Engine e(dir, Config::load(dir), /*use_prepared_spine=*/true, parse_device(r.device));
+  return e.plan_for(r);
+}
+
+MemoryPlan Engine::plan_for(const MemoryRequest& r) const {
+  int64_t ctx = r.context_tokens > 0 ? r.context_tokens : 4096;
+  if (context_length() > 0) ctx = std::min(ctx, context_length());
+  return plan_memory(uint64_t(r.ram_gib * double(kGiB)), footprint(ctx), parse_device(r.device));
 }
 
 ModelFootprint Engine::footprint(int64_t context_tokens) const {

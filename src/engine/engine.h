@@ -61,6 +61,9 @@ class Engine : public Model {
   const MemoryPlan& plan() const { return plan_; }
   // What this model needs for `context_tokens` positions of state.
   ModelFootprint footprint(int64_t context_tokens) const;
+  // The plan open(dir, request) runs under for this model: `request`'s budget
+  // split for its context (0: 4096 positions, at most the model's context).
+  MemoryPlan plan_for(const MemoryRequest& request) const;
   // Positions the model was trained for (config max_position_embeddings; 0: not stated).
   int64_t context_length() const;
 
@@ -82,6 +85,8 @@ class Engine : public Model {
   static std::unique_ptr<Engine> open(const std::string& dir, const LoadOptions& opts = {});
   // The same under the memory plan for `request`'s budget and this model's footprint.
   static std::unique_ptr<Engine> open(const std::string& dir, const MemoryRequest& request);
+  // That plan without opening the engine (maps the checkpoint, reads no weights, takes no budget).
+  static MemoryPlan plan(const std::string& dir, const MemoryRequest& request);
 
  private:
   Engine(std::string dir, Config config, bool use_prepared_spine, Device device);

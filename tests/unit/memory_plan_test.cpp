@@ -3,6 +3,10 @@
 // the engine options carry the streaming knobs through.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
 #include "engine/engine.h"
 #include "engine/memory_plan.h"
 #include "support/test_support.h"
@@ -166,6 +170,39 @@ TEST(MemoryPlan, EngineOpensUnderItsPlan) {
   EXPECT_GT(e->expert_stats().bytes_read, 0u);
   EXPECT_GT(e->spine_stats().streamed_layers, 0);
   EXPECT_GT(e->expert_stats().evictions, 0u);  // ~12 MB of experts through a ~4 MiB cache
+}
+
+
+// `sluice info --ram N` prints the plan the engine opens under, without opening it.
+TEST(MemoryPlan, InfoPrintsThePlanTheEngineOpensUnder) {
+  const std::string dir = test::fixture("../../models/sluice-k3-mini");
+  MemoryRequest r;
+  r.ram_gib = 0.02;
+  const MemoryPlan planned = Engine::plan(dir, r);
+  auto e = Engine::open(dir, r);
+  EXPECT_EQ(planned.budget, e->plan().budget);
+  EXPECT_EQ(planned.expert_cache, e->plan().expert_cache);
+  EXPECT_EQ(planned.spine_budget, e->plan().spine_budget);
+  EXPECT_EQ(planned.state, e->plan().state);
+  EXPECT_EQ(planned.footprint.context_tokens, std::min<int64_t>(4096, e->context_length()));
+  EXPECT_EQ(planned.reserve + planned.state + planned.spine_budget + planned.expert_cache, planned.budget);
+
+  auto json = test::run_sluice({"info", "--model", dir, "--ram", "0.02", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  ASSERT_TRUE(j.contains("memory_plan")) << json.out;
+  EXPECT_EQ(j["memory_plan"]["budget_bytes"].get<uint64_t>(), planned.budget);
+  EXPECT_EQ(j["memory_plan"]["expert_cache_bytes"].get<uint64_t>(), planned.expert_cache);
+  EXPECT_EQ(j["memory_plan"]["stream_spine"].get<bool>(), planned.stream_spine);
+  auto text = test::run_sluice({"info", "--model", dir, "--ram", "0.02"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find(planned.describe()), std::string::npos) << text.out;
+  auto none = test::run_sluice({"info", "--model", dir, "--json"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_FALSE(nlohmann::json::parse(none.out).contains("memory_plan")) << none.out;
+  auto bad = test::run_sluice({"info", "--model", dir, "--threads", "-1"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--threads"), std::string::npos) << bad.err;
 }
 
 }  // namespace
