@@ -184,7 +184,8 @@ TEST(MemoryPlan, InfoPrintsThePlanTheEngineOpensUnder) {
   EXPECT_EQ(planned.expert_cache, e->plan().expert_cache);
   EXPECT_EQ(planned.spine_budget, e->plan().spine_budget);
   EXPECT_EQ(planned.state, e->plan().state);
-  EXPECT_EQ(planned.footprint.context_tokens, std::min<int64_t>(4096, e->context_length()));
+  EXPECT_EQ(planned.footprint.context_tokens, e->plan().footprint.context_tokens);
+  EXPECT_EQ(planned.footprint.context_tokens, e->context_length() > 0 ? std::min<int64_t>(4096, e->context_length()) : 4096);
   EXPECT_EQ(planned.reserve + planned.state + planned.spine_budget + planned.expert_cache, planned.budget);
 
   auto json = test::run_sluice({"info", "--model", dir, "--ram", "0.02", "--json"});
