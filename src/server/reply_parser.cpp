@@ -127,14 +127,17 @@ void ReplyParser::emit_text(ReplyDelta& out, std::string_view text) {
     if (text.empty()) return;
     after_think_ = false;
   }
-  if (text.empty()) return;
-  if (all_space(text)) {
+  // Trailing whitespace is held too, whatever precedes it in this piece, so the
+  // result does not depend on where the text was cut into pieces.
+  size_t body = text.size();
+  while (body > 0 && std::isspace(static_cast<unsigned char>(text[body - 1]))) --body;
+  if (body == 0) {
     ws_.append(text);
     return;
   }
   out.content += ws_;
-  ws_.clear();
-  out.content.append(text);
+  out.content.append(text.substr(0, body));
+  ws_.assign(text.substr(body));
   any_content_ = true;
 }
 

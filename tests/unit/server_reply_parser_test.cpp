@@ -111,10 +111,32 @@ TEST(ReplyParser, MalformedOrUnfinishedCallsStayVisible) {
 
 TEST(ReplyParser, HoldsBackOnlyPossibleMarkerStarts) {
   ReplyParser p(qwen3_syntax(), true);
-  EXPECT_EQ(p.push("abc <tool").content, "abc ");
-  EXPECT_EQ(p.push("box>").content, "<toolbox>");
+  EXPECT_EQ(p.push("abc <tool").content, "abc");  // the space waits too: whitespace is released with what follows
+  EXPECT_EQ(p.push("box>").content, " <toolbox>");
   EXPECT_EQ(p.push("\n").content, "");  // whitespace waits for what follows it
   EXPECT_EQ(p.push("x").content, "\nx");
+}
+
+// Found by reply_parser_fuzz: content after a call that ended in whitespace kept
+// the newline when the text came whole and dropped it when it came in pieces.
+TEST(ReplyParser, TrailingWhitespaceDoesNotDependOnHowTheTextIsCut) {
+  const std::string text =
+      "text <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call> more\n{\"x\": 1}\n";
+  auto collect = [&](size_t piece) {
+    ReplyParser p(qwen3_syntax(), true);
+    ReplyDelta all;
+    for (size_t at = 0; at < text.size(); at += piece) all.append(p.push(text.substr(at, piece)));
+    all.append(p.finish());
+    return all;
+  };
+  const ReplyDelta whole = collect(text.size());
+  EXPECT_EQ(whole.content, "text  more\n{\"x\": 1}");  // the final newline is not content
+  ASSERT_EQ(whole.tool_calls.size(), 1u);
+  for (size_t piece = 1; piece < 9; ++piece) {
+    const ReplyDelta d = collect(piece);
+    EXPECT_EQ(d.content, whole.content) << "pieces of " << piece;
+    EXPECT_EQ(d.tool_calls.size(), 1u);
+  }
 }
 
 }  // namespace
