@@ -2,11 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 
-#include "runtime/stop_strings.h"
 #include "server/api_error.h"
-#include "server/json_prefix.h"
 
 namespace sluice::server {
 
@@ -45,12 +42,8 @@ int64_t Generator::max_new_tokens(const Request& req, int64_t prompt_tokens) con
   return req.max_tokens.value_or(ctx - prompt_tokens);
 }
 
-Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, const EmitFn& emit,
-                       const std::function<bool()>& alive) {
-  Outcome out;
-  out.prompt_tokens = int64_t(prompt.size());
-  const int64_t max_new = max_new_tokens(req, out.prompt_tokens);
-
+std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive,
+                                     Outcome& out) {
   // Prefix reuse. The kept session holds the last prompt and what was generated after
   // it, with a rollback point just before the prompt's last token. A new prompt that
   // extends all of it feeds only the rest; one that shares at least the last prompt
@@ -83,7 +76,7 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
       if (alive && !alive()) {  // the session keeps the prefix fed so far (a later request may extend it)
         checkpoint_ = -1;
         out.cancelled = true;
-        return out;
+        return {};
       }
       const size_t e = std::min(b + kPrefillChunk, P - 1);
       session_->feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(b), prompt.begin() + std::ptrdiff_t(e)));
@@ -98,94 +91,27 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
     checkpoint_ = -1;
     throw;
   }
-  metrics_.add_prompt(out.prompt_tokens, out.cached_tokens, seconds_since(t0));
+  metrics_.add_prompt(int64_t(P), out.cached_tokens, seconds_since(t0));
+  return logits;
+}
 
-  Sampler sampler(req.sampling);
-  auto detok = codec_.detokenizer();
-  StopMatcher stops(req.stop);
-  ReplySyntax syntax;
-  if (req.kind == Request::Kind::Chat) {
-    syntax = codec_.reply_syntax(prompt);
-  } else {
-    syntax.think_begin.clear();  // completions return the raw text
-    syntax.think_end.clear();
-  }
-  ReplyParser parser(syntax, req.kind == Request::Kind::Chat && req.tools.is_array());
-  std::vector<LogprobEntry> pending_lp;
-  const int64_t V = model_.info().vocab;
+Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, const EmitFn& emit,
+                       const std::function<bool()>& alive) {
+  Outcome out;
+  out.prompt_tokens = int64_t(prompt.size());
+  const int64_t max_new = max_new_tokens(req, out.prompt_tokens);
+  std::vector<float> logits = prefill(prompt, alive, out);
+  if (out.cancelled) return out;
 
-  int calls_emitted = 0;
-  auto release = [&](const std::string& text, bool final) -> bool {
-    ReplyDelta d = parser.push(text);
-    if (final) d.append(parser.finish());
-    if (!req.parallel_tool_calls) {
-      // Only the first call is returned when the client asked for one call at a time.
-      if (calls_emitted > 0) d.tool_calls.clear();
-      if (d.tool_calls.size() > 1) d.tool_calls.resize(1);
-    }
-    calls_emitted += int(d.tool_calls.size());
-    if (d.empty() && !final) return true;
-    std::vector<LogprobEntry> lp;
-    if (!text.empty() || final) lp.swap(pending_lp);
-    return emit(d, lp);
-  };
-
-  // JSON mode: every token must keep the reply a prefix of one JSON object.
-  std::optional<JsonPrefix> json;
-  if (req.json_object) json.emplace();
-  auto is_stop = [&](int32_t t) { return std::find(stop_ids_.begin(), stop_ids_.end(), t) != stop_ids_.end(); };
-  auto json_ok = [&](int32_t t) {
-    if (is_stop(t)) return false;  // the object is not finished yet
-    const std::string b = codec_.token_bytes(t);
-    JsonPrefix next = *json;
-    return !b.empty() && next.feed(b);
-  };
-
-  // One token at a time through the same picker and sink, speculating or not:
-  // the picker applies the logit bias, samples (within the JSON grammar when asked),
-  // the sink releases text and decides whether to go on.
-  bool stopped = false;
-  Sample picked;
-  auto pick = [&](float* row) {
-    for (const auto& [id, bias] : req.logit_bias) row[size_t(id)] += bias;
-    picked = sampler.sample(row, V);
-    if (json && !json_ok(picked.token)) picked = sampler.sample(row, V, json_ok);
-    return picked.token;
-  };
-  auto last = Clock::now();
-  auto took = [&] {  // time since the previous token: a verification pass is shared by its tokens
-    const auto now = Clock::now();
-    metrics_.add_token(std::chrono::duration<double>(now - last).count());
-    last = now;
-  };
+  ReplyStream reply(req, codec_, prompt, stop_ids_, model_.info().vocab, metrics_, emit, alive);
+  int64_t taken = 0;
+  auto pick = [&](float* row) { return reply.pick(row); };
   auto take = [&](int32_t token) {
-    if (json && !is_stop(token)) json->feed(codec_.token_bytes(token));
-    ++out.completion_tokens;
-    if (req.logprobs) pending_lp.push_back({token, picked.logprob, std::move(picked.top)});
-    took();
-    if (out.completion_tokens % 16 == 0) metrics_.set_expert_stats(model_.expert_stats());
-    if (is_stop(token)) {
-      stopped = true;
-      return false;
-    }
-    const std::string text = stops.push(detok->push(token));
-    if (stops.stopped()) {
-      stopped = true;
-      if (!release(text, false)) out.cancelled = true;
-      return false;
-    }
-    if (!release(text, false) || (alive && !alive())) {
-      out.cancelled = true;
-      return false;
-    }
-    if (json && json->complete()) {  // the object is closed: nothing may follow
-      stopped = true;
-      return false;
-    }
-    return true;
+    if (++taken % 16 == 0) metrics_.set_expert_stats(model_.expert_stats());
+    return reply.take(token);
   };
   if (alive && !alive()) {
-    out.cancelled = true;
+    reply.cancel();
   } else {
     SpeculationStats spec;
     try {
@@ -198,18 +124,7 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
     if (drafter_) metrics_.add_speculation(spec.passes, spec.proposed, spec.accepted);
   }
   metrics_.set_expert_stats(model_.expert_stats());
-  if (out.cancelled) return out;
-  std::string tail;
-  if (!stops.stopped()) {
-    tail = stops.push(detok->flush());
-    tail += stops.flush();
-  }
-  if (!release(tail, true)) {
-    out.cancelled = true;
-    return out;
-  }
-  // Cut off by max_tokens is "length", even in the middle of a tool call.
-  out.finish_reason = !stopped ? "length" : parser.calls_seen() > 0 ? "tool_calls" : "stop";
+  reply.finish(out);
   return out;
 }
 

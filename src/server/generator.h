@@ -1,6 +1,9 @@
-// Runs one validated request on the model: reuses the previous conversation's
-// state when the new prompt extends it, samples, detokenises, applies stop
-// strings and splits the reply (content / reasoning / tool calls) as it goes.
+// Runs one validated request on the model at a time: reuses the previous
+// conversation's state when the new prompt shares its prefix (prefill), then
+// decodes, plain or speculative, through the request's ReplyStream (which picks
+// tokens and releases the reply). The two halves are separate calls, so a
+// scheduler that batches several requests can use prefill() per request and
+// drive each request's ReplyStream from its own decode loop.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -9,29 +12,14 @@
 #include <vector>
 
 #include "model/model.h"
-#include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
 #include "server/chat_codec.h"
 #include "server/metrics.h"
+#include "server/reply_stream.h"
 #include "server/request.h"
 
 namespace sluice::server {
-
-struct LogprobEntry {
-  int32_t token = 0;
-  double logprob = 0;
-  std::vector<TokenLogprob> top;
-};
-
-struct Outcome {
-  std::string finish_reason;  // "stop", "length", "tool_calls"; empty if cancelled
-  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
-  bool cancelled = false;
-};
-
-// Output as it is released: returns false to cancel (client gone).
-using EmitFn = std::function<bool(const ReplyDelta& delta, const std::vector<LogprobEntry>& logprobs)>;
 
 class Generator {
  public:
@@ -44,9 +32,17 @@ class Generator {
   int64_t max_new_tokens(const Request& req, int64_t prompt_tokens) const;
 
   // Not thread-safe: one call at a time (the queue sees to it). `alive` is polled
-  // once per token; false cancels.
+  // once per prefill chunk and once per token; false cancels.
   Outcome run(const Request& req, const std::vector<int32_t>& prompt, const EmitFn& emit,
               const std::function<bool()>& alive = {});
+
+  // The first half of run(): the prompt in the kept session (reusing what it
+  // shares with the previous conversation), returning the last position's
+  // logits. Sets out.cached_tokens; out.cancelled when `alive` said stop.
+  std::vector<float> prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive, Outcome& out);
+
+  // The ids that end a reply: the model's eos ids and the codec's end-of-turn ids.
+  const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
 
  private:
   const Model& model_;

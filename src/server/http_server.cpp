@@ -10,6 +10,7 @@
 #include "server/generator.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
+#include "server/openai_writer.h"
 #include "server/peer_socket.h"
 #include "server/queue.h"
 #include "server/request.h"
@@ -91,7 +92,13 @@ struct HttpServer::Impl {
 
   void setup();
   size_t http_backlog() const { return std::min<size_t>(4096, opts.transport.max_connections); }
-  void generation_route(const std::string& body, httplib::Response& res, Request::Kind kind);
+  // A generation request: prepare (parse, render, check: errors before queueing),
+  // wait for the turn, then stream the reply through the API's writer.
+  struct Job;
+  std::shared_ptr<Job> prepare_openai(const std::string& body, Request::Kind kind) const;
+  bool wait_for_turn(Job& job, httplib::Response& res);  // false: the client left while waiting
+  bool stream_reply(Job& job, httplib::DataSink& sink);   // the content provider's body
+  void openai_route(const std::string& body, httplib::Response& res, Request::Kind kind);
 };
 
 void HttpServer::Impl::setup() {
@@ -195,7 +202,7 @@ void HttpServer::Impl::setup() {
                               "invalid_request_error"));
         return;
       }
-      generation_route(body, res, kind);
+      openai_route(body, res, kind);
     };
   };
   http.Post("/v1/chat/completions", post(Request::Kind::Chat));
@@ -207,169 +214,129 @@ void HttpServer::Impl::setup() {
     });
 }
 
-namespace {
-
 // Per-request state shared with the content provider.
-struct Job {
+struct HttpServer::Impl::Job {
   Request req;
   std::vector<int32_t> prompt;
-  ResponseMeta meta;
+  std::unique_ptr<ReplyWriter> writer;  // set when the turn comes
   std::shared_ptr<GenerationQueue::Turn> turn;
   std::string echo_text;
+  int fd = -1;  // the client's socket, polled for its close (-1: none to poll)
 };
 
-}  // namespace
-
-void HttpServer::Impl::generation_route(const std::string& raw_body, httplib::Response& res, Request::Kind kind) {
-  try {
-    json body = parse_json_body(raw_body);
-    RequestLimits limits;
-    limits.vocab = model.info().vocab;
-    limits.default_seed = std::random_device{}();
-    auto job = std::make_shared<Job>();
-    job->req = kind == Request::Kind::Chat ? parse_chat_request(body, limits) : parse_completion_request(body, limits);
-    Request& req = job->req;
-    if (req.model != opts.model_name)
-      throw ApiError(404, "invalid_request_error", "model", "model_not_found",
-                     fmt::format("model '{}' does not exist; this server serves '{}'", req.model, opts.model_name));
-    if (kind == Request::Kind::Chat) {
-      job->prompt = codec.render_chat(req.messages, req.tools);
-    } else if (req.prompt_is_ids) {
-      job->prompt = req.prompt_ids;
+std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::prepare_openai(const std::string& raw_body,
+                                                                        Request::Kind kind) const {
+  json body = parse_json_body(raw_body);
+  RequestLimits limits;
+  limits.vocab = model.info().vocab;
+  limits.default_seed = std::random_device{}();
+  auto job = std::make_shared<Job>();
+  job->req = kind == Request::Kind::Chat ? parse_chat_request(body, limits) : parse_completion_request(body, limits);
+  Request& req = job->req;
+  if (req.model != opts.model_name)
+    throw ApiError(404, "invalid_request_error", "model", "model_not_found",
+                   fmt::format("model '{}' does not exist; this server serves '{}'", req.model, opts.model_name));
+  if (kind == Request::Kind::Chat) {
+    job->prompt = codec.render_chat(req.messages, req.tools);
+  } else if (req.prompt_is_ids) {
+    job->prompt = req.prompt_ids;
+  } else {
+    job->prompt = codec.encode(req.prompt_text);
+  }
+  if (req.echo) {
+    if (req.prompt_is_ids) {
+      auto d = codec.detokenizer();
+      for (int32_t id : req.prompt_ids) job->echo_text += d->push(id);
+      job->echo_text += d->flush();
     } else {
-      job->prompt = codec.encode(req.prompt_text);
+      job->echo_text = req.prompt_text;
     }
-    if (req.echo) {
-      if (req.prompt_is_ids) {
-        auto d = codec.detokenizer();
-        for (int32_t id : req.prompt_ids) job->echo_text += d->push(id);
-        job->echo_text += d->flush();
-      } else {
-        job->echo_text = req.prompt_text;
-      }
-    }
-    generator.max_new_tokens(req, int64_t(job->prompt.size()));  // 400 now rather than after queueing
+  }
+  generator.max_new_tokens(req, int64_t(job->prompt.size()));  // 400 now rather than after queueing
+  return job;
+}
 
-    auto turn = queue.join();
-    if (!turn) {
-      const double wait = metrics.mean_request_seconds() * double(queue.waiting() + 1);
-      res.set_header("Retry-After", std::to_string(std::max<int64_t>(1, int64_t(std::ceil(wait)))));
-      throw ApiError(429, "rate_limit_error", "", "queue_full",
-                     fmt::format("the server is busy: {} requests are already waiting", opts.max_queue));
-    }
-    job->turn = std::move(turn);
-    // The client's socket, polled for its close while waiting, once per prefill chunk and once per token.
-    const int fd = HttpTransport::current_socket();
-    const bool turn_came = job->turn->wait([this, fd] { return stopping || peer_closed(fd); });
-    if (stopping)  // never started: the client may send it again elsewhere
-      throw ApiError(503, "server_error", "", "server_shutdown", "the server is shutting down; send it again later");
-    if (!turn_came) {
-      res.status = 499;  // gone while waiting: never starts
-      return;
-    }
-    job->meta = {new_response_id(kind == Request::Kind::Chat ? "chatcmpl-" : "cmpl-"), unix_now(), opts.model_name};
+bool HttpServer::Impl::wait_for_turn(Job& job, httplib::Response& res) {
+  auto turn = queue.join();
+  if (!turn) {
+    const double wait = metrics.mean_request_seconds() * double(queue.waiting() + 1);
+    res.set_header("Retry-After", std::to_string(std::max<int64_t>(1, int64_t(std::ceil(wait)))));
+    throw ApiError(429, "rate_limit_error", "", "queue_full",
+                   fmt::format("the server is busy: {} requests are already waiting", opts.max_queue));
+  }
+  job.turn = std::move(turn);
+  job.fd = HttpTransport::current_socket();
+  const int fd = job.fd;
+  const bool turn_came = job.turn->wait([this, fd] { return stopping || peer_closed(fd); });
+  if (stopping)  // never started: the client may send it again elsewhere
+    throw ApiError(503, "server_error", "", "server_shutdown", "the server is shutting down; send it again later");
+  if (!turn_came) {
+    res.status = 499;  // gone while waiting: never starts
+    return false;
+  }
+  return true;
+}
 
-    const bool stream = req.stream;
+bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
+  const auto started = std::chrono::steady_clock::now();
+  ReplyWriter& w = *job.writer;
+  const int fd = job.fd;
+  bool ok = true;
+  bool wrote_this_token = false;
+  auto write = [&](const std::string& s) {
+    if (ok && !s.empty()) ok = sink.write(s.data(), s.size());
+    wrote_this_token = true;
+    return ok;
+  };
+  // Called once per prefill chunk and once per token. Without the socket, a
+  // write is how a vanished client shows up (SSE comment, or whitespace before the JSON body).
+  auto alive = [&] {
+    if (stopping) return false;
+    if (fd >= 0) return ok && !peer_closed(fd);
+    if (!wrote_this_token) write(w.keep_alive());
+    wrote_this_token = false;
+    return ok;
+  };
+  write(w.begin());
+  EmitFn emit = [&](const ReplyDelta& d, const std::vector<LogprobEntry>& lp) { return write(w.delta(d, lp)); };
+  Outcome o;
+  try {
+    o = generator.run(job.req, job.prompt, emit, alive);
+  } catch (const std::exception& e) {
+    write(w.error(fmt::format("generation failed: {}", e.what()), "server_error", ""));
+    sink.done();
+    tls_outcome = 500;
+    return true;
+  }
+  if (o.cancelled && ok && stopping) {  // the client is still there: tell it why
+    write(w.error("the server is shutting down: the reply was cut short", "server_error", "server_shutdown"));
+    if (ok) sink.done();
+    tls_outcome = 503;
+    return ok;
+  }
+  if (o.cancelled || !ok) {
+    tls_outcome = 499;  // client closed the connection
+    return false;
+  }
+  write(w.end(o));
+  if (ok) sink.done();
+  metrics.add_request_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  if (!ok) tls_outcome = 499;
+  job.turn.reset();  // the next request may start now
+  return ok;
+}
+
+void HttpServer::Impl::openai_route(const std::string& raw_body, httplib::Response& res, Request::Kind kind) {
+  try {
+    auto job = prepare_openai(raw_body, kind);
+    if (!wait_for_turn(*job, res)) return;
+    const ResponseMeta meta{new_response_id(kind == Request::Kind::Chat ? "chatcmpl-" : "cmpl-"), unix_now(),
+                            opts.model_name};
+    job->writer = make_openai_writer(job->req, meta, codec, job->echo_text);
     res.set_header("Cache-Control", "no-cache");
-    if (stream) res.set_header("X-Accel-Buffering", "no");
+    if (job->writer->streaming()) res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
-        stream ? "text/event-stream" : kJson,
-        [this, job, kind, stream, fd](size_t, httplib::DataSink& sink) {
-          const auto started = std::chrono::steady_clock::now();
-          const Request& req = job->req;
-          bool ok = true;
-          bool wrote_this_token = false;
-          auto write = [&](const std::string& s) {
-            if (ok) ok = sink.write(s.data(), s.size());
-            wrote_this_token = true;
-            return ok;
-          };
-          // Called once per prefill chunk and once per token. Without the socket, a
-          // write is how a vanished client shows up (SSE comment, or whitespace before the JSON body).
-          auto alive = [&] {
-            if (stopping) return false;
-            if (fd >= 0) return ok && !peer_closed(fd);
-            if (!wrote_this_token) write(stream ? ": keep-alive\n\n" : " ");
-            wrote_this_token = false;
-            return ok;
-          };
-          ReplyAccumulator acc;
-          size_t tool_index = 0;
-          const bool chat = kind == Request::Kind::Chat;
-          if (stream) {
-            if (chat)
-              write(sse_event(chat_chunk_json(job->meta, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr,
-                                              req.include_usage)));
-            else if (!job->echo_text.empty())
-              write(sse_event(completion_chunk_json(job->meta, job->echo_text, nullptr, nullptr, req.include_usage)));
-          }
-          size_t text_bytes = job->echo_text.size();
-          EmitFn emit = [&](const ReplyDelta& d, const std::vector<LogprobEntry>& lp) {
-            if (!stream) {
-              acc.add(d, lp);
-              return ok;
-            }
-            if (chat) {
-              json delta = json::object();
-              if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-              if (!d.content.empty()) delta["content"] = d.content;
-              if (!d.tool_calls.empty()) {
-                delta["tool_calls"] = tool_calls_json(d.tool_calls, tool_index, true);
-                tool_index += d.tool_calls.size();
-              }
-              if (delta.empty() && lp.empty()) return ok;
-              json lpj = req.logprobs ? chat_logprobs_json(lp, codec) : json();
-              return write(sse_event(chat_chunk_json(job->meta, delta, nullptr, lpj, req.include_usage)));
-            }
-            if (d.content.empty() && lp.empty()) return ok;
-            json lpj = req.logprobs ? completion_logprobs_json(lp, codec, text_bytes) : json();
-            text_bytes += d.content.size();
-            return write(sse_event(completion_chunk_json(job->meta, d.content, nullptr, lpj, req.include_usage)));
-          };
-          Outcome o;
-          try {
-            o = generator.run(req, job->prompt, emit, alive);
-          } catch (const std::exception& e) {
-            const json err = error_body(fmt::format("generation failed: {}", e.what()), "server_error");
-            if (stream) write(sse_event(err));
-            else write(to_text(err));
-            sink.done();
-            tls_outcome = 500;
-            return true;
-          }
-          if (o.cancelled && ok && stopping) {  // the client is still there: tell it why
-            const json err = error_body("the server is shutting down: the reply was cut short", "server_error", "",
-                                        "server_shutdown");
-            write(stream ? sse_event(err) : to_text(err));
-            if (ok) sink.done();
-            tls_outcome = 503;
-            return ok;
-          }
-          if (o.cancelled || !ok) {
-            tls_outcome = 499;  // client closed the connection
-            return false;
-          }
-          if (stream) {
-            if (chat)
-              write(sse_event(chat_chunk_json(job->meta, json::object(), o.finish_reason, nullptr, req.include_usage)));
-            else
-              write(sse_event(completion_chunk_json(job->meta, "", o.finish_reason, nullptr, req.include_usage)));
-            if (req.include_usage)
-              write(sse_event(usage_chunk_json(job->meta, chat ? "chat.completion.chunk" : "text_completion", o)));
-            write(kSseDone);
-          } else if (chat) {
-            write(to_text(chat_completion_json(job->meta, acc, o, req.logprobs, codec)));
-          } else {
-            write(to_text(completion_json(job->meta, job->echo_text + acc.reply.content, acc, o, req.logprobs, codec,
-                                          job->echo_text.size())));
-          }
-          if (ok) sink.done();
-          metrics.add_request_seconds(
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-          if (!ok) tls_outcome = 499;
-          job->turn.reset();  // the next request may start now
-          return ok;
-        },
+        job->writer->content_type(), [this, job](size_t, httplib::DataSink& sink) { return stream_reply(*job, sink); },
         [job](bool) { job->turn.reset(); });
   } catch (const ApiError& e) {
     send_error(res, e);

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/chat_codec.h"
-#include "server/generator.h"
+#include "server/reply_stream.h"
 
 namespace sluice::server {
 

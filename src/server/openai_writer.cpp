@@ -1,0 +1,105 @@
+#include "server/openai_writer.h"
+
+#include "server/api_error.h"
+
+namespace sluice::server {
+
+using nlohmann::json;
+
+namespace {
+
+class ChatWriter : public ReplyWriter {
+ public:
+  ChatWriter(const Request& req, ResponseMeta meta, const ChatCodec& codec)
+      : req_(req), meta_(std::move(meta)), codec_(codec) {}
+  bool streaming() const override { return req_.stream; }
+  std::string begin() override {
+    if (!req_.stream) return "";
+    return sse_event(chat_chunk_json(meta_, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr,
+                                     req_.include_usage));
+  }
+  std::string delta(const ReplyDelta& d, const std::vector<LogprobEntry>& lp) override {
+    if (!req_.stream) {
+      acc_.add(d, lp);
+      return "";
+    }
+    json delta = json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.content.empty()) delta["content"] = d.content;
+    if (!d.tool_calls.empty()) {
+      delta["tool_calls"] = tool_calls_json(d.tool_calls, tool_index_, true);
+      tool_index_ += d.tool_calls.size();
+    }
+    if (delta.empty() && lp.empty()) return "";
+    json lpj = req_.logprobs ? chat_logprobs_json(lp, codec_) : json();
+    return sse_event(chat_chunk_json(meta_, delta, nullptr, lpj, req_.include_usage));
+  }
+  std::string end(const Outcome& o) override {
+    if (!req_.stream) return to_text(chat_completion_json(meta_, acc_, o, req_.logprobs, codec_));
+    std::string s = sse_event(chat_chunk_json(meta_, json::object(), o.finish_reason, nullptr, req_.include_usage));
+    if (req_.include_usage) s += sse_event(usage_chunk_json(meta_, "chat.completion.chunk", o));
+    return s + kSseDone;
+  }
+  std::string error(const std::string& message, const std::string& type, const std::string& code) override {
+    const json e = error_body(message, type, "", code);
+    return req_.stream ? sse_event(e) : to_text(e);
+  }
+
+ private:
+  const Request& req_;
+  ResponseMeta meta_;
+  const ChatCodec& codec_;
+  ReplyAccumulator acc_;
+  size_t tool_index_ = 0;
+};
+
+class CompletionWriter : public ReplyWriter {
+ public:
+  CompletionWriter(const Request& req, ResponseMeta meta, const ChatCodec& codec, std::string echo)
+      : req_(req), meta_(std::move(meta)), codec_(codec), echo_(std::move(echo)), text_bytes_(echo_.size()) {}
+  bool streaming() const override { return req_.stream; }
+  std::string begin() override {
+    if (!req_.stream || echo_.empty()) return "";
+    return sse_event(completion_chunk_json(meta_, echo_, nullptr, nullptr, req_.include_usage));
+  }
+  std::string delta(const ReplyDelta& d, const std::vector<LogprobEntry>& lp) override {
+    if (!req_.stream) {
+      acc_.add(d, lp);
+      return "";
+    }
+    if (d.content.empty() && lp.empty()) return "";
+    json lpj = req_.logprobs ? completion_logprobs_json(lp, codec_, text_bytes_) : json();
+    text_bytes_ += d.content.size();
+    return sse_event(completion_chunk_json(meta_, d.content, nullptr, lpj, req_.include_usage));
+  }
+  std::string end(const Outcome& o) override {
+    if (!req_.stream)
+      return to_text(
+          completion_json(meta_, echo_ + acc_.reply.content, acc_, o, req_.logprobs, codec_, echo_.size()));
+    std::string s = sse_event(completion_chunk_json(meta_, "", o.finish_reason, nullptr, req_.include_usage));
+    if (req_.include_usage) s += sse_event(usage_chunk_json(meta_, "text_completion", o));
+    return s + kSseDone;
+  }
+  std::string error(const std::string& message, const std::string& type, const std::string& code) override {
+    const json e = error_body(message, type, "", code);
+    return req_.stream ? sse_event(e) : to_text(e);
+  }
+
+ private:
+  const Request& req_;
+  ResponseMeta meta_;
+  const ChatCodec& codec_;
+  ReplyAccumulator acc_;
+  std::string echo_;
+  size_t text_bytes_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReplyWriter> make_openai_writer(const Request& req, const ResponseMeta& meta, const ChatCodec& codec,
+                                                std::string echo_text) {
+  if (req.kind == Request::Kind::Chat) return std::make_unique<ChatWriter>(req, meta, codec);
+  return std::make_unique<CompletionWriter>(req, meta, codec, std::move(echo_text));
+}
+
+}  // namespace sluice::server

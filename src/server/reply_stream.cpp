@@ -1,0 +1,113 @@
+#include "server/reply_stream.h"
+
+#include <algorithm>
+
+namespace sluice::server {
+
+ReplyStream::ReplyStream(const Request& req, const ChatCodec& codec, const std::vector<int32_t>& prompt,
+                         std::vector<int32_t> stop_ids, int64_t vocab, Metrics& metrics, EmitFn emit,
+                         std::function<bool()> alive)
+    : req_(req),
+      codec_(codec),
+      stop_ids_(std::move(stop_ids)),
+      vocab_(vocab),
+      metrics_(metrics),
+      emit_(std::move(emit)),
+      alive_(std::move(alive)),
+      sampler_(req.sampling),
+      detok_(codec.detokenizer()),
+      stops_(req.stop),
+      parser_(
+          [&] {
+            if (req.kind == Request::Kind::Chat) return codec.reply_syntax(prompt);
+            ReplySyntax s;  // completions return the raw text
+            s.think_begin.clear();
+            s.think_end.clear();
+            return s;
+          }(),
+          req.kind == Request::Kind::Chat && req.tools.is_array()),
+      last_(std::chrono::steady_clock::now()) {
+  if (req.json_object) json_.emplace();
+}
+
+bool ReplyStream::is_stop(int32_t t) const {
+  return std::find(stop_ids_.begin(), stop_ids_.end(), t) != stop_ids_.end();
+}
+
+bool ReplyStream::json_ok(int32_t t) const {
+  if (is_stop(t)) return false;  // the object is not finished yet
+  const std::string b = codec_.token_bytes(t);
+  JsonPrefix next = *json_;
+  return !b.empty() && next.feed(b);
+}
+
+bool ReplyStream::release(const std::string& text, bool final) {
+  ReplyDelta d = parser_.push(text);
+  if (final) d.append(parser_.finish());
+  if (!req_.parallel_tool_calls) {
+    // Only the first call is returned when the client asked for one call at a time.
+    if (calls_emitted_ > 0) d.tool_calls.clear();
+    if (d.tool_calls.size() > 1) d.tool_calls.resize(1);
+  }
+  calls_emitted_ += int(d.tool_calls.size());
+  if (d.empty() && !final) return true;
+  std::vector<LogprobEntry> lp;
+  if (!text.empty() || final) lp.swap(pending_lp_);
+  return emit_(d, lp);
+}
+
+int32_t ReplyStream::pick(float* row) {
+  for (const auto& [id, bias] : req_.logit_bias) row[size_t(id)] += bias;
+  picked_ = sampler_.sample(row, vocab_);
+  if (json_ && !json_ok(picked_.token)) picked_ = sampler_.sample(row, vocab_, [this](int32_t t) { return json_ok(t); });
+  return picked_.token;
+}
+
+bool ReplyStream::take(int32_t token) {
+  if (json_ && !is_stop(token)) json_->feed(codec_.token_bytes(token));
+  ++completion_tokens_;
+  if (req_.logprobs) pending_lp_.push_back({token, picked_.logprob, std::move(picked_.top)});
+  const auto now = std::chrono::steady_clock::now();  // a verification pass is shared by its tokens
+  metrics_.add_token(std::chrono::duration<double>(now - last_).count());
+  last_ = now;
+  if (is_stop(token)) {
+    stopped_ = true;
+    return false;
+  }
+  const std::string text = stops_.push(detok_->push(token));
+  if (stops_.stopped()) {
+    stopped_ = true;
+    if (!release(text, false)) cancelled_ = true;
+    return false;
+  }
+  if (!release(text, false) || (alive_ && !alive_())) {
+    cancelled_ = true;
+    return false;
+  }
+  if (json_ && json_->complete()) {  // the object is closed: nothing may follow
+    stopped_ = true;
+    return false;
+  }
+  return true;
+}
+
+void ReplyStream::finish(Outcome& out) {
+  out.completion_tokens = completion_tokens_;
+  if (cancelled_) {
+    out.cancelled = true;
+    return;
+  }
+  std::string tail;
+  if (!stops_.stopped()) {
+    tail = stops_.push(detok_->flush());
+    tail += stops_.flush();
+  }
+  if (!release(tail, true)) {
+    out.cancelled = cancelled_ = true;
+    return;
+  }
+  // Cut off by max_tokens is "length", even in the middle of a tool call.
+  out.finish_reason = !stopped_ ? "length" : parser_.calls_seen() > 0 ? "tool_calls" : "stop";
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,80 @@
+// One request's reply after its prompt: picks each token (logit bias, sampling,
+// the JSON constraint), turns the tokens it takes into text (detokenizing, stop
+// strings, the family's reply syntax) and hands the deltas to the request's
+// writer. It owns no model state: whatever feeds the model (the one-request
+// Generator now, a batching scheduler later) calls pick() with a position's
+// logits and take() with the chosen token, then finish() once.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/sampler.h"
+#include "runtime/stop_strings.h"
+#include "server/chat_codec.h"
+#include "server/json_prefix.h"
+#include "server/metrics.h"
+#include "server/reply_parser.h"
+#include "server/request.h"
+
+namespace sluice::server {
+
+struct LogprobEntry {
+  int32_t token = 0;
+  double logprob = 0;
+  std::vector<TokenLogprob> top;
+};
+
+struct Outcome {
+  std::string finish_reason;  // "stop", "length", "tool_calls"; empty if cancelled
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  bool cancelled = false;
+};
+
+// Output as it is released: returns false to cancel (client gone).
+using EmitFn = std::function<bool(const ReplyDelta& delta, const std::vector<LogprobEntry>& logprobs)>;
+
+class ReplyStream {
+ public:
+  // stop_ids: ids that end the reply (never shown). `alive` is polled once per token; false cancels.
+  ReplyStream(const Request& req, const ChatCodec& codec, const std::vector<int32_t>& prompt,
+              std::vector<int32_t> stop_ids, int64_t vocab, Metrics& metrics, EmitFn emit,
+              std::function<bool()> alive);
+
+  int32_t pick(float* logits);  // a runtime TokenPicker: once per emitted token, in order
+  bool take(int32_t token);     // a runtime TokenSink: false ends the reply after this token
+  // After the last take(): releases held text and fills `out` (finish reason, completion tokens).
+  void finish(Outcome& out);
+  bool cancelled() const { return cancelled_; }
+  void cancel() { cancelled_ = true; }
+
+ private:
+  bool release(const std::string& text, bool final);
+  bool is_stop(int32_t t) const;
+  bool json_ok(int32_t t) const;
+
+  const Request& req_;
+  const ChatCodec& codec_;
+  std::vector<int32_t> stop_ids_;
+  int64_t vocab_;
+  Metrics& metrics_;
+  EmitFn emit_;
+  std::function<bool()> alive_;
+  Sampler sampler_;
+  std::unique_ptr<Detokenizer> detok_;
+  StopMatcher stops_;
+  ReplyParser parser_;
+  std::optional<JsonPrefix> json_;  // JSON mode: every token keeps the reply a prefix of one object
+  std::vector<LogprobEntry> pending_lp_;
+  Sample picked_;
+  int calls_emitted_ = 0;
+  int64_t completion_tokens_ = 0;
+  bool stopped_ = false, cancelled_ = false;
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace sluice::server

@@ -1,0 +1,31 @@
+// What one API writes for a reply: the text before the first token, each
+// released delta (streamed) or nothing until the end (one body), the end, and
+// an error that happened after the status line was sent. The route code that
+// waits for the turn, runs the generator and watches the client is the same
+// for every API; only the writer differs (OpenAI chat and completions now).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "server/reply_stream.h"
+
+namespace sluice::server {
+
+class ReplyWriter {
+ public:
+  virtual ~ReplyWriter() = default;
+  virtual bool streaming() const = 0;
+  const char* content_type() const { return streaming() ? "text/event-stream" : "application/json"; }
+  // Written once the request's turn has come, before prefill (may be empty).
+  virtual std::string begin() = 0;
+  // A released part of the reply; streamed writers return the events for it,
+  // others keep it for end() and return "".
+  virtual std::string delta(const ReplyDelta& d, const std::vector<LogprobEntry>& logprobs) = 0;
+  virtual std::string end(const Outcome& o) = 0;
+  // A failure after begin() (the status line is gone): the API's error event or body.
+  virtual std::string error(const std::string& message, const std::string& type, const std::string& code) = 0;
+  // Sent between prefill chunks and tokens when no socket can be polled, to find a gone client.
+  virtual std::string keep_alive() const { return streaming() ? ": keep-alive\n\n" : " "; }
+};
+
+}  // namespace sluice::server
