@@ -1,16 +1,19 @@
 // sluice info [--json] [--ram N]: what this binary will use on this machine:
 // version, the instruction set the kernels run with, threads, whether io_uring
-// and O_DIRECT reads work on the model's filesystem, and with --ram the memory
-// plan the model would run under (engine/memory_plan.h). Keys are stable;
-// later sections (GPUs) add keys without renaming these.
+// and O_DIRECT reads work on the model's filesystem, the CUDA backend with the
+// GPUs it sees and their free memory, and with --ram the memory plan the model
+// would run under (engine/memory_plan.h). Keys are stable; later sections add
+// keys without renaming these.
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/memory_options.h"
+#include "compute/devices.h"
 #include "engine/engine.h"
 #include "io/read_probe.h"
 #include "kernels/isa.h"
@@ -56,6 +59,16 @@ int run_info(const InfoOpts& o) {
       {"io_uring", uring.ok},
       {"o_direct", direct.ok},
   };
+  const CudaReport cuda = cuda_report();
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : cuda.devices)
+    gpus.push_back({{"index", g.index},
+                    {"name", g.name},
+                    {"free_bytes", g.free_bytes},
+                    {"total_bytes", g.total_bytes},
+                    {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)}});
+  j["cuda"] = {{"compiled", cuda.compiled}, {"devices", gpus}};
+  if (!cuda.error.empty()) j["cuda"]["error"] = cuda.error;
   std::optional<MemoryPlan> plan;
   if (o.mem.ram_gib > 0) {
     plan = Engine::plan(dir, o.mem);
@@ -72,19 +85,25 @@ int run_info(const InfoOpts& o) {
   std::printf("model:    %s\n", dir.c_str());
   std::printf("io_uring: %s\n", verdict(uring).c_str());
   std::printf("o_direct: %s (on %s)\n", verdict(direct).c_str(), file.c_str());
+  if (!cuda.compiled) std::printf("cuda:     not compiled into this build\n");
+  else if (cuda.devices.empty())
+    std::printf("cuda:     compiled; no usable GPU%s%s\n", cuda.error.empty() ? "" : ": ", cuda.error.c_str());
+  for (const auto& g : cuda.devices)
+    std::printf("cuda:%d:   %s (sm_%d%d), %.2f GiB free of %.2f GiB\n", g.index, g.name.c_str(), g.cc_major, g.cc_minor,
+                double(g.free_bytes) / double(1ull << 30), double(g.total_bytes) / double(1ull << 30));
   if (plan) std::printf("%s\n", plan->describe().c_str());
   return 0;
 }
 
 void add_info_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("info", "Show the version, the SIMD instruction set in use, threads, whether "
-                                         "io_uring and O_DIRECT work on the model's filesystem, and with --ram the "
-                                         "memory plan");
+                                         "io_uring and O_DIRECT work on the model's filesystem, the GPUs, and with "
+                                         "--ram the memory plan");
   auto o = std::make_shared<InfoOpts>();
   cmd->add_option("--model", o->model,
                   "Model directory whose filesystem is probed and whose memory plan --ram prints (default: the "
                   "shipped model)");
-  cmd->add_flag("--json", o->json, "Print JSON (keys version, isa, threads, io_uring, o_direct, memory_plan, ...)");
+  cmd->add_flag("--json", o->json, "Print JSON (keys version, isa, threads, io_uring, o_direct, cuda, memory_plan, ...)");
   add_plan_options(cmd, o->mem);
   cmd->get_option("--ram")->description(
       "Print the memory plan for this budget in GiB (spine, expert cache, state, reserve), as run, chat, generate, "

@@ -15,7 +15,14 @@ void add_plan_options(CLI::App* cmd, MemoryRequest& r) {
                   "disk within it, and the spine too when it does not fit (default: no budget, everything mapped)")
       ->group(group);
   cmd->add_option("--threads", r.threads, "Worker threads (default: one per hardware thread)")->group(group);
-  cmd->add_option("--device", r.device, "Where to compute: cpu")->capture_default_str()->group(group);
+  cmd->add_option("--device", r.device,
+                  "Where to compute: cpu, cuda[:N], or auto (the first GPU when this build and machine have one)")
+      ->capture_default_str()
+      ->group(group);
+  cmd->add_option("--vram", r.vram_gib,
+                  "GPU memory budget in GiB for spine, state, scratch and the VRAM expert cache (default: free GPU "
+                  "memory minus a margin)")
+      ->group(group);
 }
 
 void add_memory_options(CLI::App* cmd, MemoryRequest& r) {

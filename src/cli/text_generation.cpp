@@ -107,6 +107,10 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
                  human_bytes(double(after.bytes_read - before.bytes_read)).c_str(),
                  human_bytes(double(after.bytes_needed - after_prompt.bytes_needed) / n).c_str(),
                  human_bytes(double(after.bytes_read - after_prompt.bytes_read) / n).c_str());
+    if (after.device_hits + after.device_bytes_copied > 0)
+      std::fprintf(stderr, "[GPU: %s of experts copied host -> device per generated token, %.3f s copying in all]\n",
+                   human_bytes(double(after.device_bytes_copied - after_prompt.device_bytes_copied) / n).c_str(),
+                   after.device_copy_seconds - before.device_copy_seconds);
   }
   return out;
 }

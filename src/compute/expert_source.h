@@ -32,6 +32,9 @@ struct ExpertStats {
   uint64_t reads_submitted = 0;
   uint64_t evictions = 0;
   uint64_t duplicate_loads = 0;  // an expert read twice for the same request (cache too small)
+  // GPU: acquire() calls served from the VRAM expert cache, and bytes copied host -> device for experts.
+  uint64_t device_hits = 0, device_bytes_copied = 0;
+  double device_copy_seconds = 0;  // time acquire() spent copying experts to the device
 };
 
 class ExpertSource {

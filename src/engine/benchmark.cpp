@@ -210,7 +210,8 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   ExpertStats prev = model->expert_stats();
   uint64_t io_prev = process_read_bytes();
   nlohmann::json per_token = nlohmann::json::array();
-  std::vector<double> secs, ebytes, sbytes, need;
+  std::vector<double> secs, ebytes, sbytes, need, dbytes;
+  double copy_total = 0;
   double decode_total = 0, stall_total = 0;
   uint64_t read_total = 0;
   for (int64_t i = 0; i < r.tokens; ++i) {
@@ -226,7 +227,12 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
     const double stall = st.stall_seconds - prev.stall_seconds;
     per_token.push_back({{"seconds", dt}, {"expert_bytes_read", er}, {"spine_bytes_read", sr},
                          {"expert_bytes_needed", nd}, {"stall_seconds", stall},
-                         {"cache_hits", st.hits - prev.hits}, {"cache_misses", st.misses - prev.misses}});
+                         {"cache_hits", st.hits - prev.hits}, {"cache_misses", st.misses - prev.misses},
+                         {"device_bytes_copied", st.device_bytes_copied - prev.device_bytes_copied},
+                         {"device_copy_seconds", st.device_copy_seconds - prev.device_copy_seconds},
+                         {"device_hits", st.device_hits - prev.device_hits}});
+    dbytes.push_back(double(st.device_bytes_copied - prev.device_bytes_copied));
+    copy_total += st.device_copy_seconds - prev.device_copy_seconds;
     secs.push_back(dt);
     ebytes.push_back(double(er));
     sbytes.push_back(double(sr));
@@ -270,6 +276,10 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"read_gbps_while_stalled", stall_total > 0 ? double(read_total) / stall_total / 1e9 : 0},
       {"io_stall_fraction", decode_total > 0 ? stall_total / decode_total : 0},
       {"cache_hit_rate", hit_rate},
+      {"device", plan.device.name()},
+      {"prefill_tokens_per_second", prefill > 0 ? double(prompt.size()) / prefill : 0},
+      {"device_bytes_copied_per_token", median(dbytes)},
+      {"device_copy_fraction", decode_total > 0 ? copy_total / decode_total : 0},
       {"prefetch_recall", recall},
       {"prefetch_issued", st.prefetch_issued},
       {"prefetch_wasted_bytes", st.prefetch_wasted_bytes},
@@ -286,6 +296,12 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       human_bytes(median(sbytes)), sp.streamed_layers, res.json["read_gbps"].get<double>(),
       100 * res.json["io_stall_fraction"].get<double>(), 100 * hit_rate, 100 * recall,
       human_bytes(double(process_peak_rss())), human_bytes(double(plan.budget))));
+  if (plan.device.cuda())
+    res.summary.push_back(fmt::format("{}: {:.1f} tokens/s decode, {:.1f} tokens/s prefill; experts copied to the "
+                                      "GPU {}/token (median), copies {:.0f}% of decode time",
+                                      plan.device.name(), median(secs) > 0 ? 1.0 / median(secs) : 0.0,
+                                      res.json["prefill_tokens_per_second"].get<double>(), human_bytes(median(dbytes)),
+                                      100 * res.json["device_copy_fraction"].get<double>()));
   return res;
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "compute/devices.h"
 #include "engine/unread_tensors.h"
 #include "format/generation_config.h"
 #include "io/remote_experts.h"
@@ -37,12 +38,14 @@ void check_stream_dir_coverage(const Decoder& d, const ExpertIndex& index) {
 }
 }  // namespace
 
-// The backend the plan's device computes on (the CPU is the only one of this build).
-static Backend& backend_for(const Device& /*device*/) { return cpu_backend(); }
+// The backend the plan's device computes on.
+static Backend& backend_for(const Device& device) { return backend_for_device(device.cuda(), device.index); }
 
 Engine::Engine(std::string dir, Config config, bool use_prepared_spine, Device device)
     : dir_(std::move(dir)), config_(std::move(config)), backend_(&backend_for(device)) {
+  const uint64_t placed_before = device_memory(*backend_).weights;
   decoder_ = build_decoder(config_, std::make_unique<Checkpoint>(dir_, use_prepared_spine), *backend_);
+  device_spine_bytes_ = device_memory(*backend_).weights - placed_before;
   for (int32_t id : generation_eos_ids(dir_)) {
     auto& eos = decoder_->mutable_info().eos_ids;
     if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
@@ -120,9 +123,33 @@ void Engine::install(const LoadOptions& opts) {
                                        manifest ? manifest->checksum_table() : std::vector<std::vector<uint64_t>>{});
     d.set_expert_source(std::make_unique<StreamingExperts>(d.experts(), d.checkpoint(), so));
   }
+  if (opts.device.cuda()) install_vram_experts(opts);
   d.set_prefetch(opts.prefetch);
   if (opts.stream_experts || opts.spine_budget > 0)
     stream_spine(opts.spine_budget > 0 ? opts.spine_budget : std::numeric_limits<uint64_t>::max());
+}
+
+// On a GPU, routed experts are kept in what VRAM the spine and state leave,
+// in front of the host source (the table, or the streaming reader).
+void Engine::install_vram_experts(const LoadOptions& opts) {
+  Decoder& d = *decoder_;
+  const uint64_t free = device_memory(*backend_).free, spine = device_spine_bytes_;
+  plan_.vram_budget = opts.vram_budget > 0 ? opts.vram_budget : free + spine;
+  plan_.vram_budget_given = opts.vram_budget > 0;
+  plan_.vram_spine = spine;
+  if (opts.vram_budget > 0 && spine > opts.vram_budget)
+    fail("--vram {:.2f} GiB is less than the {:.2f} GiB of spine weights this model keeps on {} (streaming the "
+         "spine from host memory on a GPU is not implemented yet)",
+         double(opts.vram_budget) / double(kGiB), double(spine) / double(kGiB), opts.device.name());
+  const uint64_t one = device_expert_bytes(*backend_, d.experts());
+  plan_.vram_expert_cache = opts.vram_experts ? plan_vram_expert_cache(opts.vram_budget, free, spine, plan_.state, one) : 0;
+  uint64_t all = 0;  // never more than every expert
+  for (int32_t l = 0; l < d.experts().layers(); ++l) all += uint64_t(d.experts().experts(l)) * one;
+  plan_.vram_expert_cache = std::min(plan_.vram_expert_cache, all);
+  if (plan_.vram_expert_cache == 0) return;
+  ExpertSource& host = d.expert_source();
+  std::unique_ptr<ExpertSource> owned = d.take_expert_source();
+  d.set_expert_source(make_vram_experts(*backend_, host, std::move(owned), d.experts(), plan_.vram_expert_cache, nullptr));
 }
 
 // The embedding table stays on demand when the spine is streamed: a token reads one row of it.

@@ -36,6 +36,10 @@ struct LoadOptions {
   // beyond this many bytes (0: no limit) are streamed layer by layer.
   uint64_t spine_budget = 0;
   Device device;  // where the forward pass computes
+  // GPU: device memory sluice may use (0: what is free); routed experts are
+  // kept in what the spine and state leave (plan_vram_expert_cache).
+  uint64_t vram_budget = 0;
+  bool vram_experts = true;  // GPU: keep routed experts in a VRAM cache (else copy them in for each use)
 };
 
 class Engine : public Model {
@@ -91,11 +95,13 @@ class Engine : public Model {
  private:
   Engine(std::string dir, Config config, bool use_prepared_spine, Device device);
   void install(const LoadOptions& opts);
+  void install_vram_experts(const LoadOptions& opts);
   std::string dir_;
   Config config_;
   LoadOptions opts_;
   MemoryPlan plan_;
   Backend* backend_ = nullptr;
+  uint64_t device_spine_bytes_ = 0;  // weights this model placed in device memory
   std::unique_ptr<Decoder> decoder_;
   std::unique_ptr<ExpertIndex> index_;
   std::unique_ptr<SpineLayout> spine_layout_;

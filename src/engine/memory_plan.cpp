@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "compute/devices.h"
 #include "engine/engine.h"
 #include "util/error.h"
 
@@ -19,14 +20,44 @@ std::string gib(uint64_t b) {
 }
 }  // namespace
 
-std::string Device::name() const { return "cpu"; }
+std::string Device::name() const { return cuda() ? fmt::format("cuda:{}", index) : "cpu"; }
 
 Device parse_device(const std::string& s) {
   if (s == "cpu") return Device{};
-  fail("--device '{}' is not available: this build computes on the CPU only (--device cpu)", s);
+  if (s == "auto") {
+    const CudaReport r = cuda_report();
+    return r.devices.empty() ? Device{} : Device{DeviceKind::Cuda, 0};
+  }
+  if (s == "cuda" || s.rfind("cuda:", 0) == 0) {
+    Device d{DeviceKind::Cuda, 0};
+    if (s.size() > 5) {
+      const std::string n = s.substr(5);
+      if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos)
+        fail("--device '{}': expected cuda:N with N a device number", s);
+      d.index = std::stoi(n);
+    }
+    const CudaReport r = cuda_report();
+    if (!r.compiled) fail("--device '{}': this build has no CUDA backend (rebuild with nvcc installed)", s);
+    if (d.index >= int(r.devices.size()))
+      fail("--device '{}': {} ({} CUDA device(s) found{}{})", s, r.devices.empty() ? "no usable GPU" : "no such GPU",
+           r.devices.size(), r.error.empty() ? "" : ": ", r.error);
+    return d;
+  }
+  fail("--device must be cpu, cuda, cuda:N or auto, got '{}'", s);
+}
+
+uint64_t plan_vram_expert_cache(uint64_t budget, uint64_t free, uint64_t spine_on_device, uint64_t state,
+                                uint64_t largest_expert) {
+  // Without --vram the budget is what is free now plus what the spine already took.
+  const uint64_t total = budget > 0 ? budget : free + spine_on_device;
+  const uint64_t reserve = std::clamp<uint64_t>(total / 10, 512ull << 20, 4 * kGiB);
+  if (largest_expert == 0 || total <= spine_on_device + state + reserve || free <= state + reserve) return 0;
+  const uint64_t cache = std::min(total - spine_on_device - state - reserve, free - state - reserve);
+  return cache / largest_expert * largest_expert;
 }
 
 void check_memory_request(const MemoryRequest& r) {
+  if (!(r.vram_gib >= 0) || !std::isfinite(r.vram_gib)) fail("--vram must be a positive number of GiB, got {}", r.vram_gib);
   if (!(r.ram_gib >= 0) || !std::isfinite(r.ram_gib)) fail("--ram must be a positive number of GiB, got {}", r.ram_gib);
   if (r.policy != "lru" && r.policy != "lfu" && r.policy != "heat")
     fail("--policy must be lru, lfu or heat, got '{}'", r.policy);
@@ -74,10 +105,15 @@ MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device) 
 }
 
 std::string MemoryPlan::describe() const {
+  std::string vram;
+  if (device.cuda())
+    vram = fmt::format("\n  VRAM on {}  {} ({}): spine {} resident, expert cache {}", device.name(),
+                       gib(vram_budget), vram_budget_given ? "--vram" : "free memory", gib(vram_spine), gib(vram_expert_cache));
   if (budget == 0)
     return fmt::format("memory plan on {}: no --ram budget: weights mapped (spine {}, routed experts {}), nothing "
                        "streamed; state {} for {} positions",
-                       device.name(), gib(spine), gib(footprint.expert_bytes), gib(state), footprint.context_tokens);
+                       device.name(), gib(spine), gib(footprint.expert_bytes), gib(state), footprint.context_tokens) +
+           vram;
   std::string s = fmt::format("memory plan for --ram {} on {}:\n", gib(budget), device.name());
   if (stream_spine)
     s += fmt::format("  spine         {} of {} (streamed layer by layer)\n", gib(spine_budget), gib(spine));
@@ -88,7 +124,7 @@ std::string MemoryPlan::describe() const {
   s += fmt::format("  state         {} (KV / latent caches for {} positions, recurrent state)\n", gib(state),
                    footprint.context_tokens);
   s += fmt::format("  reserve       {} (activations, scratch)", gib(reserve));
-  return s;
+  return s + vram;
 }
 
 nlohmann::json MemoryPlan::to_json() const {
@@ -103,12 +139,16 @@ nlohmann::json MemoryPlan::to_json() const {
           {"stream_experts", stream_experts},
           {"expert_cache_bytes", expert_cache},
           {"routed_expert_bytes", footprint.expert_bytes},
-          {"largest_expert_bytes", footprint.largest_expert_bytes}};
+          {"largest_expert_bytes", footprint.largest_expert_bytes},
+          {"vram_budget_bytes", vram_budget},
+          {"vram_spine_bytes", vram_spine},
+          {"vram_expert_cache_bytes", vram_expert_cache}};
 }
 
 LoadOptions load_options(const MemoryPlan& plan, const MemoryRequest& r, const std::string& model_dir) {
   LoadOptions lo;
   lo.device = plan.device;
+  lo.vram_budget = uint64_t(r.vram_gib * double(kGiB));
   lo.stream_experts = plan.stream_experts;
   lo.prefetch = plan.stream_experts && !r.no_prefetch;
   lo.spine_budget = plan.stream_spine ? plan.spine_budget : 0;

@@ -3,7 +3,8 @@
 // expert cache, per-sequence state (KV / latent caches, recurrent state) and a
 // reserve for activations and scratch. plan_memory() is the one place the
 // budget is split; `--stats` and `sluice info --model DIR --ram N` print it.
-// The plan also says which device computes (only the CPU today).
+// The plan also says which device computes; on a GPU the spine, state and a
+// VRAM expert cache live in its memory (plan_vram()).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,13 +15,15 @@ namespace sluice {
 
 struct LoadOptions;
 
-enum class DeviceKind { Cpu };
+enum class DeviceKind { Cpu, Cuda };
 struct Device {
   DeviceKind kind = DeviceKind::Cpu;
   int index = 0;
-  std::string name() const;  // "cpu"
+  bool cuda() const { return kind == DeviceKind::Cuda; }
+  std::string name() const;  // "cpu", "cuda:0"
 };
-// "cpu" (the only device of this build); errors name the value.
+// "cpu", "cuda", "cuda:N", or "auto" (the first GPU when this build and machine
+// have one, else the CPU); errors name the value.
 Device parse_device(const std::string& s);
 
 // What the user asked for: the memory and streaming option group shared by
@@ -35,7 +38,8 @@ struct MemoryRequest {
   bool buffered = false;       // page cache instead of O_DIRECT
   bool no_prefetch = false;    // do not predict the next layer's experts
   int64_t threads = 0;         // worker threads (0: one per hardware thread)
-  std::string device = "cpu";
+  std::string device = "auto";
+  double vram_gib = 0;         // GPU: bytes of device memory sluice may use in GiB; 0: free memory minus a margin
   // Positions the per-sequence state is planned for (0: 4096, at most the
   // model's context); commands that know their length (run, generate, bench) set it.
   int64_t context_tokens = 0;
@@ -56,6 +60,10 @@ struct ModelFootprint {
 
 struct MemoryPlan {
   Device device;
+  uint64_t vram_budget = 0;        // GPU: device memory sluice may use (spine, state, expert cache, scratch)
+  bool vram_budget_given = false;  // --vram (else the free memory)
+  uint64_t vram_spine = 0;         // GPU: weights the model placed in device memory
+  uint64_t vram_expert_cache = 0;  // GPU: routed experts kept in device memory
   uint64_t budget = 0;        // the whole budget; 0: none (everything mapped, nothing streamed)
   uint64_t reserve = 0;       // activations and scratch
   uint64_t state = 0;         // per-sequence state for footprint.context_tokens positions
@@ -77,6 +85,14 @@ struct MemoryPlan {
 // gets the rest. Throws when the budget cannot hold the reserve and state, or
 // the cache not one expert.
 MemoryPlan plan_memory(uint64_t budget_bytes, const ModelFootprint& f, Device device = {});
+
+// The VRAM expert cache on a GPU: what is left of `budget` (--vram, or the
+// free memory when 0) after the resident spine, the state and a scratch
+// reserve (a tenth of the budget, between 512 MiB and 4 GiB), rounded down to
+// whole experts. Zero when not one expert fits (experts then cross for each
+// use). `free` is the device's free memory after the spine was placed.
+uint64_t plan_vram_expert_cache(uint64_t budget, uint64_t free, uint64_t spine_on_device, uint64_t state,
+                                uint64_t largest_expert);
 
 // The engine options that carry out `plan` with the streaming knobs of `r`.
 LoadOptions load_options(const MemoryPlan& plan, const MemoryRequest& r, const std::string& model_dir);

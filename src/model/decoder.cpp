@@ -39,6 +39,11 @@ void Decoder::set_expert_source(std::unique_ptr<ExpertSource> source) {
   slot_->source = installed_source_ ? installed_source_.get() : &table_;
 }
 
+std::unique_ptr<ExpertSource> Decoder::take_expert_source() {
+  slot_->source = &table_;
+  return std::move(installed_source_);
+}
+
 void Decoder::prefetch_next(size_t l, Tensor h) const {
   if (!prefetch_ || l + 1 >= layers_.size()) return;
   const Layer& next = layers_[l + 1];

@@ -54,6 +54,8 @@ class Decoder : public Model {
   const ExpertTable& experts() const { return table_; }
   std::shared_ptr<ExpertSourceSlot> expert_slot() const { return slot_; }
   void set_expert_source(std::unique_ptr<ExpertSource> source);
+  // Hands over the installed source (null when MoE blocks read the table), e.g. to wrap it.
+  std::unique_ptr<ExpertSource> take_expert_source();
   ExpertSource& expert_source() const { return *slot_->source; }
   const Checkpoint& checkpoint() const { return *ckpt_; }
   // Hooks run around every layer (null: none); not owned.

@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "kernels/isa.h"
 #include "runtime/session.h"
+#include "support/test_device.h"
 #include "support/test_support.h"
 
 namespace sluice {
@@ -79,7 +80,7 @@ void run_split(const Model& m, const std::vector<int32_t>& ids, int64_t K, std::
 
 void check_against_reference(const std::string& name, int64_t K) {
   const GoldenCase& gc = golden(name);
-  auto model = load_model(model_dir(name));
+  auto model = load_model(model_dir(name), test::on_test_device());
   const auto& info = model->info();
   const std::string ref = ref_file(name);
   auto ids = ids_of(test::read_i64(ref, "input_ids"));
@@ -118,7 +119,7 @@ TEST_P(Golden, DecodeFromHalf) {
 // must equal the reference's next greedy id wherever its margin is clear.
 TEST_P(Golden, GreedyIdsTeacherForced) {
   const std::string name = GetParam();
-  auto model = load_model(model_dir(name));
+  auto model = load_model(model_dir(name), test::on_test_device());
   auto prompt = ids_of(test::read_i64(ref_file(name), "greedy_prompt"));
   auto greedy = ids_of(test::read_i64(ref_file(name), "greedy_ids"));
   auto margin = test::read_f64(ref_file(name), "greedy_margin");
@@ -139,7 +140,7 @@ TEST_P(Golden, GreedyIdsTeacherForced) {
 // whose margin is too small to decide.
 TEST_P(Golden, GreedyGeneration) {
   const std::string name = GetParam();
-  auto model = load_model(model_dir(name));
+  auto model = load_model(model_dir(name), test::on_test_device());
   auto prompt = ids_of(test::read_i64(ref_file(name), "greedy_prompt"));
   auto greedy = ids_of(test::read_i64(ref_file(name), "greedy_ids"));
   auto margin = test::read_f64(ref_file(name), "greedy_margin");

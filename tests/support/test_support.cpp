@@ -1,4 +1,5 @@
 #include "support/test_support.h"
+#include "support/test_device.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,12 +17,23 @@
 
 namespace sluice::test {
 
-// $SLUICE_FIXTURES_DIR moves the fixtures (a test binary run away from its source tree).
+// $SLUICE_FIXTURES_DIR moves the fixtures and $SLUICE_TEST_BINARY the sluice
+// binary (test binaries carried to another machine, scripts/test-gpu.sh).
 std::string fixture(const std::string& rel) {
   const char* moved = std::getenv("SLUICE_FIXTURES_DIR");
   return std::string(moved && *moved ? moved : SLUICE_FIXTURES) + "/" + rel;
 }
-std::string sluice_binary() { return SLUICE_BINARY; }
+std::string sluice_binary() {
+  const char* e = std::getenv("SLUICE_TEST_BINARY");
+  return e && *e ? e : SLUICE_BINARY;
+}
+
+LoadOptions on_test_device() {
+  LoadOptions o;
+  const char* e = std::getenv("SLUICE_TEST_DEVICE");
+  if (e && *e) o.device = parse_device(e);
+  return o;
+}
 
 std::vector<double> read_f64(const std::string& file, const std::string& name, std::vector<int64_t>* shape) {
   SafetensorsFile f(file);

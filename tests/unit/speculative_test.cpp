@@ -12,6 +12,7 @@
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
+#include "support/test_device.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -21,7 +22,7 @@ namespace {
 class Speculation : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Speculation, TokenIdenticalToGreedyForAnyDrafts) {
-  auto model = load_model(test::fixture("golden/" + GetParam()));
+  auto model = load_model(test::fixture("golden/" + GetParam()), test::on_test_device());
   const int64_t V = model->info().vocab;
   auto ref = test::read_i64(test::fixture("golden/" + GetParam() + "/reference.safetensors"), "input_ids");
   std::vector<int32_t> prompt(ref.begin(), ref.begin() + 10);
@@ -80,7 +81,7 @@ INSTANTIATE_TEST_SUITE_P(Models, Speculation,
 
 TEST(Rollback, RestoresStateBitForBit) {
   for (const char* name : {"kimi_linear_tiny", "gpt_oss_tiny", "deepseek_v3_tiny"}) {
-    auto model = load_model(test::fixture(std::string("golden/") + name));
+    auto model = load_model(test::fixture(std::string("golden/") + name), test::on_test_device());
     std::vector<int32_t> prefix = {5, 17, 9, 33, 41}, guess = {100, 200, 300, 400, 500}, tail = {7, 8, 9};
     Session a(*model), b(*model);
     a.feed(prefix);
@@ -136,7 +137,7 @@ std::vector<int32_t> sample_speculatively(Session& s, const std::vector<int32_t>
 // A position's logits are the same bits whether its token was fed alone or in
 // a batch: that is what lets sampled speculation reproduce plain sampling.
 TEST_P(Speculation, BatchedLogitsEqualOneTokenAtATime) {
-  auto model = load_model(test::fixture("golden/" + GetParam()));
+  auto model = load_model(test::fixture("golden/" + GetParam()), test::on_test_device());
   const int64_t V = model->info().vocab;
   auto ref = test::read_i64(test::fixture("golden/" + GetParam() + "/reference.safetensors"), "input_ids");
   std::vector<int32_t> prefix(ref.begin(), ref.begin() + 10), batch(ref.begin() + 10, ref.begin() + 16);
@@ -155,7 +156,7 @@ TEST_P(Speculation, BatchedLogitsEqualOneTokenAtATime) {
 // draft d exactly when the sampler picks d is the rejection rule for a
 // deterministic draft (accept with probability p(d), else draw from p without d).
 TEST_P(Speculation, SampledTokenIdenticalToPlainSampling) {
-  auto model = load_model(test::fixture("golden/" + GetParam()));
+  auto model = load_model(test::fixture("golden/" + GetParam()), test::on_test_device());
   const int64_t V = model->info().vocab;
   auto ref = test::read_i64(test::fixture("golden/" + GetParam() + "/reference.safetensors"), "input_ids");
   std::vector<int32_t> prompt(ref.begin(), ref.begin() + 8);
@@ -203,7 +204,7 @@ TEST_P(Speculation, SampledTokenIdenticalToPlainSampling) {
 // give the state of feeding the kept tokens straight.
 TEST(Rollback, NestedCheckpoints) {
   for (const char* name : {"kimi_linear_tiny", "gpt_oss_tiny", "deepseek_v3_tiny"}) {
-    auto model = load_model(test::fixture(std::string("golden/") + name));
+    auto model = load_model(test::fixture(std::string("golden/") + name), test::on_test_device());
     std::vector<int32_t> prefix = {5, 17, 9, 33, 41}, gen = {100, 200, 300, 400, 500, 600, 700};
     // The outer mark records per-token updates, or not (then keeping a prefix feeds it again).
     for (bool record : {true, false}) {
@@ -249,7 +250,7 @@ TEST(Rollback, NestedCheckpoints) {
 // A mark kept open over a long generation without records costs only its copy
 // of the state: the recurrent state's size does not grow with the tokens fed.
 TEST(Rollback, MarkWithoutRecordsDoesNotGrow) {
-  auto model = load_model(test::fixture("golden/kimi_linear_tiny"));
+  auto model = load_model(test::fixture("golden/kimi_linear_tiny"), test::on_test_device());
   Session with(*model), without(*model), none(*model);
   with.checkpoint(true);
   without.checkpoint(false);
@@ -278,13 +279,13 @@ TEST(ModelDrafter, DraftModelsOnlyChangeHowManyPassesAreNeeded) {
                {"deepseek_v3_tiny", "deepseek_v3_tiny_int4"},
                {"gpt_oss_tiny", "qwen3_moe_tiny"}};
   for (const auto& c : cases) {
-    auto target = load_model(test::fixture(std::string("golden/") + c.target));
+    auto target = load_model(test::fixture(std::string("golden/") + c.target), test::on_test_device());
     auto ref = test::read_i64(test::fixture(std::string("golden/") + c.target + "/reference.safetensors"), "input_ids");
     std::vector<int32_t> prompt(ref.begin(), ref.begin() + 8);
     const int64_t n = 32;
     Session plain(*target);
     const auto want = generate_greedy(plain, prompt, n, true);
-    ModelDrafter drafter(load_model(test::fixture(std::string("golden/") + c.draft)), target->info().vocab);
+    ModelDrafter drafter(load_model(test::fixture(std::string("golden/") + c.draft), test::on_test_device()), target->info().vocab);
     Session s(*target);
     SpeculationStats st;
     EXPECT_EQ(generate_speculative(s, prompt, n, true, drafter, {}, &st), want) << c.target << " <- " << c.draft;
@@ -300,7 +301,7 @@ TEST(ModelDrafter, DraftModelsOnlyChangeHowManyPassesAreNeeded) {
     EXPECT_EQ(sample_speculatively(q, prompt, n, p, drafter, nullptr), sample_plainly(r, prompt, n, p))
         << c.target << " <- " << c.draft;
   }
-  auto big = load_model(test::fixture("golden/deepseek_v3_tiny"));
+  auto big = load_model(test::fixture("golden/deepseek_v3_tiny"), test::on_test_device());
   EXPECT_THROW(ModelDrafter(*big, 512), Error);
 }
 
@@ -308,7 +309,7 @@ TEST(ModelDrafter, DraftModelsOnlyChangeHowManyPassesAreNeeded) {
 // proposals of a drafter that starts afresh (KV caches, sliding window, KDA).
 TEST(ModelDrafter, FollowsAnyHistory) {
   for (const char* name : {"kimi_linear_tiny", "gpt_oss_tiny"}) {
-    auto draft = load_model(test::fixture(std::string("golden/") + name));
+    auto draft = load_model(test::fixture(std::string("golden/") + name), test::on_test_device());
     ModelDrafter kept(*draft, draft->info().vocab);
     std::vector<int32_t> a;
     for (int i = 0; i < 20; ++i) a.push_back(int32_t((37 * i + 11) % 1000));

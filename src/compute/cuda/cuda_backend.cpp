@@ -1,0 +1,486 @@
+#include "compute/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "compute/cuda/cuda_kernels.h"
+#include "util/error.h"
+
+namespace sluice {
+
+namespace {
+
+[[noreturn]] void cuda_fail(cudaError_t e, const std::string& what) {
+  if (e == cudaErrorMemoryAllocation)
+    fail("CUDA: out of device memory while {} (lower --vram, or run a smaller model on this GPU)", what);
+  fail("CUDA error while {}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+uint64_t align16(uint64_t n) { return (n + 15) & ~uint64_t(15); }
+
+// Bytes of scales a view of W's rows addresses, where they start on the host,
+// and the row offset the device view keeps (FP8 scale rows cover `block` rows).
+struct ScaleSpan {
+  const uint8_t* host = nullptr;
+  uint64_t bytes = 0;
+  int64_t row0 = 0;
+};
+ScaleSpan scale_span(const QMatrix& m) {
+  ScaleSpan s;
+  const auto* base = static_cast<const uint8_t*>(m.scale);
+  switch (m.fmt) {
+    case WeightFormat::F32:
+    case WeightFormat::BF16:
+    case WeightFormat::F16: break;
+    case WeightFormat::FP8_E4M3_BLOCK: {
+      const int64_t first = m.row0 / m.block, last = (m.row0 + m.rows - 1) / m.block;
+      s.host = base + first * m.scale_stride * 4;
+      s.bytes = uint64_t((last - first + 1) * m.scale_stride * 4);
+      s.row0 = m.row0 - first * m.block;
+      break;
+    }
+    case WeightFormat::INT4_GROUP:
+      s.host = base + m.row0 * m.scale_stride * 2;
+      s.bytes = uint64_t(m.rows * m.scale_stride * 2);
+      break;
+    case WeightFormat::MXFP4:
+      s.host = base + m.row0 * m.scale_stride;
+      s.bytes = uint64_t(m.rows * m.scale_stride);
+      break;
+    case WeightFormat::INT8_ROW:
+      s.host = base + m.row0 * 4;
+      s.bytes = uint64_t(m.rows * 4);
+      break;
+  }
+  return s;
+}
+
+}  // namespace
+
+struct CudaBackend::Impl {
+  int index = 0;
+  cudaStream_t stream = nullptr;  // every op
+  cudaStream_t copy_stream = nullptr;  // weight and expert copies
+  cudaEvent_t compute_done = nullptr;  // copies wait for the compute stream through it
+  bool sync_each = false;
+  uint64_t weight_bytes = 0;
+  std::deque<QMatrix> placed;      // device views Matrix::device points at
+  std::vector<void*> owned;        // weight allocations, freed at destruction
+  struct RopeTable {
+    std::vector<double> host;
+    double* dev = nullptr;
+  };
+  std::map<const Rope*, RopeTable> ropes;
+
+  void check(cudaError_t e, const char* what) const {
+    if (e != cudaSuccess) cuda_fail(e, what);
+  }
+  // After a launch: its error, and with SLUICE_CUDA_SYNC=1 any fault it caused.
+  void launched(int e, const char* op) const {
+    if (e != 0) cuda_fail(cudaError_t(e), fmt::format("running {}", op));
+    if (sync_each) check(cudaStreamSynchronize(stream), op);
+  }
+  void* stream_alloc(uint64_t bytes, const char* what) const {
+    void* p = nullptr;
+    const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, stream);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // a failed allocation is not sticky: clear it so the next launch check is not blamed
+      cuda_fail(e, fmt::format("allocating {} bytes for {}", bytes, what));
+    }
+    return p;
+  }
+  void stream_free(void* p) const {
+    if (p) cudaFreeAsync(p, stream);
+  }
+  // Small host arrays the kernels read (row lists, weights), copied in order on the stream.
+  template <typename T>
+  T* upload_small(const std::vector<T>& v, const char* what) const {
+    T* d = static_cast<T*>(stream_alloc(v.size() * sizeof(T), what));
+    check(cudaMemcpyAsync(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, stream), what);
+    return d;
+  }
+};
+
+CudaBackend::CudaBackend(int index) : impl_(std::make_unique<Impl>()) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0)
+    fail("--device cuda:{}: no CUDA device is usable here ({})", index,
+         e != cudaSuccess ? cudaGetErrorString(e) : "the driver sees no GPU");
+  if (index < 0 || index >= count) fail("--device cuda:{}: this machine has {} CUDA device(s)", index, count);
+  impl_->index = index;
+  impl_->check(cudaSetDevice(index), "selecting the device");
+  impl_->check(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), "creating the compute stream");
+  impl_->check(cudaStreamCreateWithFlags(&impl_->copy_stream, cudaStreamNonBlocking), "creating the copy stream");
+  impl_->check(cudaEventCreateWithFlags(&impl_->compute_done, cudaEventDisableTiming), "creating an event");
+  // Activations come and go every op: keep freed memory in the stream-ordered pool.
+  cudaMemPool_t pool;
+  impl_->check(cudaDeviceGetDefaultMemPool(&pool, index), "reading the memory pool");
+  uint64_t keep = UINT64_MAX;
+  impl_->check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "configuring the memory pool");
+  const char* sync = std::getenv("SLUICE_CUDA_SYNC");
+  impl_->sync_each = sync && *sync && std::strcmp(sync, "0") != 0;
+}
+
+CudaBackend::~CudaBackend() {
+  cudaStreamSynchronize(impl_->stream);
+  for (void* p : impl_->owned) cudaFree(p);
+  for (auto& [_, r] : impl_->ropes) cudaFree(r.dev);
+  cudaStreamDestroy(impl_->stream);
+  cudaStreamDestroy(impl_->copy_stream);
+  cudaEventDestroy(impl_->compute_done);
+}
+
+Backend& cuda_backend(int index) {
+  static std::mutex m;
+  static std::map<int, std::unique_ptr<CudaBackend>> backends;
+  std::lock_guard<std::mutex> lock(m);
+  auto& b = backends[index];
+  if (!b) b = std::make_unique<CudaBackend>(index);
+  return *b;
+}
+
+int CudaBackend::device_index() const { return impl_->index; }
+uint64_t CudaBackend::weight_bytes() const { return impl_->weight_bytes; }
+uint64_t CudaBackend::free_device_bytes() const {
+  size_t free = 0, total = 0;
+  impl_->check(cudaMemGetInfo(&free, &total), "reading free device memory");
+  return free;
+}
+
+void CudaBackend::synchronize(const char* what) { impl_->check(cudaStreamSynchronize(impl_->stream), what); }
+
+// ---- memory and transfers
+
+float* CudaBackend::allocate(int64_t floats) {
+  auto* p = static_cast<float*>(impl_->stream_alloc(uint64_t(floats) * 4, "activations"));
+  impl_->check(cudaMemsetAsync(p, 0, size_t(floats) * 4, impl_->stream), "zeroing activations");
+  return p;
+}
+
+void CudaBackend::deallocate(float* p) { impl_->stream_free(p); }
+
+void CudaBackend::upload(const float* host, Tensor dst) {
+  if (dst.empty()) return;
+  impl_->check(cudaMemcpy2DAsync(dst.data(), size_t(dst.ld()) * 4, host, size_t(dst.cols()) * 4, size_t(dst.cols()) * 4,
+                                 size_t(dst.rows()), cudaMemcpyHostToDevice, impl_->stream),
+               "copying values to the device");
+}
+
+void CudaBackend::download(Tensor src, float* host) {
+  if (src.empty()) return;
+  impl_->check(cudaMemcpy2DAsync(host, size_t(src.cols()) * 4, src.data(), size_t(src.ld()) * 4, size_t(src.cols()) * 4,
+                                 size_t(src.rows()), cudaMemcpyDeviceToHost, impl_->stream),
+               "copying values from the device");
+  impl_->check(cudaStreamSynchronize(impl_->stream), "the forward pass (a kernel before this download failed)");
+}
+
+void CudaBackend::copy(Tensor src, Tensor dst) {
+  if (src.rows() != dst.rows() || src.cols() != dst.cols())
+    fail("internal: copy of [{}, {}] into [{}, {}]", src.rows(), src.cols(), dst.rows(), dst.cols());
+  if (src.empty()) return;
+  impl_->check(cudaMemcpy2DAsync(dst.data(), size_t(dst.ld()) * 4, src.data(), size_t(src.ld()) * 4,
+                                 size_t(src.cols()) * 4, size_t(src.rows()), cudaMemcpyDeviceToDevice, impl_->stream),
+               "copying on the device");
+}
+
+void CudaBackend::zero(Tensor dst) {
+  if (dst.empty()) return;
+  impl_->check(cudaMemset2DAsync(dst.data(), size_t(dst.ld()) * 4, 0, size_t(dst.cols()) * 4, size_t(dst.rows()),
+                                 impl_->stream),
+               "zeroing device memory");
+}
+
+// ---- weights
+
+uint64_t CudaBackend::placed_bytes(const QMatrix& m) { return align16(uint64_t(m.nbytes())) + align16(scale_span(m).bytes); }
+
+QMatrix CudaBackend::place_into(const QMatrix& host, uint8_t* dst) {
+  if (host.fmt == WeightFormat::FP8_E4M3_BLOCK && host.block % 16 != 0)
+    fail("CUDA: FP8 block size {} is not a multiple of 16", host.block);
+  const ScaleSpan s = scale_span(host);
+  QMatrix d = host;
+  d.data = dst;
+  // The copy waits for the kernels already enqueued: they may still read what
+  // `dst` held (an evicted expert), or memory the pool handed out again.
+  impl_->check(cudaEventRecord(impl_->compute_done, impl_->stream), "ordering a weight copy");
+  impl_->check(cudaStreamWaitEvent(impl_->copy_stream, impl_->compute_done, 0), "ordering a weight copy");
+  impl_->check(cudaMemcpyAsync(dst, host.data, size_t(host.nbytes()), cudaMemcpyHostToDevice, impl_->copy_stream),
+               "copying weights to the device");
+  if (s.bytes) {
+    uint8_t* sd = dst + align16(uint64_t(host.nbytes()));
+    impl_->check(cudaMemcpyAsync(sd, s.host, s.bytes, cudaMemcpyHostToDevice, impl_->copy_stream),
+                 "copying weight scales to the device");
+    d.scale = sd;
+    d.row0 = s.row0;
+  }
+  impl_->check(cudaStreamSynchronize(impl_->copy_stream), "copying weights to the device");
+  return d;
+}
+
+CudaBackend::DeviceBytes CudaBackend::allocate_bytes(uint64_t bytes, const char* what) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it
+    cuda_fail(e, fmt::format("allocating {} bytes for {}", bytes, what));
+  }
+  return {static_cast<uint8_t*>(p), bytes};
+}
+
+void CudaBackend::free_bytes(DeviceBytes b) {
+  if (!b.data) return;
+  // Kernels already enqueued may still read it.
+  impl_->check(cudaStreamSynchronize(impl_->stream), "freeing device memory");
+  cudaFree(b.data);
+}
+
+Matrix CudaBackend::matrix(const QMatrix& host) {
+  if (host.rows == 0) return Matrix{host, nullptr};
+  const uint64_t bytes = placed_bytes(host);
+  DeviceBytes b = allocate_bytes(bytes, fmt::format("a [{}, {}] {} weight", host.rows, host.cols,
+                                                    weight_format_name(host.fmt)).c_str());
+  impl_->owned.push_back(b.data);
+  impl_->weight_bytes += bytes;
+  impl_->placed.push_back(place_into(host, b.data));
+  return Matrix{host, &impl_->placed.back()};
+}
+
+Vector CudaBackend::vector(const float* host, int64_t n) {
+  if (!host || n == 0) return Vector{host, nullptr, n};
+  DeviceBytes b = allocate_bytes(uint64_t(n) * 4, "a weight vector");
+  impl_->owned.push_back(b.data);
+  impl_->weight_bytes += uint64_t(n) * 4;
+  impl_->check(cudaMemcpy(b.data, host, size_t(n) * 4, cudaMemcpyHostToDevice), "copying a weight vector");
+  return Vector{host, b.data, n};
+}
+
+namespace {
+const float* dev(const Vector& v) { return static_cast<const float*>(v.device); }
+
+// A matrix's device view; one without (a routed expert outside the VRAM
+// cache) is copied into stream-ordered memory for the call.
+class DeviceView {
+ public:
+  DeviceView(CudaBackend& be, void* (*alloc)(CudaBackend&, uint64_t), void (*release)(CudaBackend&, void*),
+             const Matrix& m)
+      : be_(be), release_(release) {
+    if (m.device || m.empty()) {
+      q_ = m.device ? *static_cast<const QMatrix*>(m.device) : m.q;
+      return;
+    }
+    tmp_ = alloc(be, CudaBackend::placed_bytes(m.q));
+    q_ = be.place_into(m.q, static_cast<uint8_t*>(tmp_));
+  }
+  ~DeviceView() {
+    if (tmp_) release_(be_, tmp_);
+  }
+  DeviceView(const DeviceView&) = delete;
+  DeviceView& operator=(const DeviceView&) = delete;
+  const QMatrix& q() const { return q_; }
+
+ private:
+  CudaBackend& be_;
+  void (*release_)(CudaBackend&, void*);
+  void* tmp_ = nullptr;
+  QMatrix q_;
+};
+}  // namespace
+
+#define SLUICE_VIEW(name, m)                                                                                    \
+  DeviceView name(                                                                                              \
+      *this, [](CudaBackend& b, uint64_t n) -> void* { return b.impl_->stream_alloc(n, "a routed expert"); }, \
+      [](CudaBackend& b, void* p) { b.impl_->stream_free(p); }, m)
+
+// ---- products
+
+void CudaBackend::matmul(const Matrix& w, Tensor x, Tensor y) {
+  if (x.cols() != w.cols() || y.cols() != w.rows() || x.rows() != y.rows())
+    fail("internal: matmul of [{}, {}] weight with [{}, {}] into [{}, {}]", w.rows(), w.cols(), x.rows(), x.cols(),
+         y.rows(), y.cols());
+  SLUICE_VIEW(W, w);
+  impl_->launched(cuda::matmul(W.q(), x.data(), x.rows(), x.ld(), y.data(), y.ld(), impl_->stream), "matmul");
+}
+
+// ---- element-wise
+
+void CudaBackend::rmsnorm(Tensor x, const Vector& w, float eps, Tensor out, int64_t group) {
+  impl_->launched(cuda::rmsnorm(x.data(), x.ld(), x.rows(), x.cols(), dev(w), eps, out.data(), out.ld(), group,
+                                impl_->stream),
+                  "rmsnorm");
+}
+
+void CudaBackend::l2norm(Tensor x, int64_t group, float eps, float mul) {
+  impl_->launched(cuda::l2norm(x.data(), x.ld(), x.rows(), x.cols(), group, eps, mul, impl_->stream), "l2norm");
+}
+
+void CudaBackend::add(Tensor x, Tensor y) {
+  impl_->launched(cuda::add(x.data(), x.ld(), y.data(), y.ld(), y.rows(), y.cols(), impl_->stream), "add");
+}
+
+void CudaBackend::add_row(const Vector& b, Tensor y) {
+  impl_->launched(cuda::add_row(dev(b), y.data(), y.ld(), y.rows(), y.cols(), impl_->stream), "add_row");
+}
+
+void CudaBackend::mul_sigmoid(Tensor g, Tensor y) {
+  impl_->launched(cuda::mul_sigmoid(g.data(), g.ld(), y.data(), y.ld(), y.rows(), y.cols(), impl_->stream),
+                  "mul_sigmoid");
+}
+
+void CudaBackend::sigmoid(Tensor x) {
+  impl_->launched(cuda::sigmoid(x.data(), x.ld(), x.rows(), x.cols(), impl_->stream), "sigmoid");
+}
+
+void CudaBackend::gated(const GatedActivation& act, Tensor g, Tensor u, Tensor out) {
+  impl_->launched(cuda::gated(act, g.data(), g.ld(), u.data(), u.ld(), out.data(), out.ld(), g.rows(), g.cols(),
+                              impl_->stream),
+                  "gated activation");
+}
+
+void CudaBackend::gated_interleaved(const GatedActivation& act, Tensor gu, Tensor out) {
+  impl_->launched(cuda::gated_interleaved(act, gu.data(), gu.ld(), out.data(), out.ld(), out.rows(), out.cols(),
+                                          impl_->stream),
+                  "gated activation");
+}
+
+void CudaBackend::rope(const Rope& rope, Tensor x, int64_t heads, int64_t stride, int64_t offset, int64_t pos0) {
+  auto& t = impl_->ropes[&rope];
+  if (t.host != rope.inv_freq) {  // first use, or another Rope at the same address
+    if (t.dev) {
+      impl_->check(cudaStreamSynchronize(impl_->stream), "rope");
+      cudaFree(t.dev);
+      t.dev = nullptr;
+    }
+    t.host = rope.inv_freq;
+    impl_->check(cudaMalloc(&t.dev, std::max<size_t>(1, t.host.size()) * sizeof(double)), "allocating rope frequencies");
+    impl_->check(cudaMemcpy(t.dev, t.host.data(), t.host.size() * sizeof(double), cudaMemcpyHostToDevice),
+                 "copying rope frequencies");
+  }
+  impl_->launched(cuda::rope(t.dev, rope.dim, rope.interleaved, rope.attention_factor, x.data(), x.ld(), x.rows(),
+                             heads, stride, offset, pos0, impl_->stream),
+                  "rope");
+}
+
+void CudaBackend::embed(const Matrix& table, const int32_t* tokens, int64_t n, Tensor out) {
+  SLUICE_VIEW(W, table);
+  int32_t* ids = impl_->upload_small(std::vector<int32_t>(tokens, tokens + n), "token ids");
+  impl_->launched(cuda::embed(W.q(), ids, n, out.data(), out.ld(), impl_->stream), "embedding lookup");
+  impl_->stream_free(ids);
+}
+
+// ---- attention cores
+
+void CudaBackend::mla_attend(const MlaShape& s, const Matrix& kv_b, Tensor q, Tensor cache, int64_t pos, Tensor o) {
+  SLUICE_VIEW(W, kv_b);
+  cuda::MlaArgs a{s.n_heads, s.kv_lora, s.rope_dim, s.nope, s.v_dim, s.scale, W.q(), q.data(), q.ld(), q.rows(),
+                  cache.data(), cache.ld(), pos, o.data(), o.ld(), nullptr};
+  a.scratch = static_cast<float*>(impl_->stream_alloc(uint64_t(a.T * a.H * (pos + a.T)) * 4, "attention scores"));
+  impl_->launched(cuda::mla_attend(a, impl_->stream), "MLA attention");
+  impl_->stream_free(a.scratch);
+}
+
+void CudaBackend::gqa_attend(const GqaShape& s, const Vector& sinks, Tensor q, Tensor k, Tensor v, int64_t pos,
+                             Tensor o) {
+  cuda::GqaArgs a{s.n_heads, s.n_kv_heads, s.head_dim, s.window, s.scale, dev(sinks), q.data(), q.ld(), q.rows(),
+                  k.data(), v.data(), k.ld(), v.ld(), pos, o.data(), o.ld(), nullptr};
+  a.scratch = static_cast<float*>(impl_->stream_alloc(uint64_t(a.T * a.H * (pos + a.T + 1)) * 4, "attention scores"));
+  impl_->launched(cuda::gqa_attend(a, impl_->stream), "GQA attention");
+  impl_->stream_free(a.scratch);
+}
+
+void CudaBackend::short_conv(const Vector& w, int64_t K, Tensor hist, Tensor x) {
+  impl_->launched(cuda::short_conv(dev(w), K, hist.data(), hist.ld(), x.data(), x.ld(), x.rows(), x.cols(),
+                                   impl_->stream),
+                  "KDA short convolution");
+}
+
+void CudaBackend::kda_gate(const KdaGate& g, const Vector& a_log, const Vector& dt_bias, Tensor z) {
+  impl_->launched(cuda::kda_gate(g.kind == KdaGate::Softplus, g.lower_bound, g.n_heads, g.head_dim, dev(a_log),
+                                 dev(dt_bias), z.data(), z.ld(), z.rows(), impl_->stream),
+                  "KDA decay gate");
+}
+
+void CudaBackend::delta_rule(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor S, int64_t heads,
+                             int64_t head_dim, Tensor o) {
+  const bool out = !o.empty();
+  impl_->launched(cuda::delta_rule(out ? q.data() : nullptr, q.ld(), k.data(), k.ld(), v.data(), v.ld(), g.data(),
+                                   g.ld(), beta.data(), beta.ld(), S.data(), S.ld(), k.rows(), heads, head_dim,
+                                   out ? o.data() : nullptr, o.ld(), impl_->stream),
+                  "KDA delta rule");
+}
+
+void CudaBackend::attn_res_mix(std::span<const Tensor> sources, const Vector& norm, const Vector& proj, float eps,
+                               Tensor out) {
+  if (sources.size() > size_t(cuda::kMaxAttnResSources))
+    fail("CUDA: Block AttnRes over {} sources (at most {})", sources.size(), cuda::kMaxAttnResSources);
+  cuda::AttnResArgs a{};
+  for (size_t i = 0; i < sources.size(); ++i) {
+    a.src[i] = sources[i].data();
+    a.ld[i] = sources[i].ld();
+  }
+  a.n = int(sources.size());
+  a.norm = dev(norm);
+  a.proj = dev(proj);
+  a.eps = eps;
+  a.out = out.data();
+  a.ldo = out.ld();
+  a.T = out.rows();
+  a.D = out.cols();
+  impl_->launched(cuda::attn_res_mix(a, impl_->stream), "Block AttnRes mixing");
+}
+
+// ---- mixture of experts
+
+void CudaBackend::gather_rows(Tensor src, const std::vector<int64_t>& rows, Tensor dst) {
+  if (rows.empty()) return;
+  int64_t* r = impl_->upload_small(rows, "row indices");
+  impl_->launched(cuda::gather_rows(src.data(), src.ld(), r, int64_t(rows.size()), src.cols(), dst.data(), dst.ld(),
+                                    impl_->stream),
+                  "gather rows");
+  impl_->stream_free(r);
+}
+
+void CudaBackend::scatter_add(Tensor src, const std::vector<int64_t>& rows, const std::vector<float>& weights,
+                              Tensor acc) {
+  if (rows.empty()) return;
+  int64_t* r = impl_->upload_small(rows, "row indices");
+  float* w = impl_->upload_small(weights, "expert weights");
+  impl_->launched(cuda::scatter_add(src.data(), src.ld(), r, w, int64_t(rows.size()), acc.cols(), acc.data(), acc.ld(),
+                                    impl_->stream),
+                  "scatter add");
+  impl_->stream_free(r);
+  impl_->stream_free(w);
+}
+
+void CudaBackend::expert_ffn(const ExpertWeights& ew, const GatedActivation& act, Tensor x, Tensor y) {
+  const int64_t n = x.rows();
+  SLUICE_VIEW(gate, ew.gate);
+  SLUICE_VIEW(down, ew.down);
+  auto run = [&](const QMatrix& W, Tensor in, Tensor out, const char* what) {
+    impl_->launched(cuda::matmul(W, in.data(), in.rows(), in.ld(), out.data(), out.ld(), impl_->stream), what);
+  };
+  if (ew.gate_up_interleaved) {
+    const int64_t I2 = ew.gate.rows(), I = I2 / 2;
+    Buffer gu(*this, n, I2), h(*this, n, I);
+    run(gate.q(), x, gu, "expert gate/up product");
+    if (!ew.gate_up_bias.empty()) add_row(ew.gate_up_bias, gu);
+    gated_interleaved(act, gu, h);
+    run(down.q(), h, y, "expert down product");
+  } else {
+    SLUICE_VIEW(up, ew.up);
+    const int64_t I = ew.gate.rows();
+    Buffer g(*this, n, I), u(*this, n, I);
+    run(gate.q(), x, g, "expert gate product");
+    run(up.q(), x, u, "expert up product");
+    gated(act, g, u, g);
+    run(down.q(), g, y, "expert down product");
+  }
+  if (!ew.down_bias.empty()) add_row(ew.down_bias, y);
+}
+
+}  // namespace sluice

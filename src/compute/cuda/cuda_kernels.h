@@ -1,0 +1,94 @@
+// Launchers for the CUDA backend's kernels (cuda_kernels.cu, compiled by nvcc).
+// Plain C++ types only, so cuda_backend.cpp (compiled by the host compiler)
+// can call them; every pointer is device memory unless its name says host.
+// Each launcher enqueues on `stream` and returns the launch's cudaError_t as
+// an int (0: success); the caller turns errors into messages naming the op.
+//
+// Reductions have a fixed shape that depends only on the row being reduced,
+// never on how many rows are in the call, so one token alone and the same
+// token inside a batch give bit-identical results (speculation relies on it).
+#pragma once
+#include <cstdint>
+
+#include "compute/activation.h"
+#include "kernels/qmatrix.h"
+
+namespace sluice::cuda {
+
+using Stream = void*;  // cudaStream_t
+
+// Y[i, r] = sum_c W[r, c] X[i, c]; W's data and scales are device pointers.
+int matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s);
+// out[t] = decoded table row tokens[t].
+int embed(const QMatrix& table, const int32_t* tokens, int64_t n, float* out, int64_t ldo, Stream s);
+
+int rmsnorm(const float* x, int64_t ldx, int64_t rows, int64_t cols, const float* w, float eps, float* out,
+            int64_t ldo, int64_t group, Stream s);
+int l2norm(float* x, int64_t ldx, int64_t rows, int64_t cols, int64_t group, float eps, float mul, Stream s);
+int add(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, int64_t cols, Stream s);
+int add_row(const float* b, float* y, int64_t ldy, int64_t rows, int64_t cols, Stream s);
+int mul_sigmoid(const float* g, int64_t ldg, float* y, int64_t ldy, int64_t rows, int64_t cols, Stream s);
+int sigmoid(float* x, int64_t ldx, int64_t rows, int64_t cols, Stream s);
+int gated(const GatedActivation& act, const float* g, int64_t ldg, const float* u, int64_t ldu, float* out,
+          int64_t ldo, int64_t rows, int64_t cols, Stream s);
+int gated_interleaved(const GatedActivation& act, const float* gu, int64_t ldgu, float* out, int64_t ldo,
+                      int64_t rows, int64_t cols, Stream s);
+// inv_freq: dim/2 doubles on the device.
+int rope(const double* inv_freq, int64_t dim, bool interleaved, double attention_factor, float* x, int64_t ldx,
+         int64_t rows, int64_t heads, int64_t stride, int64_t offset, int64_t pos0, Stream s);
+
+struct MlaArgs {
+  int64_t H, C, R, N, V;
+  float scale;
+  QMatrix kv_b;  // device
+  const float* q;
+  int64_t ldq, T;
+  const float* cache;
+  int64_t ldc, pos;
+  float* o;
+  int64_t ldo;
+  float* scratch;  // T * H * (pos + T) floats
+};
+int mla_attend(const MlaArgs& a, Stream s);
+
+struct GqaArgs {
+  int64_t H, KV, hd, window;
+  float scale;
+  const float* sinks;  // per head or null
+  const float* q;
+  int64_t ldq, T;
+  const float *k, *v;
+  int64_t ldk, ldv, pos;
+  float* o;
+  int64_t ldo;
+  float* scratch;  // T * H * (pos + T + 1) floats
+};
+int gqa_attend(const GqaArgs& a, Stream s);
+
+int short_conv(const float* w, int64_t K, float* hist, int64_t ldh, float* x, int64_t ldx, int64_t T, int64_t C,
+               Stream s);
+int kda_gate(bool softplus, float lower_bound, int64_t H, int64_t Dh, const float* a_log, const float* dt_bias,
+             float* z, int64_t ldz, int64_t T, Stream s);
+// q and o may be null.
+int delta_rule(const float* q, int64_t ldq, const float* k, int64_t ldk, const float* v, int64_t ldv, const float* g,
+               int64_t ldg, const float* beta, int64_t ldb, float* S, int64_t ldS, int64_t T, int64_t H, int64_t Dh,
+               float* o, int64_t ldo, Stream s);
+
+constexpr int kMaxAttnResSources = 64;
+struct AttnResArgs {
+  const float* src[kMaxAttnResSources];
+  int64_t ld[kMaxAttnResSources];
+  int n;
+  const float *norm, *proj;
+  float eps;
+  float* out;
+  int64_t ldo, T, D;
+};
+int attn_res_mix(const AttnResArgs& a, Stream s);
+
+int gather_rows(const float* src, int64_t lds, const int64_t* rows, int64_t n, int64_t cols, float* dst, int64_t ldd,
+                Stream s);
+int scatter_add(const float* src, int64_t lds, const int64_t* rows, const float* weights, int64_t n, int64_t cols,
+                float* acc, int64_t lda, Stream s);
+
+}  // namespace sluice::cuda

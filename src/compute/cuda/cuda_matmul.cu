@@ -1,0 +1,171 @@
+// Fused dequantise + product for every stored weight format, and the embedding
+// lookup. One warp computes one output row: each lane takes 16-byte groups of
+// the weight row (4 f32, 8 bf16/f16, 16 fp8/int8, or 32 int4/mxfp4 values),
+// decodes them exactly in registers and accumulates in f32 against up to kTile
+// activation rows; the 32 lane sums meet in a fixed shuffle tree. The order of
+// every addition depends only on (weight row, activation row), so results are
+// bit-identical whatever the number of activation rows.
+//
+// Own kernels rather than cuBLAS: cuBLAS chooses algorithms (and split-K
+// reductions) by shape, so one token and a verification batch would round
+// differently; and the quantized formats need fused decoding anyway.
+#include <cuda_runtime.h>
+
+#include "compute/cuda/cuda_device_decode.cuh"
+#include "compute/cuda/cuda_kernels.h"
+
+namespace sluice::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;  // rows per block
+constexpr int kTile = 8;   // activation rows per pass over a weight row
+
+template <WeightFormat F>
+struct GroupValues;
+template <> struct GroupValues<WeightFormat::F32> { static constexpr int n = 4; };
+template <> struct GroupValues<WeightFormat::BF16> { static constexpr int n = 8; };
+template <> struct GroupValues<WeightFormat::F16> { static constexpr int n = 8; };
+template <> struct GroupValues<WeightFormat::FP8_E4M3_BLOCK> { static constexpr int n = 16; };
+template <> struct GroupValues<WeightFormat::INT8_ROW> { static constexpr int n = 16; };
+template <> struct GroupValues<WeightFormat::INT4_GROUP> { static constexpr int n = 32; };
+template <> struct GroupValues<WeightFormat::MXFP4> { static constexpr int n = 32; };
+
+// Decodes group g (16 bytes) of row r into w[]; `aligned`: one 16-byte load.
+template <WeightFormat F>
+__device__ __forceinline__ void decode_group(const QMatrix& W, const uint8_t* row, int64_t ar, int64_t g, bool aligned,
+                                             float* w) {
+  constexpr int G = GroupValues<F>::n;
+  uint32_t word[4];
+  if (aligned) {
+    const uint4 v = *reinterpret_cast<const uint4*>(row + g * 16);
+    word[0] = v.x, word[1] = v.y, word[2] = v.z, word[3] = v.w;
+  } else {
+    const uint8_t* p = row + g * 16;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      word[k] = uint32_t(p[4 * k]) | uint32_t(p[4 * k + 1]) << 8 | uint32_t(p[4 * k + 2]) << 16 |
+                uint32_t(p[4 * k + 3]) << 24;
+  }
+  const int64_t c0 = g * G;
+  if constexpr (F == WeightFormat::F32) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) w[k] = __uint_as_float(word[k]);
+  } else if constexpr (F == WeightFormat::BF16 || F == WeightFormat::F16) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const uint16_t h = uint16_t(word[k >> 1] >> ((k & 1) * 16));
+      w[k] = F == WeightFormat::BF16 ? bf16_value(h) : f16_value(h);
+    }
+  } else if constexpr (F == WeightFormat::FP8_E4M3_BLOCK) {
+    // 16 columns never straddle a block (block is a multiple of 16, checked at placement).
+    const float s = static_cast<const float*>(W.scale)[(ar / W.block) * W.scale_stride + c0 / W.block];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) w[k] = fp8_value(uint8_t(word[k >> 2] >> ((k & 3) * 8))) * s;
+  } else if constexpr (F == WeightFormat::INT8_ROW) {
+    const float s = static_cast<const float*>(W.scale)[ar];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) w[k] = float(int8_t(uint8_t(word[k >> 2] >> ((k & 3) * 8)))) * s;
+  } else if constexpr (F == WeightFormat::INT4_GROUP) {
+    const uint16_t* srow = static_cast<const uint16_t*>(W.scale) + ar * W.scale_stride;
+    if (W.group % 32 == 0) {
+      const float s = bf16_value(srow[c0 / W.group]);
+#pragma unroll
+      for (int k = 0; k < 32; ++k) w[k] = float(int((word[k >> 3] >> ((k & 7) * 4)) & 15) - 8) * s;
+    } else {
+#pragma unroll
+      for (int k = 0; k < 32; ++k)
+        w[k] = float(int((word[k >> 3] >> ((k & 7) * 4)) & 15) - 8) * bf16_value(srow[(c0 + k) / W.group]);
+    }
+  } else if constexpr (F == WeightFormat::MXFP4) {
+    const float s = e8m0_value(static_cast<const uint8_t*>(W.scale)[ar * W.scale_stride + c0 / 32]);
+#pragma unroll
+    for (int k = 0; k < 32; ++k) w[k] = fp4_value((word[k >> 3] >> ((k & 7) * 4)) & 15) * s;
+  }
+}
+
+template <WeightFormat F>
+__global__ void __launch_bounds__(kWarps * 32)
+    matmul_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
+                  bool aligned) {
+  constexpr int G = GroupValues<F>::n;
+  const int lane = threadIdx.x & 31;
+  const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (r >= W.rows) return;
+  const uint8_t* row = W.data + r * W.row_bytes;
+  const int64_t ar = W.row0 + r;
+  const int64_t groups = W.cols / G;         // full 16-byte groups
+  const int64_t tail0 = groups * G;          // columns past them, done by the lane next in turn
+  const int tail_lane = int(groups % 32);
+  for (int64_t i0 = 0; i0 < n; i0 += kTile) {
+    const int nb = int(n - i0 < kTile ? n - i0 : kTile);
+    float acc[kTile];
+#pragma unroll
+    for (int i = 0; i < kTile; ++i) acc[i] = 0.0f;
+    for (int64_t g = lane; g < groups; g += 32) {
+      float w[G];
+      decode_group<F>(W, row, ar, g, aligned, w);
+#pragma unroll
+      for (int i = 0; i < kTile; ++i) {
+        if (i < nb) {
+          const float* x = X + (i0 + i) * ldx + g * G;
+#pragma unroll
+          for (int k = 0; k < G; ++k) acc[i] = fmaf(w[k], x[k], acc[i]);
+        }
+      }
+    }
+    if (lane == tail_lane)
+      for (int64_t c = tail0; c < W.cols; ++c) {
+        const float wv = decode_elem(W, r, c);
+        for (int i = 0; i < nb; ++i) acc[i] = fmaf(wv, X[(i0 + i) * ldx + c], acc[i]);
+      }
+#pragma unroll
+    for (int i = 0; i < kTile; ++i) {
+      float v = acc[i];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0 && i < nb) Y[(i0 + i) * ldy + r] = v;
+    }
+  }
+}
+
+__global__ void embed_kernel(QMatrix table, const int32_t* tokens, int64_t n, float* out, int64_t ldo) {
+  const int64_t t = blockIdx.y;
+  if (t >= n) return;
+  const int64_t r = tokens[t];
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < table.cols; c += int64_t(gridDim.x) * blockDim.x)
+    out[t * ldo + c] = decode_elem(table, r, c);
+}
+
+template <WeightFormat F>
+int launch_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
+  const bool aligned = reinterpret_cast<uintptr_t>(W.data) % 16 == 0 && W.row_bytes % 16 == 0;
+  const unsigned blocks = unsigned((W.rows + kWarps - 1) / kWarps);
+  matmul_kernel<F><<<blocks, kWarps * 32, 0, cudaStream_t(s)>>>(W, X, n, ldx, Y, ldy, aligned);
+  return int(cudaGetLastError());
+}
+
+}  // namespace
+
+int matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
+  if (n <= 0 || W.rows <= 0) return 0;
+  switch (W.fmt) {
+    case WeightFormat::F32: return launch_matmul<WeightFormat::F32>(W, X, n, ldx, Y, ldy, s);
+    case WeightFormat::BF16: return launch_matmul<WeightFormat::BF16>(W, X, n, ldx, Y, ldy, s);
+    case WeightFormat::F16: return launch_matmul<WeightFormat::F16>(W, X, n, ldx, Y, ldy, s);
+    case WeightFormat::FP8_E4M3_BLOCK: return launch_matmul<WeightFormat::FP8_E4M3_BLOCK>(W, X, n, ldx, Y, ldy, s);
+    case WeightFormat::INT8_ROW: return launch_matmul<WeightFormat::INT8_ROW>(W, X, n, ldx, Y, ldy, s);
+    case WeightFormat::INT4_GROUP: return launch_matmul<WeightFormat::INT4_GROUP>(W, X, n, ldx, Y, ldy, s);
+    case WeightFormat::MXFP4: return launch_matmul<WeightFormat::MXFP4>(W, X, n, ldx, Y, ldy, s);
+  }
+  return int(cudaErrorInvalidValue);
+}
+
+int embed(const QMatrix& table, const int32_t* tokens, int64_t n, float* out, int64_t ldo, Stream s) {
+  if (n <= 0) return 0;
+  const dim3 grid(unsigned((table.cols + 255) / 256), unsigned(n));
+  embed_kernel<<<grid, 256, 0, cudaStream_t(s)>>>(table, tokens, n, out, ldo);
+  return int(cudaGetLastError());
+}
+
+}  // namespace sluice::cuda

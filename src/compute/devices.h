@@ -1,0 +1,46 @@
+// The devices a forward pass can compute on: the CPU, and the CUDA GPUs of a
+// build with the CUDA backend (src/compute/cuda). `sluice info` lists them.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compute/backend.h"
+
+namespace sluice {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  uint64_t free_bytes = 0, total_bytes = 0;
+  int cc_major = 0, cc_minor = 0;  // compute capability
+};
+
+struct CudaReport {
+  bool compiled = false;       // this build has the CUDA backend
+  std::vector<GpuInfo> devices;
+  std::string error;           // why no device is usable (driver missing, ...), empty when fine
+};
+CudaReport cuda_report();
+
+// The backend for a device: the CPU, or CUDA device `index` (throws naming it
+// when this build or machine has none).
+Backend& backend_for_device(bool cuda, int index);
+
+// Device memory: free now, and taken by weights the backend placed (zeros on the CPU).
+struct DeviceMemory {
+  uint64_t free = 0, weights = 0;
+};
+DeviceMemory device_memory(Backend& be);
+
+// The VRAM expert cache (compute/cuda/vram_experts.h) of `bytes` in front of
+// `host` (kept alive when `owned` holds it); null on the CPU. When every
+// expert fits they are all copied in at once. `slot_bytes` receives one
+// expert's device size.
+std::unique_ptr<ExpertSource> make_vram_experts(Backend& be, ExpertSource& host, std::unique_ptr<ExpertSource> owned,
+                                                const ExpertTable& shapes, uint64_t bytes, uint64_t* slot_bytes);
+// One expert's size in device memory (0 on the CPU).
+uint64_t device_expert_bytes(Backend& be, const ExpertTable& shapes);
+
+}  // namespace sluice

@@ -1,0 +1,505 @@
+// The CUDA backend against the CPU reference (label `cuda`; needs a GPU, run
+// by scripts/test-gpu.sh): every weight format's product, every element-wise
+// op and attention core on random data; products bit-identical whatever the
+// number of rows; every golden model within 5x the CPU's error of its float64
+// reference; batched logits bit-identical to one token at a time; streamed
+// experts and a VRAM expert cache that evicts bit-identical to resident ones;
+// clear errors for out-of-memory.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "compute/cpu/cpu_backend.h"
+#include "compute/cuda/cuda_backend.h"
+#include "compute/devices.h"
+#include "engine/engine.h"
+#include "kernels/matmul.h"
+#include "runtime/session.h"
+#include "support/test_support.h"
+#include "util/error.h"
+#include "util/numeric.h"
+
+namespace sluice {
+namespace {
+
+CudaBackend& gpu() { return static_cast<CudaBackend&>(cuda_backend(0)); }
+Backend& cpu() { return cpu_backend(); }
+
+std::mt19937& rng() {
+  static std::mt19937 r(1234);
+  return r;
+}
+std::vector<float> randn(int64_t n, float scale = 1.0f) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng());
+  return v;
+}
+
+// A random matrix in a stored format, owning its host bytes.
+struct HostMatrix {
+  std::vector<uint8_t> data, scale;
+  QMatrix q;
+};
+
+HostMatrix random_matrix(WeightFormat f, int64_t rows, int64_t cols, int32_t group = 32) {
+  HostMatrix m;
+  QMatrix& q = m.q;
+  q.fmt = f;
+  q.rows = rows;
+  q.cols = cols;
+  std::uniform_int_distribution<int> byte(0, 255);
+  auto fill = [&](int64_t n) {
+    m.data.resize(size_t(n));
+    for (auto& b : m.data) b = uint8_t(byte(rng()));
+  };
+  switch (f) {
+    case WeightFormat::F32: {
+      q.row_bytes = cols * 4;
+      auto v = randn(rows * cols);
+      m.data.resize(v.size() * 4);
+      std::memcpy(m.data.data(), v.data(), m.data.size());
+      break;
+    }
+    case WeightFormat::BF16:
+    case WeightFormat::F16: {
+      q.row_bytes = cols * 2;
+      m.data.resize(size_t(rows * cols * 2));
+      auto* h = reinterpret_cast<uint16_t*>(m.data.data());
+      std::uniform_int_distribution<int> e(10, 18), man(0, 1023), s(0, 1);
+      auto v = randn(rows * cols);
+      for (int64_t i = 0; i < rows * cols; ++i)
+        h[i] = f == WeightFormat::BF16 ? f32_to_bf16(v[size_t(i)])
+                                       : uint16_t(s(rng()) << 15 | e(rng()) << 10 | man(rng()));
+      break;
+    }
+    case WeightFormat::FP8_E4M3_BLOCK: {
+      q.row_bytes = cols;
+      fill(rows * cols);
+      for (auto& b : m.data)
+        if ((b & 0x7f) == 0x7f) b = 0x11;
+      const int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
+      auto s = randn(br * bc, 0.05f);
+      m.scale.resize(s.size() * 4);
+      std::memcpy(m.scale.data(), s.data(), m.scale.size());
+      q.scale_stride = bc;
+      break;
+    }
+    case WeightFormat::INT4_GROUP: {
+      q.row_bytes = cols / 2;
+      q.group = group;
+      fill(rows * cols / 2);
+      q.scale_stride = cols / group;
+      m.scale.resize(size_t(rows * q.scale_stride * 2));
+      auto* s = reinterpret_cast<uint16_t*>(m.scale.data());
+      auto v = randn(rows * q.scale_stride, 0.1f);
+      for (size_t i = 0; i < v.size(); ++i) s[i] = f32_to_bf16(v[i]);
+      break;
+    }
+    case WeightFormat::MXFP4: {
+      q.row_bytes = cols / 2;
+      fill(rows * cols / 2);
+      q.scale_stride = cols / 32;
+      m.scale.resize(size_t(rows * q.scale_stride));
+      std::uniform_int_distribution<int> e(120, 130);
+      for (auto& b : m.scale) b = uint8_t(e(rng()));
+      break;
+    }
+    case WeightFormat::INT8_ROW: {
+      q.row_bytes = cols;
+      fill(rows * cols);
+      auto s = randn(rows, 0.01f);
+      m.scale.resize(s.size() * 4);
+      std::memcpy(m.scale.data(), s.data(), m.scale.size());
+      break;
+    }
+  }
+  q.data = m.data.data();
+  q.scale = m.scale.empty() ? nullptr : m.scale.data();
+  return m;
+}
+
+Buffer on(Backend& be, const std::vector<float>& v, int64_t rows, int64_t cols) {
+  Buffer b(be, rows, cols);
+  be.upload(v.data(), b);
+  return b;
+}
+std::vector<float> values(Backend& be, Tensor t) {
+  std::vector<float> v(size_t(t.rows() * t.cols()));
+  be.download(t, v.data());
+  return v;
+}
+
+// Largest |a-b| over the elements relative to the reference's RMS (plus a floor
+// for all-but-zero references): f32 rounding in a different order stays ~1e-6.
+double max_rel(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-3) {
+  EXPECT_EQ(a.size(), b.size());
+  double ss = 0, m = 0;
+  for (float v : b) ss += double(v) * v;
+  const double rms = b.empty() ? 0 : std::sqrt(ss / double(b.size()));
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (std::isnan(a[i]) != std::isnan(b[i])) return INFINITY;
+    m = std::max(m, std::abs(double(a[i]) - b[i]));
+  }
+  return m / (rms + floor);
+}
+
+struct FormatCase {
+  WeightFormat f;
+  int64_t rows, cols;
+  int32_t group;
+};
+
+TEST(CudaProducts, EveryFormatMatchesTheCpuAndIsBatchInvariant) {
+  const FormatCase cases[] = {
+      {WeightFormat::F32, 37, 256, 0},       {WeightFormat::F32, 37, 203, 0},
+      {WeightFormat::BF16, 70, 512, 0},      {WeightFormat::BF16, 33, 203, 0},
+      {WeightFormat::F16, 19, 136, 0},       {WeightFormat::FP8_E4M3_BLOCK, 300, 384, 0},
+      {WeightFormat::FP8_E4M3_BLOCK, 41, 200, 0}, {WeightFormat::INT4_GROUP, 45, 256, 32},
+      {WeightFormat::INT4_GROUP, 45, 264, 8},     {WeightFormat::MXFP4, 64, 256, 0},
+      {WeightFormat::MXFP4, 9, 96, 0},       {WeightFormat::INT8_ROW, 50, 203, 0},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(fmt::format("{} [{}, {}]", weight_format_name(c.f), c.rows, c.cols));
+    HostMatrix hm = random_matrix(c.f, c.rows, c.cols, c.group);
+    const int64_t n = 13;
+    auto x = randn(n * c.cols);
+    Matrix wc = cpu().matrix(hm.q), wg = gpu().matrix(hm.q);
+    Buffer xc = on(cpu(), x, n, c.cols), xg = on(gpu(), x, n, c.cols);
+    Buffer yc(cpu(), n, c.rows), yg(gpu(), n, c.rows);
+    cpu().matmul(wc, xc, yc);
+    gpu().matmul(wg, xg, yg);
+    auto want = values(cpu(), yc), got = values(gpu(), yg);
+    EXPECT_LT(max_rel(got, want, 1e-2), 1e-4);
+    // Each row alone gives the same bits as inside the batch.
+    for (int64_t i = 0; i < n; i += 4) {
+      Buffer y1(gpu(), 1, c.rows);
+      gpu().matmul(wg, xg.row_range(i, 1), y1);
+      auto one = values(gpu(), y1);
+      EXPECT_EQ(0, std::memcmp(one.data(), got.data() + i * c.rows, one.size() * 4)) << "row " << i;
+    }
+    // A row slice (scales addressed from the slice's first row).
+    if (c.rows > 20) {
+      QMatrix s = hm.q.slice_rows(5, 15);
+      Matrix sc = cpu().matrix(s), sg = gpu().matrix(s);
+      Buffer zc(cpu(), n, 15), zg(gpu(), n, 15);
+      cpu().matmul(sc, xc, zc);
+      gpu().matmul(sg, xg, zg);
+      EXPECT_LT(max_rel(values(gpu(), zg), values(cpu(), zc), 1e-2), 1e-4) << "slice";
+    }
+    // A host-only matrix (a routed expert outside the VRAM cache) is copied in for the call.
+    Buffer yh(gpu(), n, c.rows);
+    gpu().matmul(host_matrix(hm.q), xg, yh);
+    auto hosted = values(gpu(), yh);
+    EXPECT_EQ(0, std::memcmp(hosted.data(), got.data(), got.size() * 4)) << "host-only handle";
+  }
+}
+
+TEST(CudaProducts, EmbeddingRowsDecodeExactly) {
+  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::F32, WeightFormat::INT8_ROW}) {
+    HostMatrix hm = random_matrix(f, 50, 72);
+    const std::vector<int32_t> ids = {3, 49, 0, 3, 17};
+    Buffer oc(cpu(), 5, 72), og(gpu(), 5, 72);
+    cpu().embed(cpu().matrix(hm.q), ids.data(), 5, oc);
+    gpu().embed(gpu().matrix(hm.q), ids.data(), 5, og);
+    EXPECT_EQ(values(gpu(), og), values(cpu(), oc)) << weight_format_name(f);
+  }
+}
+
+// Runs the same op on both backends over copies of the same inputs.
+struct Twin {
+  Buffer c, g;
+  Twin(const std::vector<float>& v, int64_t rows, int64_t cols) : c(on(cpu(), v, rows, cols)), g(on(gpu(), v, rows, cols)) {}
+  Twin(int64_t rows, int64_t cols) : c(cpu(), rows, cols), g(gpu(), rows, cols) {}
+  double error(double floor = 1e-3) const { return max_rel(values(gpu(), g), values(cpu(), c), floor); }
+};
+struct TwinVec {
+  std::vector<float> host;
+  Vector c, g;
+  explicit TwinVec(std::vector<float> v) : host(std::move(v)) {
+    c = cpu().vector(host.data(), int64_t(host.size()));
+    g = gpu().vector(host.data(), int64_t(host.size()));
+  }
+};
+
+TEST(CudaOps, ElementwiseMatchTheCpu) {
+  const int64_t T = 5, D = 96;
+  TwinVec w(randn(D));
+  {
+    Twin x(randn(T * D), T, D), o(T, D);
+    cpu().rmsnorm(x.c, w.c, 1e-6f, o.c, 0);
+    gpu().rmsnorm(x.g, w.g, 1e-6f, o.g, 0);
+    EXPECT_LT(o.error(), 1e-5) << "rmsnorm";
+    TwinVec w32(randn(32));
+    Twin y(randn(T * D), T, D), oy(T, D);
+    cpu().rmsnorm(y.c, w32.c, 1e-6f, oy.c, 32);
+    gpu().rmsnorm(y.g, w32.g, 1e-6f, oy.g, 32);
+    EXPECT_LT(oy.error(), 1e-5) << "grouped rmsnorm (one weight per group position)";
+    cpu().rmsnorm(x.c, Vector{}, 1e-6f, x.c, 32);
+    gpu().rmsnorm(x.g, Vector{}, 1e-6f, x.g, 32);
+    EXPECT_LT(x.error(), 1e-5) << "grouped rmsnorm in place";
+  }
+  {
+    Twin x(randn(T * D), T, D);
+    cpu().l2norm(x.c, 32, 1e-6f, 0.5f);
+    gpu().l2norm(x.g, 32, 1e-6f, 0.5f);
+    EXPECT_LT(x.error(), 1e-5) << "l2norm";
+  }
+  {
+    auto a = randn(T * D), b = randn(T * D);
+    Twin x(a, T, D), y(b, T, D);
+    cpu().add(x.c, y.c), gpu().add(x.g, y.g);
+    cpu().add_row(w.c, y.c), gpu().add_row(w.g, y.g);
+    cpu().mul_sigmoid(x.c, y.c), gpu().mul_sigmoid(x.g, y.g);
+    cpu().sigmoid(x.c), gpu().sigmoid(x.g);
+    EXPECT_LT(y.error(), 1e-5) << "add, add_row, mul_sigmoid";
+    EXPECT_LT(x.error(), 1e-5) << "sigmoid";
+  }
+  GatedActivation acts[3];
+  acts[1].kind = GatedActivation::SiTU;
+  acts[2].kind = GatedActivation::ClampedSwiGLU;
+  for (const auto& act : acts) {
+    Twin g(randn(T * D, 3.0f), T, D), u(randn(T * D, 3.0f), T, D), o(T, D), oi(T, D / 2);
+    cpu().gated(act, g.c, u.c, o.c), gpu().gated(act, g.g, u.g, o.g);
+    EXPECT_LT(o.error(), 1e-5) << "gated " << int(act.kind);
+    cpu().gated_interleaved(act, g.c, oi.c), gpu().gated_interleaved(act, g.g, oi.g);
+    EXPECT_LT(oi.error(), 1e-5) << "gated interleaved " << int(act.kind);
+  }
+  for (bool interleaved : {false, true}) {
+    Rope r;
+    r.dim = 16;
+    r.interleaved = interleaved;
+    for (int i = 0; i < 8; ++i) r.inv_freq.push_back(std::pow(10000.0, -2.0 * i / 16.0));
+    r.attention_factor = 1.1;
+    Twin x(randn(T * D), T, D);
+    cpu().rope(r, x.c, 4, 24, 8, 1000);
+    gpu().rope(r, x.g, 4, 24, 8, 1000);
+    EXPECT_LT(x.error(), 1e-5) << "rope interleaved=" << interleaved;
+  }
+  {
+    const std::vector<int64_t> rows = {4, 0, 2};
+    const std::vector<float> wt = {0.5f, -1.25f, 2.0f};
+    Twin src(randn(T * D), T, D), dst(3, D), acc(randn(T * D), T, D);
+    cpu().gather_rows(src.c, rows, dst.c), gpu().gather_rows(src.g, rows, dst.g);
+    EXPECT_EQ(dst.error(), 0.0) << "gather";
+    cpu().scatter_add(dst.c, rows, wt, acc.c), gpu().scatter_add(dst.g, rows, wt, acc.g);
+    EXPECT_LT(acc.error(), 1e-6) << "scatter_add";
+  }
+}
+
+TEST(CudaOps, AttentionCoresMatchTheCpu) {
+  // Absorbed MLA over a latent cache, bf16 and FP8 up-projections.
+  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::FP8_E4M3_BLOCK}) {
+    MlaShape s{4, 64, 16, 32, 24, 0.1f};
+    const int64_t pos = 9, T = 3;
+    HostMatrix kvb = random_matrix(f, s.n_heads * (s.nope + s.v_dim), s.kv_lora);
+    Twin q(randn(T * s.n_heads * (s.nope + s.rope_dim)), T, s.n_heads * (s.nope + s.rope_dim));
+    Twin cache(randn((pos + T) * (s.kv_lora + s.rope_dim)), pos + T, s.kv_lora + s.rope_dim);
+    Twin o(T, s.n_heads * s.v_dim);
+    cpu().mla_attend(s, cpu().matrix(kvb.q), q.c, cache.c, pos, o.c);
+    gpu().mla_attend(s, gpu().matrix(kvb.q), q.g, cache.g, pos, o.g);
+    EXPECT_LT(o.error(), 1e-4) << "MLA " << weight_format_name(f);
+  }
+  // GQA: full causal, sliding window, sinks.
+  for (int64_t window : {0, 4})
+    for (bool sinks : {false, true}) {
+      GqaShape s{8, 2, 32, 0.2f, window};
+      const int64_t pos = 7, T = 4;
+      TwinVec sk(randn(8));
+      Twin q(randn(T * 8 * 32), T, 8 * 32), k(randn((pos + T) * 64), pos + T, 64), v(randn((pos + T) * 64), pos + T, 64);
+      Twin o(T, 8 * 32);
+      cpu().gqa_attend(s, sinks ? sk.c : Vector{}, q.c, k.c, v.c, pos, o.c);
+      gpu().gqa_attend(s, sinks ? sk.g : Vector{}, q.g, k.g, v.g, pos, o.g);
+      EXPECT_LT(o.error(), 1e-4) << "GQA window " << window << " sinks " << sinks;
+    }
+  // KDA: short convolution (state carried across calls), decay gates, the delta rule.
+  {
+    const int64_t C = 40, K = 4, T = 6;
+    TwinVec w(randn(C * K));
+    Twin hist(randn((K - 1) * C), K - 1, C), x(randn(T * C), T, C), x2(randn(2 * C), 2, C);
+    cpu().short_conv(w.c, K, hist.c, x.c), gpu().short_conv(w.g, K, hist.g, x.g);
+    cpu().short_conv(w.c, K, hist.c, x2.c), gpu().short_conv(w.g, K, hist.g, x2.g);
+    EXPECT_LT(x.error(), 1e-5) << "short conv";
+    EXPECT_LT(x2.error(), 1e-5) << "short conv, second call";
+    EXPECT_LT(hist.error(), 1e-6) << "short conv history";
+  }
+  for (auto kind : {KdaGate::Softplus, KdaGate::LowerBound}) {
+    KdaGate g{kind, -5.0f, 3, 16};
+    TwinVec a(randn(3, 0.5f)), dt(randn(48));
+    Twin z(randn(4 * 48), 4, 48);
+    cpu().kda_gate(g, a.c, dt.c, z.c), gpu().kda_gate(g, a.g, dt.g, z.g);
+    EXPECT_LT(z.error(), 1e-5) << "kda gate " << int(kind);
+  }
+  {
+    const int64_t H = 3, Dh = 32, T = 5;
+    auto unit = [&](std::vector<float> v) {  // l2-normalised keys keep the recurrence tame
+      for (int64_t r = 0; r < T * H; ++r) {
+        double ss = 0;
+        for (int64_t i = 0; i < Dh; ++i) ss += double(v[size_t(r * Dh + i)]) * v[size_t(r * Dh + i)];
+        for (int64_t i = 0; i < Dh; ++i) v[size_t(r * Dh + i)] = float(v[size_t(r * Dh + i)] / std::sqrt(ss));
+      }
+      return v;
+    };
+    Twin q(randn(T * H * Dh), T, H * Dh), k(unit(randn(T * H * Dh)), T, H * Dh), v(randn(T * H * Dh), T, H * Dh);
+    std::vector<float> gv = randn(T * H * Dh, 0.1f);
+    for (auto& x : gv) x = -std::abs(x);
+    Twin g(gv, T, H * Dh), beta(std::vector<float>(size_t(T * H), 0.7f), T, H);
+    Twin S(randn(H * Dh * Dh, 0.1f), H * Dh, Dh), o(T, H * Dh);
+    cpu().delta_rule(q.c, k.c, v.c, g.c, beta.c, S.c, H, Dh, o.c);
+    gpu().delta_rule(q.g, k.g, v.g, g.g, beta.g, S.g, H, Dh, o.g);
+    EXPECT_LT(o.error(), 1e-4) << "delta rule output";
+    EXPECT_LT(S.error(), 1e-4) << "delta rule state";
+    cpu().delta_rule(Tensor{}, k.c, v.c, g.c, beta.c, S.c, H, Dh, Tensor{});
+    gpu().delta_rule(Tensor{}, k.g, v.g, g.g, beta.g, S.g, H, Dh, Tensor{});
+    EXPECT_LT(S.error(), 1e-4) << "delta rule replay without outputs";
+  }
+  {
+    const int64_t T = 3, D = 64;
+    TwinVec norm(randn(D)), proj(randn(D));
+    std::vector<Twin> src;
+    for (int i = 0; i < 4; ++i) src.emplace_back(randn(T * D), T, D);
+    std::vector<Tensor> sc, sg;
+    for (auto& s : src) sc.push_back(s.c), sg.push_back(s.g);
+    Twin o(T, D);
+    cpu().attn_res_mix(sc, norm.c, proj.c, 1e-5f, o.c);
+    gpu().attn_res_mix(sg, norm.g, proj.g, 1e-5f, o.g);
+    EXPECT_LT(o.error(), 1e-5) << "attn res mix";
+  }
+}
+
+TEST(CudaErrors, OutOfMemoryNamesWhatWasAllocated) {
+  try {
+    gpu().allocate_bytes(uint64_t(1) << 50, "a test tensor");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of device memory while allocating"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a test tensor"), std::string::npos) << e.what();
+  }
+  // The device still works afterwards.
+  Twin x(randn(8), 2, 4);
+  gpu().sigmoid(x.g);
+  cpu().sigmoid(x.c);
+  EXPECT_LT(x.error(), 1e-6);
+}
+
+// ---- whole models
+
+const std::string kModels[] = {"deepseek_v3_tiny", "deepseek_v3_tiny_fp8", "deepseek_v3_tiny_int4", "qwen3_moe_tiny",
+                         "gpt_oss_tiny",     "kimi_linear_tiny",     "kimi_k3_tiny",          "sluice_k3_mini"};
+std::string model_dir(const std::string& name) {
+  return name == "sluice_k3_mini" ? test::fixture("../../models/sluice-k3-mini") : test::fixture("golden/" + name);
+}
+std::string ref_file(const std::string& name) {
+  return name == "sluice_k3_mini" ? test::fixture("golden/sluice_k3_mini_reference.safetensors")
+                                  : model_dir(name) + "/reference.safetensors";
+}
+LoadOptions on_gpu() {
+  LoadOptions o;
+  o.device = Device{DeviceKind::Cuda, 0};
+  return o;
+}
+std::vector<int32_t> golden_ids(const std::string& name) {
+  auto v = test::read_i64(ref_file(name), "input_ids");
+  return std::vector<int32_t>(v.begin(), v.end());
+}
+// Logits of every position: the first K tokens as one pass, then one at a time.
+std::vector<float> logits(const Model& m, const std::vector<int32_t>& ids, size_t K) {
+  Session s(m);
+  std::vector<float> out = s.feed_all(std::vector<int32_t>(ids.begin(), ids.begin() + long(K)));
+  for (size_t t = K; t < ids.size(); ++t) {
+    auto l = s.feed_all({ids[t]});
+    out.insert(out.end(), l.begin(), l.end());
+  }
+  return out;
+}
+
+class CudaGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaGolden, WithinFiveTimesTheCpuError) {
+  const std::string name = GetParam();
+  auto ids = golden_ids(name);
+  auto ref = test::read_f64(ref_file(name), "logits");
+  auto c = load_model(model_dir(name));
+  auto g = load_model(model_dir(name), on_gpu());
+  const int64_t V = c->info().vocab;
+  for (size_t K : {ids.size(), size_t(1), ids.size() / 2}) {
+    auto lc = logits(*c, ids, K), lg = logits(*g, ids, K);
+    const double ec = test::max_row_rel_error(std::vector<double>(lc.begin(), lc.end()), ref, V);
+    const double eg = test::max_row_rel_error(std::vector<double>(lg.begin(), lg.end()), ref, V);
+    std::printf("%-22s decode from %2zu: cpu error %.3g, cuda error %.3g (%.2fx)\n", name.c_str(), K, ec, eg,
+                ec > 0 ? eg / ec : 0.0);
+    EXPECT_LE(eg, std::max(5 * ec, 1e-6)) << "decode from " << K;
+    EXPECT_LE(eg, 1e-3) << "decode from " << K;
+  }
+}
+
+// Speculation needs a position's logits to be the same bits alone or in a batch.
+TEST_P(CudaGolden, BatchedLogitsEqualOneTokenAtATime) {
+  const std::string name = GetParam();
+  auto g = load_model(model_dir(name), on_gpu());
+  auto ids = golden_ids(name);
+  auto batched = logits(*g, ids, ids.size());
+  auto single = logits(*g, ids, 1);
+  ASSERT_EQ(batched.size(), single.size());
+  EXPECT_EQ(0, std::memcmp(batched.data(), single.data(), batched.size() * 4));
+}
+
+// Experts streamed from disk into a small RAM cache, and a VRAM cache small
+// enough to evict, give the bits of every expert resident.
+TEST_P(CudaGolden, StreamedAndEvictingEqualResident) {
+  const std::string name = GetParam();
+  auto ids = golden_ids(name);
+  LoadOptions resident = on_gpu();
+  resident.vram_experts = false;  // experts copied in for each use
+  auto want = logits(*load_model(model_dir(name), resident), ids, ids.size() / 2);
+  {
+    auto cached = load_model(model_dir(name), on_gpu());  // VRAM cache of every expert
+    EXPECT_EQ(logits(*cached, ids, ids.size() / 2), want) << "VRAM cache";
+    EXPECT_GT(cached->expert_stats().device_hits, 0u);
+  }
+  // Streamed into a small RAM cache, copied in for each use.
+  LoadOptions streamed = on_gpu();
+  streamed.stream_experts = true;
+  streamed.streaming.cache_bytes = 256u << 10;
+  streamed.vram_experts = false;
+  {
+    auto m = load_model(model_dir(name), streamed);
+    EXPECT_EQ(logits(*m, ids, ids.size() / 2), want) << "streamed";
+    EXPECT_GT(m->expert_stats().bytes_read, 0u);
+  }
+  // Streamed, and a VRAM cache of three experts (the reserve is 512 MiB at this size): misses pass
+  // to the streaming reader, evicted experts are copied in again.
+  uint64_t one = 0;
+  {
+    auto probe = load_model(model_dir(name), on_gpu());
+    one = device_expert_bytes(probe->backend(), probe->experts());
+    streamed.vram_budget = (512ull << 20) + probe->plan().vram_spine + probe->plan().state + 3 * one + one / 2;
+  }
+  streamed.vram_experts = true;
+  auto m = load_model(model_dir(name), streamed);
+  EXPECT_EQ(m->plan().vram_expert_cache, 3 * one);
+  EXPECT_EQ(logits(*m, ids, ids.size() / 2), want) << "streamed through a small VRAM cache";
+  EXPECT_GT(m->expert_stats().device_bytes_copied, 3 * one);  // evicted experts were copied in again
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaGolden, ::testing::ValuesIn(kModels),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+}  // namespace
+}  // namespace sluice
+
+// Without a GPU the suite reports itself skipped to a plain `ctest` (exit 77),
+// and fails when SLUICE_REQUIRE_GPU is set (scripts/test-gpu.sh sets it).
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  const char* req = std::getenv("SLUICE_REQUIRE_GPU");
+  const bool listing = ::testing::GTEST_FLAG(list_tests);
+  if (!listing && sluice::cuda_report().devices.empty() && !(req && *req && std::strcmp(req, "0") != 0)) {
+    std::fprintf(stderr, "no CUDA device: CUDA tests skipped (scripts/test-gpu.sh runs them and requires a GPU)\n");
+    return 77;
+  }
+  return RUN_ALL_TESTS();
+}

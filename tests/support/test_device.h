@@ -1,0 +1,9 @@
+// The device the golden and speculation suites run their models on:
+// $SLUICE_TEST_DEVICE (cpu, cuda, cuda:N; default the CPU), so
+// scripts/test-gpu.sh runs the same suites on a GPU.
+#pragma once
+#include "engine/engine.h"
+
+namespace sluice::test {
+LoadOptions on_test_device();
+}  // namespace sluice::test
