@@ -46,7 +46,7 @@ cmake --build build -j "$JOBS"
 # The CUDA backend is compiled in build/ (where nvcc exists); the sanitizer tree checks the CPU code.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_CUDA=OFF >/dev/null
 cmake --build build-asan -j "$JOBS"
-cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_BENCH=OFF \
+cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_BENCH=OFF -DSLUICE_CUDA=OFF \
   -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake >/dev/null
 cmake --build build-aarch64 -j "$JOBS" --target sluice_unit_tests sluice_golden_tests
 echo "setup: done. Binary: build/src/sluice"

@@ -50,6 +50,13 @@ class ExpertSource {
   // A guess that these will be needed soon; may be ignored.
   virtual void prefetch(int32_t /*layer*/, const int32_t* /*experts*/, int64_t /*n*/) {}
   virtual ExpertStats stats() const = 0;
+  // The one range of host memory the source keeps experts in (its RAM cache),
+  // if it has one: a GPU backend pins it so copies run at full PCIe speed.
+  struct HostArena {
+    void* ptr = nullptr;
+    uint64_t bytes = 0;
+  };
+  virtual HostArena host_arena() const { return {}; }
 };
 
 // Every expert addressable in memory (views into the mapped checkpoint).

@@ -69,6 +69,7 @@ class StreamingExperts : public ExpertSource {
   void release(int32_t layer, int32_t expert) override;
   void prefetch(int32_t layer, const int32_t* experts, int64_t n) override;
   ExpertStats stats() const override { return stats_; }
+  HostArena host_arena() const override { return {arena_, arena_bytes_}; }
 
   uint64_t slot_bytes() const { return slot_bytes_; }
   int64_t slots() const { return int64_t(slots_.size()); }

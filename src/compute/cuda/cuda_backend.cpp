@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -97,7 +98,26 @@ struct CudaBackend::Impl {
   void stream_free(void* p) const {
     if (p) cudaFreeAsync(p, stream);
   }
-  // Small host arrays the kernels read (row lists, weights), copied in order on the stream.
+  // A row list for a launch: inline when short, else copied in order on the stream (free_rows after the launch).
+  cuda::RowList rows_of(const std::vector<int64_t>& rows, const std::vector<float>* weights) const {
+    cuda::RowList l;
+    l.n = int64_t(rows.size());
+    if (l.n <= cuda::kInlineRows) {
+      for (int64_t i = 0; i < l.n; ++i) {
+        l.inline_rows[i] = rows[size_t(i)];
+        l.inline_weights[i] = weights ? (*weights)[size_t(i)] : 0.0f;
+      }
+    } else {
+      l.rows = upload_small(rows, "row indices");
+      if (weights) l.weights = upload_small(*weights, "expert weights");
+    }
+    return l;
+  }
+  void free_rows(const cuda::RowList& l) const {
+    stream_free(const_cast<int64_t*>(l.rows));
+    stream_free(const_cast<float*>(l.weights));
+  }
+  // Small host arrays the kernels read, copied in order on the stream.
   template <typename T>
   T* upload_small(const std::vector<T>& v, const char* what) const {
     T* d = static_cast<T*>(stream_alloc(v.size() * sizeof(T), what));
@@ -221,6 +241,20 @@ QMatrix CudaBackend::place_into(const QMatrix& host, uint8_t* dst) {
   }
   impl_->check(cudaStreamSynchronize(impl_->copy_stream), "copying weights to the device");
   return d;
+}
+
+bool CudaBackend::pin_host(void* p, uint64_t bytes) {
+  const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+  if (e == cudaSuccess) return true;
+  cudaGetLastError();
+  std::fprintf(stderr, "sluice: could not page-lock the %.2f GiB expert cache for GPU copies (%s); copies run slower\n",
+               double(bytes) / double(1ull << 30), cudaGetErrorString(e));
+  return false;
+}
+
+void CudaBackend::unpin_host(void* p) {
+  cudaStreamSynchronize(impl_->copy_stream);
+  cudaHostUnregister(p);
 }
 
 CudaBackend::DeviceBytes CudaBackend::allocate_bytes(uint64_t bytes, const char* what) {
@@ -368,9 +402,9 @@ void CudaBackend::rope(const Rope& rope, Tensor x, int64_t heads, int64_t stride
 
 void CudaBackend::embed(const Matrix& table, const int32_t* tokens, int64_t n, Tensor out) {
   SLUICE_VIEW(W, table);
-  int32_t* ids = impl_->upload_small(std::vector<int32_t>(tokens, tokens + n), "token ids");
-  impl_->launched(cuda::embed(W.q(), ids, n, out.data(), out.ld(), impl_->stream), "embedding lookup");
-  impl_->stream_free(ids);
+  const cuda::RowList ids = impl_->rows_of(std::vector<int64_t>(tokens, tokens + n), nullptr);
+  impl_->launched(cuda::embed(W.q(), ids, out.data(), out.ld(), impl_->stream), "embedding lookup");
+  impl_->free_rows(ids);
 }
 
 // ---- attention cores
@@ -438,23 +472,19 @@ void CudaBackend::attn_res_mix(std::span<const Tensor> sources, const Vector& no
 
 void CudaBackend::gather_rows(Tensor src, const std::vector<int64_t>& rows, Tensor dst) {
   if (rows.empty()) return;
-  int64_t* r = impl_->upload_small(rows, "row indices");
-  impl_->launched(cuda::gather_rows(src.data(), src.ld(), r, int64_t(rows.size()), src.cols(), dst.data(), dst.ld(),
-                                    impl_->stream),
+  const cuda::RowList r = impl_->rows_of(rows, nullptr);
+  impl_->launched(cuda::gather_rows(src.data(), src.ld(), r, src.cols(), dst.data(), dst.ld(), impl_->stream),
                   "gather rows");
-  impl_->stream_free(r);
+  impl_->free_rows(r);
 }
 
 void CudaBackend::scatter_add(Tensor src, const std::vector<int64_t>& rows, const std::vector<float>& weights,
                               Tensor acc) {
   if (rows.empty()) return;
-  int64_t* r = impl_->upload_small(rows, "row indices");
-  float* w = impl_->upload_small(weights, "expert weights");
-  impl_->launched(cuda::scatter_add(src.data(), src.ld(), r, w, int64_t(rows.size()), acc.cols(), acc.data(), acc.ld(),
-                                    impl_->stream),
+  const cuda::RowList r = impl_->rows_of(rows, &weights);
+  impl_->launched(cuda::scatter_add(src.data(), src.ld(), r, acc.cols(), acc.data(), acc.ld(), impl_->stream),
                   "scatter add");
-  impl_->stream_free(r);
-  impl_->stream_free(w);
+  impl_->free_rows(r);
 }
 
 void CudaBackend::expert_ffn(const ExpertWeights& ew, const GatedActivation& act, Tensor x, Tensor y) {

@@ -78,6 +78,10 @@ class CudaBackend : public Backend {
   // and returns the device view; the copy is complete when this returns.
   QMatrix place_into(const QMatrix& host, uint8_t* dst);
   static uint64_t placed_bytes(const QMatrix& host);
+  // Page-locks host memory so copies from it run at full speed (false, with
+  // the reason on stderr, when the system refuses); unpin_host undoes it.
+  bool pin_host(void* p, uint64_t bytes);
+  void unpin_host(void* p);
   // Waits for everything enqueued; errors name `what`.
   void synchronize(const char* what);
 

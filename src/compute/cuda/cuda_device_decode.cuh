@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "compute/cuda/cuda_kernels.h"
 #include "kernels/qmatrix.h"
 
 namespace sluice::cuda {
@@ -64,6 +65,13 @@ __device__ __forceinline__ float decode_elem(const QMatrix& W, int64_t r, int64_
       return float(reinterpret_cast<const int8_t*>(row)[c]) * static_cast<const float*>(W.scale)[ar];
   }
   return 0.0f;
+}
+
+__device__ __forceinline__ int64_t row_at(const RowList& l, int64_t i) {
+  return l.n > kInlineRows ? l.rows[i] : l.inline_rows[i];
+}
+__device__ __forceinline__ float weight_at(const RowList& l, int64_t i) {
+  return l.n > kInlineRows ? l.weights[i] : l.inline_weights[i];
 }
 
 }  // namespace sluice::cuda

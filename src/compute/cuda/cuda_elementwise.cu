@@ -4,6 +4,7 @@
 // the CPU's (kernels/ops.cpp).
 #include <cuda_runtime.h>
 
+#include "compute/cuda/cuda_device_decode.cuh"
 #include "compute/cuda/cuda_kernels.h"
 
 namespace sluice::cuda {
@@ -117,21 +118,20 @@ __global__ void rope_kernel(const double* inv_freq, int64_t dim, bool interleave
   }
 }
 
-__global__ void gather_kernel(const float* src, int64_t lds, const int64_t* rows, float* dst, int64_t ldd,
-                              int64_t cols) {
+__global__ void gather_kernel(const float* src, int64_t lds, RowList rows, float* dst, int64_t ldd, int64_t cols) {
   const int64_t i = blockIdx.y;
-  const float* s = src + rows[i] * lds;
+  const float* s = src + row_at(rows, i) * lds;
   SLUICE_FOR_COLS(c, cols) dst[i * ldd + c] = s[c];
 }
 
 // One thread per column walks the rows in order (rows may repeat).
-__global__ void scatter_add_kernel(const float* src, int64_t lds, const int64_t* rows, const float* w, int64_t n,
-                                   float* acc, int64_t lda, int64_t cols) {
+__global__ void scatter_add_kernel(const float* src, int64_t lds, RowList rows, float* acc, int64_t lda,
+                                   int64_t cols) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= cols) return;
-  for (int64_t i = 0; i < n; ++i) {
-    float* a = acc + rows[i] * lda + c;
-    *a = fmaf(w[i], src[i * lds + c], *a);
+  for (int64_t i = 0; i < rows.n; ++i) {
+    float* a = acc + row_at(rows, i) * lda + c;
+    *a = fmaf(weight_at(rows, i), src[i * lds + c], *a);
   }
 }
 
@@ -200,18 +200,16 @@ int rope(const double* inv_freq, int64_t dim, bool interleaved, double attention
   return done();
 }
 
-int gather_rows(const float* src, int64_t lds, const int64_t* rows, int64_t n, int64_t cols, float* dst, int64_t ldd,
-                Stream s) {
-  if (n <= 0 || cols <= 0) return 0;
-  gather_kernel<<<grid2(n, cols), kThreads, 0, cudaStream_t(s)>>>(src, lds, rows, dst, ldd, cols);
+int gather_rows(const float* src, int64_t lds, const RowList& rows, int64_t cols, float* dst, int64_t ldd, Stream s) {
+  if (rows.n <= 0 || cols <= 0) return 0;
+  gather_kernel<<<grid2(rows.n, cols), kThreads, 0, cudaStream_t(s)>>>(src, lds, rows, dst, ldd, cols);
   return done();
 }
 
-int scatter_add(const float* src, int64_t lds, const int64_t* rows, const float* weights, int64_t n, int64_t cols,
-                float* acc, int64_t lda, Stream s) {
-  if (n <= 0 || cols <= 0) return 0;
-  scatter_add_kernel<<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0, cudaStream_t(s)>>>(
-      src, lds, rows, weights, n, acc, lda, cols);
+int scatter_add(const float* src, int64_t lds, const RowList& rows, int64_t cols, float* acc, int64_t lda, Stream s) {
+  if (rows.n <= 0 || cols <= 0) return 0;
+  scatter_add_kernel<<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0, cudaStream_t(s)>>>(src, lds, rows, acc,
+                                                                                                 lda, cols);
   return done();
 }
 

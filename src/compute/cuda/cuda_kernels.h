@@ -17,10 +17,22 @@ namespace sluice::cuda {
 
 using Stream = void*;  // cudaStream_t
 
+// Row indices (and weights) of a gather / scatter / embedding lookup: short
+// lists travel inside the launch's parameters (no allocation, no copy; a
+// decode step's lists are this short), longer ones in device memory.
+constexpr int kInlineRows = 32;
+struct RowList {
+  int64_t n = 0;
+  const int64_t* rows = nullptr;    // device, when n > kInlineRows
+  const float* weights = nullptr;   // device, when n > kInlineRows
+  int64_t inline_rows[kInlineRows];
+  float inline_weights[kInlineRows];
+};
+
 // Y[i, r] = sum_c W[r, c] X[i, c]; W's data and scales are device pointers.
 int matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s);
 // out[t] = decoded table row tokens[t].
-int embed(const QMatrix& table, const int32_t* tokens, int64_t n, float* out, int64_t ldo, Stream s);
+int embed(const QMatrix& table, const RowList& tokens, float* out, int64_t ldo, Stream s);
 
 int rmsnorm(const float* x, int64_t ldx, int64_t rows, int64_t cols, const float* w, float eps, float* out,
             int64_t ldo, int64_t group, Stream s);
@@ -86,9 +98,7 @@ struct AttnResArgs {
 };
 int attn_res_mix(const AttnResArgs& a, Stream s);
 
-int gather_rows(const float* src, int64_t lds, const int64_t* rows, int64_t n, int64_t cols, float* dst, int64_t ldd,
-                Stream s);
-int scatter_add(const float* src, int64_t lds, const int64_t* rows, const float* weights, int64_t n, int64_t cols,
-                float* acc, int64_t lda, Stream s);
+int gather_rows(const float* src, int64_t lds, const RowList& rows, int64_t cols, float* dst, int64_t ldd, Stream s);
+int scatter_add(const float* src, int64_t lds, const RowList& rows, int64_t cols, float* acc, int64_t lda, Stream s);
 
 }  // namespace sluice::cuda

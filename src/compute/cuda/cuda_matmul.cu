@@ -129,10 +129,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-__global__ void embed_kernel(QMatrix table, const int32_t* tokens, int64_t n, float* out, int64_t ldo) {
+__global__ void embed_kernel(QMatrix table, RowList tokens, float* out, int64_t ldo) {
   const int64_t t = blockIdx.y;
-  if (t >= n) return;
-  const int64_t r = tokens[t];
+  if (t >= tokens.n) return;
+  const int64_t r = row_at(tokens, t);
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < table.cols; c += int64_t(gridDim.x) * blockDim.x)
     out[t * ldo + c] = decode_elem(table, r, c);
 }
@@ -161,10 +161,10 @@ int matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, i
   return int(cudaErrorInvalidValue);
 }
 
-int embed(const QMatrix& table, const int32_t* tokens, int64_t n, float* out, int64_t ldo, Stream s) {
-  if (n <= 0) return 0;
-  const dim3 grid(unsigned((table.cols + 255) / 256), unsigned(n));
-  embed_kernel<<<grid, 256, 0, cudaStream_t(s)>>>(table, tokens, n, out, ldo);
+int embed(const QMatrix& table, const RowList& tokens, float* out, int64_t ldo, Stream s) {
+  if (tokens.n <= 0) return 0;
+  const dim3 grid(unsigned((table.cols + 255) / 256), unsigned(tokens.n));
+  embed_kernel<<<grid, 256, 0, cudaStream_t(s)>>>(table, tokens, out, ldo);
   return int(cudaGetLastError());
 }
 

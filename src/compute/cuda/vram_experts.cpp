@@ -27,9 +27,14 @@ VramExperts::VramExperts(CudaBackend& be, ExpertSource& host, std::unique_ptr<Ex
     : be_(be), host_(host), owned_(std::move(owned)), slots_(slot_count(shapes, bytes, &slot_bytes_)) {
   placed_.resize(size_t(slots_.slots()));
   if (slots_.slots() > 0) arena_ = be_.allocate_bytes(uint64_t(slots_.slots()) * slot_bytes_, "the VRAM expert cache");
+  const HostArena h = host_.host_arena();
+  if (h.ptr && h.bytes && be_.pin_host(h.ptr, h.bytes)) pinned_ = h.ptr;
 }
 
-VramExperts::~VramExperts() { be_.free_bytes(arena_); }
+VramExperts::~VramExperts() {
+  if (pinned_) be_.unpin_host(pinned_);
+  be_.free_bytes(arena_);
+}
 
 std::vector<int32_t> VramExperts::missing(int32_t layer, const int32_t* experts, int64_t n) const {
   std::vector<int32_t> m;

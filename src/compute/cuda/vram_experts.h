@@ -47,6 +47,7 @@ class VramExperts : public ExpertSource {
   std::unique_ptr<ExpertSource> owned_;
   uint64_t slot_bytes_ = 0;
   CudaBackend::DeviceBytes arena_;
+  void* pinned_ = nullptr;  // the host source's RAM cache, page-locked while we copy from it
   ExpertSlots slots_;
   struct Placed {
     QMatrix gate, up, down;  // device views
