@@ -84,10 +84,27 @@ __device__ __forceinline__ void decode_group(const QMatrix& W, const uint8_t* ro
   }
 }
 
+// G activations at x: float4 loads when `xvec` (x 16-byte aligned, row stride a multiple of 4).
+template <int G>
+__device__ __forceinline__ void load_x(const float* x, bool xvec, float* v) {
+  if constexpr (G % 4 == 0) {
+    if (xvec) {
+#pragma unroll
+      for (int k = 0; k < G; k += 4) {
+        const float4 q = *reinterpret_cast<const float4*>(x + k);
+        v[k] = q.x, v[k + 1] = q.y, v[k + 2] = q.z, v[k + 3] = q.w;
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < G; ++k) v[k] = x[k];
+}
+
 template <WeightFormat F>
 __global__ void __launch_bounds__(kWarps * 32)
     matmul_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
-                  bool aligned) {
+                  bool aligned, bool xvec) {
   constexpr int G = GroupValues<F>::n;
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
@@ -108,7 +125,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int i = 0; i < kTile; ++i) {
         if (i < nb) {
-          const float* x = X + (i0 + i) * ldx + g * G;
+          float x[G];
+          load_x<G>(X + (i0 + i) * ldx + g * G, xvec, x);
 #pragma unroll
           for (int k = 0; k < G; ++k) acc[i] = fmaf(w[k], x[k], acc[i]);
         }
@@ -140,8 +158,9 @@ __global__ void embed_kernel(QMatrix table, RowList tokens, float* out, int64_t 
 template <WeightFormat F>
 int launch_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
   const bool aligned = reinterpret_cast<uintptr_t>(W.data) % 16 == 0 && W.row_bytes % 16 == 0;
+  const bool xvec = reinterpret_cast<uintptr_t>(X) % 16 == 0 && (n == 1 || ldx % 4 == 0);
   const unsigned blocks = unsigned((W.rows + kWarps - 1) / kWarps);
-  matmul_kernel<F><<<blocks, kWarps * 32, 0, cudaStream_t(s)>>>(W, X, n, ldx, Y, ldy, aligned);
+  matmul_kernel<F><<<blocks, kWarps * 32, 0, cudaStream_t(s)>>>(W, X, n, ldx, Y, ldy, aligned, xvec);
   return int(cudaGetLastError());
 }
 
