@@ -53,7 +53,14 @@ void add_bench_command(CLI::App& app, Action& action) {
       cmd->add_option("--model", r.model, "Model directory (default: $SLUICE_MODEL or the shipped sluice-k3-mini)");
   cmd->add_option("--tokens", r.tokens, "Decode steps to time")->capture_default_str();
   cmd->add_option("--prompt-tokens", r.prompt_tokens, "Random prompt length (prefilled first)")->capture_default_str();
-  cmd->add_option("--prefill-chunk", r.chunk, "Prefill chunk size in tokens")->capture_default_str();
+  cmd->add_option("--prefill-chunk", r.chunk,
+                  "Prefill chunk size in tokens (0: as many as the memory plan's activation reserve allows; each "
+                  "chunk reads each routed expert it needs once per layer)")
+      ->capture_default_str();
+  cmd->add_option("--batch", r.batch,
+                  "Decode this many sequences together (each its own random prompt, prefilled alone first): one "
+                  "forward pass per step for all; aggregate tokens/s and bytes read per generated token")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--json", o->json_out, "Write the full results (with per-token lists) here");
   cmd->add_option("--seed", r.seed, "Seed of the random prompt")->capture_default_str();
   cmd->add_flag("--io-only", r.io_only, "Only read experts (random top-k per layer and token), no compute");

@@ -1,8 +1,12 @@
 #include "cli/text_generation.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 
 #include "engine/drafter.h"
+#include "engine/prefill_progress.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -50,6 +54,10 @@ void add_generation_options(CLI::App* cmd, TextGenOptions& g) {
   cmd->add_option("--seed", g.sampling.seed, "Seed of the sampler (the same seed gives the same text)")
       ->capture_default_str();
   cmd->add_flag("--stats", g.stats, "Print speculation and expert I/O statistics to stderr");
+  cmd->add_option("--prefill-chunk", g.prefill_chunk,
+                  "Prompt tokens per forward pass (0: as many as the memory plan's activation reserve allows; each "
+                  "pass reads each routed expert it needs once per layer)")
+      ->capture_default_str();
 }
 
 void check_generation_options(const TextGenOptions& g) {
@@ -59,6 +67,7 @@ void check_generation_options(const TextGenOptions& g) {
   if (!(g.sampling.temperature >= 0)) fail("--temperature must be >= 0, got {}", g.sampling.temperature);
   if (!(g.sampling.top_p > 0 && g.sampling.top_p <= 1)) fail("--top-p must be in (0, 1], got {}", g.sampling.top_p);
   if (g.sampling.top_k < 0) fail("--top-k must be >= 0, got {}", g.sampling.top_k);
+  if (g.prefill_chunk < 0) fail("--prefill-chunk must be >= 1 (or 0: as the memory plan allows), got {}", g.prefill_chunk);
   if (!(g.sampling.min_p >= 0 && g.sampling.min_p <= 1)) fail("--min-p must be in [0, 1], got {}", g.sampling.min_p);
 }
 
@@ -66,6 +75,25 @@ void make_drafter(TextGenOptions& g, const Model& target) {
   g.drafter = choose_drafter(g.draft_model, g.speculate, g.ngram, target);
   g.speculate = g.drafter != nullptr;
 }
+
+namespace {
+// A progress line on stderr while a long prompt is prefilled (on a terminal,
+// or always with --stats): tokens done, experts read, time left.
+std::unique_ptr<PrefillMeter> prefill_meter(const Session& s, int64_t tokens, bool stats) {
+  const auto* engine = dynamic_cast<const Engine*>(&s.model());
+  if (!engine || tokens < 256 || !(stats || isatty(STDERR_FILENO))) return nullptr;
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+  return std::make_unique<PrefillMeter>(*engine, tokens, s.prefill_chunk(), [last, tokens](const PrefillProgress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    if (p.tokens_done < double(tokens) && now - *last < std::chrono::milliseconds(250)) return;
+    *last = now;
+    std::fprintf(stderr, "\r[prefill: %.0f of %lld tokens, %llu experts (%s) read, %.1f s, about %.0f s left]  ",
+                 p.tokens_done, (long long)p.tokens_total, (unsigned long long)p.experts_read,
+                 human_bytes(double(p.expert_bytes_read)).c_str(), p.seconds, p.eta_seconds);
+    std::fflush(stderr);
+  });
+}
+}  // namespace
 
 std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& prompt, const TextGenOptions& o,
                                      const std::function<void(int32_t)>& on_token) {
@@ -88,8 +116,16 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
   SpeculationStats st;
   const ExpertStats before = s.model().expert_stats();
   ExpertStats after_prompt = before;
+  if (o.prefill_chunk > 0) s.set_prefill_chunk(o.prefill_chunk);
+  std::unique_ptr<PrefillMeter> meter = prefill_meter(s, int64_t(prompt.size()), o.stats);
   auto seen = [&](int32_t t) {
-    if (st.generated == 1) after_prompt = s.model().expert_stats();  // the prompt is in, nothing fed after it yet
+    if (st.generated == 1) {  // the prompt is in, nothing fed after it yet
+      after_prompt = s.model().expert_stats();
+      if (meter) {
+        std::fputc('\n', stderr);
+        meter.reset();
+      }
+    }
     if (on_token) on_token(t);
   };
   std::vector<int32_t> out =

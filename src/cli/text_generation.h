@@ -25,6 +25,7 @@ struct TextGenOptions {
   bool speculate = false;
   int64_t draft_max = 8;
   bool stats = false;  // speculation / expert statistics to stderr
+  int64_t prefill_chunk = 0;  // tokens per prefill pass; 0: as many as the memory plan allows
   SamplingParams sampling{.temperature = 0};  // greedy unless --temperature
   int64_t ngram = 4;         // longest suffix looked up by the n-gram drafter
   std::string draft_model;   // a small model as the drafter instead (implies speculate)

@@ -5,6 +5,7 @@
 // acquire()/release() each expert around its use.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "compute/weights.h"
@@ -82,6 +83,9 @@ class ExpertTable : public ExpertSource {
 // streaming is switched on after loading).
 struct ExpertSourceSlot {
   ExpertSource* source = nullptr;
+  // When set, sees every MoE request (layer, the distinct experts of the pass)
+  // before the source does: counts of what the routing asked for (bench, tests).
+  std::function<void(int32_t layer, const int32_t* experts, int64_t n)> on_request;
 };
 
 // Byte ranges (pointer, length) of a weight matrix's data and scales in memory.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -42,6 +43,30 @@ class Ticker {
  private:
   const Progress_fn& f_;
   Clock::time_point last_ = Clock::now() - std::chrono::hours(1);
+};
+
+// The bytes of the distinct experts the routing asked for, per layer, summed
+// (what reading each routed expert once costs), while this is alive.
+class RoutedExperts {
+ public:
+  explicit RoutedExperts(Engine& e) : e_(e) {
+    e_.set_request_observer([this](int32_t layer, const int32_t* x, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) seen_.insert({layer, x[i]});
+    });
+  }
+  ~RoutedExperts() { e_.set_request_observer({}); }
+  RoutedExperts(const RoutedExperts&) = delete;
+  RoutedExperts& operator=(const RoutedExperts&) = delete;
+  uint64_t distinct_bytes() const {
+    uint64_t b = 0;
+    for (const auto& [l, x] : seen_) b += e_.expert_index().bytes(l, x);
+    return b;
+  }
+  void clear() { seen_.clear(); }
+
+ private:
+  Engine& e_;
+  std::set<std::pair<int32_t, int32_t>> seen_;
 };
 
 // Reads only: for each token and MoE layer, top-k uniformly random experts are
@@ -121,7 +146,7 @@ nlohmann::json measure_generation(const BenchRequest& r, const Engine& model, co
                                   Drafter* drafter, const char* label, Ticker& tick, std::vector<std::string>& summary,
                                   std::vector<int32_t>* text = nullptr) {
   Session g = model.session();
-  g.set_prefill_chunk(r.chunk);
+  if (r.chunk > 0) g.set_prefill_chunk(r.chunk);
   SpeculationOptions so;
   so.max_draft = r.draft_max;
   SpeculationStats st;
@@ -201,13 +226,18 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const MemoryPlan& plan = model->plan();
   const std::vector<int32_t> prompt = make_prompt(r, model->info().vocab);
   Session s = model->session();
-  s.set_prefill_chunk(r.chunk);
+  if (r.chunk > 0) s.set_prefill_chunk(r.chunk);
   const uint64_t io0 = process_read_bytes();
   tick.say(fmt::format("bench: prefilling {} tokens", prompt.size()), true);
+  const ExpertStats before_prefill = model->expert_stats();
+  auto routed = std::make_unique<RoutedExperts>(*model);
   auto t0 = Clock::now();
   const std::vector<float>* lg = &s.feed(prompt);
   const double prefill = seconds_since(t0);
+  const uint64_t prefill_distinct = routed->distinct_bytes();
+  routed.reset();
   ExpertStats prev = model->expert_stats();
+  const uint64_t prefill_read = prev.bytes_read - before_prefill.bytes_read;
   uint64_t io_prev = process_read_bytes();
   nlohmann::json per_token = nlohmann::json::array();
   std::vector<double> secs, ebytes, sbytes, need, dbytes;
@@ -269,6 +299,9 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"prompt_tokens", prompt.size()},
       {"seconds_per_token", median(secs)},
       {"prefill_seconds", prefill},
+      {"prefill_chunk", s.prefill_chunk()},
+      {"prefill_expert_bytes_read", prefill_read},
+      {"prefill_distinct_expert_bytes", prefill_distinct},
       {"expert_bytes_read_per_token", median(ebytes)},
       {"spine_bytes_read_per_token", median(sbytes)},
       {"expert_bytes_needed_per_token", median(need)},
@@ -289,10 +322,12 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"per_token", per_token},
   };
   res.summary.push_back(fmt::format(
-      "{}: {:.4f} s/token (median of {}), prefill {:.2f} s for {} tokens, experts read {}/token (needed {}), "
+      "{}: {:.4f} s/token (median of {}), prefill {:.2f} s for {} tokens (experts read {}, distinct routed {}), "
+      "experts read {}/token (needed {}), "
       "spine read {}/token ({} layers streamed), {:.2f} GB/s, stall {:.0f}%, hit rate {:.1f}%, prefetch recall "
       "{:.1f}%, peak RSS {} (budget {})",
-      r.model, median(secs), r.tokens, prefill, prompt.size(), human_bytes(median(ebytes)), human_bytes(median(need)),
+      r.model, median(secs), r.tokens, prefill, prompt.size(), human_bytes(double(prefill_read)),
+      human_bytes(double(prefill_distinct)), human_bytes(median(ebytes)), human_bytes(median(need)),
       human_bytes(median(sbytes)), sp.streamed_layers, res.json["read_gbps"].get<double>(),
       100 * res.json["io_stall_fraction"].get<double>(), 100 * hit_rate, 100 * recall,
       human_bytes(double(process_peak_rss())), human_bytes(double(plan.budget))));
@@ -305,6 +340,110 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   return res;
 }
 
+// B sequences, each with its own random prompt (seed + i) prefilled alone,
+// then decoded greedily together: one forward pass per step feeds every
+// sequence its next token. Aggregate tokens/s and bytes per generated token.
+BenchResult batched(const BenchRequest& r, Ticker& tick) {
+  MemoryRequest mem = r.mem;
+  mem.sequences = r.batch;
+  auto model = Engine::open(r.model, mem);
+  const MemoryPlan& plan = model->plan();
+  const int64_t B = r.batch;
+  std::vector<std::unique_ptr<Session>> owned;
+  std::vector<Session*> seqs;
+  const uint64_t io0 = process_read_bytes();
+  const ExpertStats e0 = model->expert_stats();
+  uint64_t prefill_distinct = 0;
+  int64_t prompt_total = 0;
+  auto t0 = Clock::now();
+  {
+    RoutedExperts routed(*model);
+    for (int64_t i = 0; i < B; ++i) {
+      BenchRequest ri = r;
+      ri.seed = r.seed + uint64_t(i);
+      const std::vector<int32_t> prompt = make_prompt(ri, model->info().vocab);
+      tick.say(fmt::format("bench: prefilling sequence {} of {} ({} tokens)", i + 1, B, prompt.size()), true);
+      owned.push_back(std::make_unique<Session>(model->session()));
+      if (r.chunk > 0) owned.back()->set_prefill_chunk(r.chunk);
+      routed.clear();
+      owned.back()->feed(prompt);
+      prefill_distinct += routed.distinct_bytes();
+      prompt_total += int64_t(prompt.size());
+      seqs.push_back(owned.back().get());
+    }
+  }
+  const double prefill = seconds_since(t0);
+  ExpertStats prev = model->expert_stats();
+  const uint64_t prefill_read = prev.bytes_read - e0.bytes_read;
+  uint64_t io_prev = process_read_bytes();
+  nlohmann::json per_pass = nlohmann::json::array();
+  std::vector<double> secs;
+  double total = 0, stall = 0;
+  uint64_t expert_read = 0, spine_read = 0, needed = 0;
+  std::vector<std::vector<int32_t>> next(static_cast<size_t>(B));
+  for (int64_t step = 0; step < r.tokens; ++step) {
+    for (int64_t i = 0; i < B; ++i) {
+      const auto& lg = seqs[size_t(i)]->last_logits();
+      next[size_t(i)] = {argmax(lg.data(), int64_t(lg.size()))};
+    }
+    auto a = Clock::now();
+    Session::feed_together(seqs, next);
+    const double dt = seconds_since(a);
+    const ExpertStats st = model->expert_stats();
+    const uint64_t io = process_read_bytes();
+    const uint64_t er = st.bytes_read - prev.bytes_read;
+    const uint64_t sr = (io - io_prev) > er ? (io - io_prev) - er : 0;
+    per_pass.push_back({{"seconds", dt}, {"expert_bytes_read", er}, {"spine_bytes_read", sr},
+                        {"expert_bytes_needed", st.bytes_needed - prev.bytes_needed},
+                        {"stall_seconds", st.stall_seconds - prev.stall_seconds}});
+    secs.push_back(dt);
+    total += dt;
+    stall += st.stall_seconds - prev.stall_seconds;
+    expert_read += er;
+    spine_read += sr;
+    needed += st.bytes_needed - prev.bytes_needed;
+    prev = st;
+    io_prev = io;
+    tick.say(fmt::format("bench: batch {}: {} of {} passes ({:.3f} s/pass, {:.3f} tokens/s)", B, step + 1, r.tokens,
+                         total / double(step + 1), double(B * (step + 1)) / total),
+             step + 1 == r.tokens);
+  }
+  const double generated = double(B * r.tokens);
+  const double agg = total > 0 ? generated / total : 0;
+  BenchResult res;
+  res.json = {{"model", r.model},
+              {"batch", B},
+              {"ram_bytes", plan.budget},
+              {"plan", plan.describe()},
+              {"memory_plan", plan.to_json()},
+              {"spine_streamed_layers", model->spine_stats().streamed_layers},
+              {"tokens", r.tokens},
+              {"prompt_tokens", prompt_total},
+              {"prefill_seconds", prefill},
+              {"prefill_chunk", seqs.front()->prefill_chunk()},
+              {"prefill_expert_bytes_read", prefill_read},
+              {"prefill_distinct_expert_bytes", prefill_distinct},
+              {"seconds_per_pass", median(secs)},
+              {"aggregate_tokens_per_second", agg},
+              {"tokens_per_second_per_sequence", total > 0 ? double(r.tokens) / total : 0},
+              {"expert_bytes_read_per_token", double(expert_read) / generated},
+              {"spine_bytes_read_per_token", double(spine_read) / generated},
+              {"bytes_read_per_token", double(expert_read + spine_read) / generated},
+              {"expert_bytes_needed_per_token", double(needed) / generated},
+              {"io_stall_fraction", total > 0 ? stall / total : 0},
+              {"total_storage_bytes_read", process_read_bytes() - io0},
+              {"peak_rss_bytes", process_peak_rss()},
+              {"per_pass", per_pass}};
+  res.summary.push_back(fmt::format(
+      "{}: batch {}: {:.3f} tokens/s aggregate ({:.4f} s/pass median over {} passes), read per generated token: "
+      "experts {}, spine {} (needed experts {}), stall {:.0f}%, prefill {:.2f} s for {} tokens, peak RSS {} (budget {})",
+      r.model, B, agg, median(secs), r.tokens, human_bytes(double(expert_read) / generated),
+      human_bytes(double(spine_read) / generated), human_bytes(double(needed) / generated),
+      100 * res.json["io_stall_fraction"].get<double>(), prefill, prompt_total,
+      human_bytes(double(process_peak_rss())), human_bytes(double(plan.budget))));
+  return res;
+}
+
 }  // namespace
 
 BenchResult run_benchmark(const BenchRequest& req, const Progress_fn& progress) {
@@ -314,13 +453,18 @@ BenchResult run_benchmark(const BenchRequest& req, const Progress_fn& progress) 
   if (r.tokens < 1 || r.prompt_tokens < 1) fail("--tokens and --prompt-tokens must be >= 1");
   if (r.repeat_prompt < 1) fail("--repeat-prompt must be >= 1, got {}", r.repeat_prompt);
   if (r.draft_max < 1) fail("--draft-max must be >= 1, got {}", r.draft_max);
-  if (r.chunk < 0) fail("--prefill-chunk must be >= 0, got {}", r.chunk);
+  if (r.chunk < 0) fail("--prefill-chunk must be >= 1 (or 0: as the memory plan allows), got {}", r.chunk);
+  if (r.batch < 0) fail("--batch must be >= 1, got {}", r.batch);
+  if (r.batch > 0 && (r.io_only || r.generate || r.speculate || r.replay_wrong_every >= 0))
+    fail("--batch measures plain greedy decode; it cannot be combined with --io-only, --generate, --speculate or "
+         "--replay-drafts");
   const int64_t prompt_len = (r.prompt.empty() ? r.prompt_tokens : int64_t(r.prompt.size())) * r.repeat_prompt;
   if (r.mem.context_tokens == 0) r.mem.context_tokens = prompt_len + r.tokens + 1 + r.draft_max;
   Ticker tick(progress);
   tick.say(fmt::format("bench: opening {}", r.model), true);
   if (r.io_only) return io_only(r, tick);
   if (r.generate || r.speculate || r.replay_wrong_every >= 0) return generation(r, tick);
+  if (r.batch > 0) return batched(r, tick);
   return decode(r, tick);
 }
 

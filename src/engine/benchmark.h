@@ -6,7 +6,9 @@
 // (the expert reader alone on random top-k requests), generate / speculate
 // (greedy generation timed as a whole, plain or n-gram speculative), and
 // replayed drafts (a plain run, then speculation fed that run's own tokens
-// with every K-th wrong, on a freshly opened model each).
+// with every K-th wrong, on a freshly opened model each), and batched decode
+// (B sequences with their own random prompts, prefilled one by one, then
+// decoded together: one forward pass per step for all B).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -22,13 +24,15 @@ namespace sluice {
 struct BenchRequest {
   std::string model;
   MemoryRequest mem;  // mem.ram_gib > 0 is required
-  int64_t tokens = 16, prompt_tokens = 16, chunk = 64;
+  int64_t tokens = 16, prompt_tokens = 16;
+  int64_t chunk = 0;  // prefill chunk in tokens; 0: as many as the memory plan's reserve allows
   uint64_t seed = 1;          // of the random prompt and the io-only requests
   std::vector<int32_t> prompt;  // when not empty, used instead of a random prompt
   int64_t repeat_prompt = 1;    // the prompt this many times (copy-heavy input)
   bool io_only = false, generate = false, speculate = false;
   int64_t draft_max = 8;
   int64_t replay_wrong_every = -1;  // >= 0: replayed-drafts mode
+  int64_t batch = 0;  // >= 1: batched decode of this many sequences, one forward pass per step
 };
 
 struct BenchResult {

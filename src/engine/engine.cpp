@@ -89,7 +89,9 @@ MemoryPlan Engine::plan(const std::string& dir, const MemoryRequest& r) {
 MemoryPlan Engine::plan_for(const MemoryRequest& r) const {
   int64_t ctx = r.context_tokens > 0 ? r.context_tokens : 4096;
   if (context_length() > 0) ctx = std::min(ctx, context_length());
-  return plan_memory(uint64_t(r.ram_gib * double(kGiB)), footprint(ctx), parse_device(r.device));
+  ModelFootprint f = footprint(ctx);
+  f.sequences = r.sequences;
+  return plan_memory(uint64_t(r.ram_gib * double(kGiB)), f, parse_device(r.device));
 }
 
 ModelFootprint Engine::footprint(int64_t context_tokens) const {
@@ -178,7 +180,16 @@ void Engine::forward(State& state, const int32_t* tokens, int64_t T, float* logi
                      ForwardTrace* trace) const {
   decoder_->forward(state, tokens, T, logits, all_logits, trace);
 }
+void Engine::forward_batch(std::span<const SequenceFeed> feeds) const { decoder_->forward_batch(feeds); }
 ExpertStats Engine::expert_stats() const { return decoder_->expert_stats(); }
+
+uint64_t Engine::activation_bytes_per_token() const { return decoder_->activation_bytes_per_token(); }
+
+int64_t Engine::prefill_chunk() const {
+  const uint64_t reserve = plan_.reserve > 0 ? plan_.reserve : 768ull << 20;
+  const uint64_t per_token = std::max<uint64_t>(1, activation_bytes_per_token());
+  return std::max<int64_t>(1, int64_t(reserve / 4 * 3 / per_token));
+}
 const Checkpoint& Engine::checkpoint() const { return decoder_->checkpoint(); }
 
 int64_t Engine::context_length() const {
@@ -193,5 +204,9 @@ ExpertTable& Engine::experts() { return decoder_->experts(); }
 ExpertSource& Engine::expert_source() const { return decoder_->expert_source(); }
 void Engine::set_expert_source(std::unique_ptr<ExpertSource> source) { decoder_->set_expert_source(std::move(source)); }
 void Engine::set_prefetch(bool on) { decoder_->set_prefetch(on); }
+void Engine::set_layer_observer(std::function<void(int64_t)> f) const { decoder_->set_layer_observer(std::move(f)); }
+void Engine::set_request_observer(std::function<void(int32_t, const int32_t*, int64_t)> f) const {
+  decoder_->expert_slot()->on_request = std::move(f);
+}
 
 }  // namespace sluice

@@ -6,6 +6,7 @@
 // its I/O counters and plan.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,9 +52,19 @@ class Engine : public Model {
   std::unique_ptr<State> new_state() const override;
   void forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
                ForwardTrace* trace = nullptr) const override;
+  void forward_batch(std::span<const SequenceFeed> feeds) const override;
   ExpertStats expert_stats() const override;
-  // A new conversation with this model.
-  Session session() const { return Session(*this); }
+  // A new conversation with this model, prefilling in chunks of prefill_chunk().
+  Session session() const {
+    Session s(*this);
+    s.set_prefill_chunk(prefill_chunk());
+    return s;
+  }
+  // The longest prefill chunk whose activations fit in three quarters of the
+  // plan's reserve (768 MiB without a budget): each distinct routed expert is
+  // read once per layer per chunk, so longer chunks read the pool fewer times.
+  int64_t prefill_chunk() const;
+  uint64_t activation_bytes_per_token() const;
 
   const std::string& dir() const { return dir_; }
   const Config& config() const { return config_; }
@@ -82,6 +93,10 @@ class Engine : public Model {
   ExpertSource& expert_source() const;
   void set_expert_source(std::unique_ptr<ExpertSource> source);
   void set_prefetch(bool on);
+  // Called after each decoder layer of every pass (empty function: none).
+  void set_layer_observer(std::function<void(int64_t layer)> f) const;
+  // Sees every MoE layer's request for the distinct experts of a pass (empty function: none).
+  void set_request_observer(std::function<void(int32_t layer, const int32_t* experts, int64_t n)> f) const;
 
   // Opens DIR: reads config.json, maps the checkpoint, builds the decoder and
   // installs the expert source and spine streaming `opts` asks for (stream-mode

@@ -66,6 +66,7 @@ void check_memory_request(const MemoryRequest& r) {
   if (r.queue_depth < 1) fail("--queue-depth must be >= 1, got {}", r.queue_depth);
   if (r.read_kb < 4 || r.read_kb % 4 || r.read_kb > (1 << 20))
     fail("--read-kb must be a multiple of 4 between 4 and 1048576, got {}", r.read_kb);
+  if (r.sequences < 1) fail("the number of sequences decoded together must be >= 1, got {}", r.sequences);
   if (r.threads < 0) fail("--threads must be >= 1 (or 0: one per hardware thread), got {}", r.threads);
   parse_device(r.device);
 }
@@ -76,7 +77,8 @@ MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device) 
   p.budget = budget;
   p.footprint = f;
   p.spine = f.spine_bytes;
-  p.state = f.state_bytes_fixed + f.state_bytes_per_token * uint64_t(std::max<int64_t>(0, f.context_tokens));
+  p.state = (f.state_bytes_fixed + f.state_bytes_per_token * uint64_t(std::max<int64_t>(0, f.context_tokens))) *
+            uint64_t(std::max<int64_t>(1, f.sequences));
   if (budget == 0) return p;  // no budget: everything mapped, nothing streamed
   p.stream_experts = true;
   p.reserve = std::min<uint64_t>(budget / 5, 768ull << 20);
@@ -121,8 +123,12 @@ std::string MemoryPlan::describe() const {
     s += fmt::format("  spine         {} (resident)\n", gib(spine));
   s += fmt::format("  expert cache  {} (routed experts {} on disk, largest {})\n", gib(expert_cache),
                    gib(footprint.expert_bytes), gib(footprint.largest_expert_bytes));
-  s += fmt::format("  state         {} (KV / latent caches for {} positions, recurrent state)\n", gib(state),
-                   footprint.context_tokens);
+  if (footprint.sequences > 1)
+    s += fmt::format("  state         {} ({} sequences: KV / latent caches for {} positions each, recurrent state)\n",
+                     gib(state), footprint.sequences, footprint.context_tokens);
+  else
+    s += fmt::format("  state         {} (KV / latent caches for {} positions, recurrent state)\n", gib(state),
+                     footprint.context_tokens);
   s += fmt::format("  reserve       {} (activations, scratch)", gib(reserve));
   return s + vram;
 }
@@ -133,6 +139,7 @@ nlohmann::json MemoryPlan::to_json() const {
           {"reserve_bytes", reserve},
           {"state_bytes", state},
           {"state_positions", footprint.context_tokens},
+          {"state_sequences", footprint.sequences},
           {"spine_bytes", spine},
           {"stream_spine", stream_spine},
           {"spine_budget_bytes", spine_budget},

@@ -43,6 +43,8 @@ struct MemoryRequest {
   // Positions the per-sequence state is planned for (0: 4096, at most the
   // model's context); commands that know their length (run, generate, bench) set it.
   int64_t context_tokens = 0;
+  // Sequences decoded together (bench --batch, serve --parallel): each has its own state.
+  int64_t sequences = 1;
 };
 // Throws naming the option when a value is out of range.
 void check_memory_request(const MemoryRequest& r);
@@ -55,7 +57,8 @@ struct ModelFootprint {
   uint64_t largest_expert_bytes = 0;
   uint64_t state_bytes_per_token = 0;  // KV / latent cache rows, all layers
   uint64_t state_bytes_fixed = 0;      // recurrent state, all layers
-  int64_t context_tokens = 0;          // positions the state is planned for
+  int64_t context_tokens = 0;          // positions the state is planned for, per sequence
+  int64_t sequences = 1;               // sequences with their own state
 };
 
 struct MemoryPlan {

@@ -32,6 +32,8 @@ class AttentionBlock {
   virtual uint64_t state_bytes_fixed() const = 0;
   // x: [rows, hidden] normalised input; out: [rows, hidden].
   virtual void forward(Tensor x, std::span<const SequenceRows> seqs, Tensor out) const = 0;
+  // Scratch activations forward() allocates per row of x, in floats (for sizing prefill chunks).
+  virtual int64_t activation_floats_per_token() const = 0;
 };
 
 class FfnBlock {
@@ -39,6 +41,9 @@ class FfnBlock {
   virtual ~FfnBlock() = default;
   // x: [T, hidden]; out: [T, hidden] (overwritten).
   virtual void forward(Tensor x, Tensor out) const = 0;
+  // Scratch activations forward() allocates per row of x, in floats, at most;
+  // routed_width: rows of the layer's routed expert gate (gate and up) matrix, 0 if none.
+  virtual int64_t activation_floats_per_token(int64_t routed_width) const = 0;
   // A guess at this block's input (used to prefetch routed experts); default: nothing.
   virtual void prefetch_hint(Tensor /*x*/) const {}
 };

@@ -88,6 +88,22 @@ uint64_t Decoder::state_bytes_fixed() const {
   return n;
 }
 
+uint64_t Decoder::activation_bytes_per_token() const {
+  const int64_t D = info_.hidden;
+  // h, xn, the block output and the host copy of h for the finite check; with
+  // Block AttnRes p, x, a, f, the final mix's input and one snapshot per block.
+  int64_t stream = 4 * D;
+  if (attn_res_.block_size > 0) stream += (5 + layers() / attn_res_.block_size + 1) * D;
+  int64_t block = 0;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const int32_t li = int32_t(l);
+    const int64_t routed = li < table_.layers() && table_.experts(li) > 0 ? table_.at(li, 0).gate.rows() : 0;
+    block = std::max({block, layers_[l].attn->activation_floats_per_token(),
+                      layers_[l].ffn->activation_floats_per_token(routed)});
+  }
+  return uint64_t(stream + block) * sizeof(float);
+}
+
 std::unique_ptr<State> Decoder::new_state() const {
   auto st = std::make_unique<State>();
   for (const auto& l : layers_) st->layers.push_back(l.attn->new_state());
@@ -115,6 +131,7 @@ void Decoder::forward_residual(std::span<const PassSequence> seqs, Tensor h, For
     check_layer_finite(seqs, l, h);
     prefetch_next(l, h);
     trace_layer(trace, l, h);
+    if (on_layer_) on_layer_(int64_t(l));
   }
 }
 
@@ -156,41 +173,99 @@ void Decoder::forward_attn_res(std::span<const PassSequence> seqs, Tensor h, For
     check_layer_finite(seqs, l, h);
     prefetch_next(l, h);
     trace_layer(trace, l, h);
+    if (on_layer_) on_layer_(int64_t(l));
   }
   Buffer last(be_, R, D);
   be_.copy(h, last);
   be_.attn_res_mix(sources(last), attn_res_.out_norm, attn_res_.out_proj, attn_res_.eps, h);
 }
 
-void Decoder::forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
-                      ForwardTrace* trace) const {
-  const int64_t D = info_.hidden;
-  if (T <= 0) return;
+void Decoder::check_feed(const State& state, const int32_t* tokens, int64_t T) const {
   if (info_.max_positions > 0 && state.pos + T > info_.max_positions)
     fail("sequence of {} tokens exceeds the model's {} positions", state.pos + T, info_.max_positions);
   for (int64_t t = 0; t < T; ++t)
     if (tokens[t] < 0 || tokens[t] >= embed_.rows())
       fail("token id {} at position {} is outside the vocabulary [0, {})", tokens[t], t, embed_.rows());
-  Buffer h(be_, T, D), xn(be_, T, D);
-  be_.embed(embed_, tokens, T, h);
+}
+
+void Decoder::forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
+                      ForwardTrace* trace) const {
+  const SequenceFeed feed{&state, tokens, T, logits, all_logits};
+  forward_pass({&feed, 1}, trace);
+}
+
+void Decoder::forward_batch(std::span<const SequenceFeed> feeds) const { forward_pass(feeds, nullptr); }
+
+// The rows of every sequence in one pass: sequence i's tokens are rows
+// [row0_i, row0_i + n_i) of the activations, in feed order.
+void Decoder::forward_pass(std::span<const SequenceFeed> feeds, ForwardTrace* trace) const {
+  const int64_t D = info_.hidden, V = info_.vocab;
+  std::vector<PassSequence> seqs;
+  std::vector<const SequenceFeed*> fed;
+  int64_t R = 0;
+  for (const SequenceFeed& f : feeds) {
+    if (f.n <= 0) continue;
+    for (const PassSequence& s : seqs)
+      if (s.state == f.state) fail("forward pass: the same sequence state is fed twice in one pass");
+    check_feed(*f.state, f.tokens, f.n);
+    seqs.push_back({f.state, R, f.n});
+    fed.push_back(&f);
+    R += f.n;
+  }
+  if (R == 0) return;
+  std::vector<int32_t> tokens(static_cast<size_t>(R));
+  for (size_t i = 0; i < seqs.size(); ++i)
+    std::copy(fed[i]->tokens, fed[i]->tokens + fed[i]->n, tokens.begin() + seqs[i].row0);
+  Buffer h(be_, R, D), xn(be_, R, D);
+  be_.embed(embed_, tokens.data(), R, h);
   if (trace) trace->hidden.resize(layers_.size());
-  const PassSequence seq{&state, 0, T};
-  if (attn_res_.block_size > 0) forward_attn_res({&seq, 1}, h, trace);
-  else forward_residual({&seq, 1}, h, trace);
-  state.pos += T;
+  if (attn_res_.block_size > 0) forward_attn_res(seqs, h, trace);
+  else forward_residual(seqs, h, trace);
+  for (const PassSequence& s : seqs) s.state->pos += s.rows;
   be_.rmsnorm(h, final_norm_, eps_, xn);
   if (trace) {
     const size_t at = trace->final_hidden.size();
-    trace->final_hidden.resize(at + size_t(T * D));
+    trace->final_hidden.resize(at + size_t(R * D));
     be_.download(xn, trace->final_hidden.data() + at);
   }
-  if (!logits) return;
-  const Tensor rows = all_logits ? xn.view() : xn.row_range(T - 1, 1);
-  Buffer out(be_, rows.rows(), info_.vocab);
+  // The rows whose logits are wanted, through the head in one product.
+  std::vector<int64_t> want;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (!fed[i]->logits) continue;
+    if (fed[i]->all_logits)
+      for (int64_t r = 0; r < seqs[i].rows; ++r) want.push_back(seqs[i].row0 + r);
+    else
+      want.push_back(seqs[i].row0 + seqs[i].rows - 1);
+  }
+  if (want.empty()) return;
+  Buffer picked;
+  Tensor rows;
+  if (want.size() == 1) {
+    rows = xn.row_range(want[0], 1);
+  } else if (int64_t(want.size()) == R) {
+    rows = xn.view();
+  } else {
+    picked = Buffer(be_, int64_t(want.size()), D);
+    be_.gather_rows(xn, want, picked);
+    rows = picked;
+  }
+  Buffer out(be_, rows.rows(), V);
   be_.matmul(lm_head_, rows, out);
-  be_.download(out, logits);
-  if (all_logits) check_finite(logits, T, info_.vocab, state.pos - T, -1);
-  else check_finite(logits, 1, info_.vocab, state.pos - 1, -1);
+  // The head's rows are in feed order; a single caller gets them directly.
+  const auto wanting = std::count_if(fed.begin(), fed.end(), [](const SequenceFeed* f) { return f->logits; });
+  float* direct = nullptr;
+  for (const SequenceFeed* f : fed)
+    if (wanting == 1 && f->logits) direct = f->logits;
+  std::vector<float> host(direct ? 0 : size_t(rows.rows() * V));
+  be_.download(out, direct ? direct : host.data());
+  int64_t at = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (!fed[i]->logits) continue;
+    const int64_t n = fed[i]->all_logits ? seqs[i].rows : 1;
+    if (!direct) std::copy_n(host.data() + at * V, n * V, fed[i]->logits);
+    check_finite(fed[i]->logits, n, V, seqs[i].state->pos - n, -1);
+    at += n;
+  }
 }
 
 }  // namespace sluice

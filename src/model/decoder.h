@@ -5,6 +5,7 @@
 // final norm are softmax-weighted mixes of earlier block outputs and the
 // current block's partial sum, per token (see forward_attn_res).
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -60,10 +61,16 @@ class Decoder : public Model {
   const Checkpoint& checkpoint() const { return *ckpt_; }
   // Hooks run around every layer (null: none); not owned.
   void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
+  // Called after each decoder layer of every pass with the layer's index (progress of long prefills).
+  void set_layer_observer(std::function<void(int64_t layer)> f) { on_layer_ = std::move(f); }
   int64_t layers() const { return int64_t(layers_.size()); }
   // Per-sequence state of all layers: bytes per position fed, and bytes regardless.
   uint64_t state_bytes_per_token() const;
   uint64_t state_bytes_fixed() const;
+  // Activations and scratch one token of a pass needs at most (the residual
+  // stream, Block AttnRes snapshots, the largest layer's attention or FFN
+  // scratch): the memory plan's reserve divided by this is the longest chunk.
+  uint64_t activation_bytes_per_token() const;
   // Prefetch the next MoE layer's experts from a guess of its router input.
   void set_prefetch(bool on) { prefetch_ = on; }
   void set_embedding(Matrix embed, Matrix lm_head, Vector final_norm, float eps);
@@ -76,6 +83,7 @@ class Decoder : public Model {
   std::unique_ptr<State> new_state() const override;
   void forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
                ForwardTrace* trace) const override;
+  void forward_batch(std::span<const SequenceFeed> feeds) const override;
 
  private:
   ModelInfo info_;
@@ -92,6 +100,7 @@ class Decoder : public Model {
   std::unique_ptr<ExpertSource> installed_source_;
   bool prefetch_ = false;
   LayerHooks* hooks_ = nullptr;
+  std::function<void(int64_t)> on_layer_;
 
   void prefetch_next(size_t layer, Tensor h) const;
   void trace_layer(ForwardTrace* trace, size_t layer, Tensor h) const;
@@ -105,6 +114,8 @@ class Decoder : public Model {
   void check_layer_finite(std::span<const PassSequence> seqs, size_t layer, Tensor h) const;
   void forward_residual(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const;
   void forward_attn_res(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const;
+  void check_feed(const State& state, const int32_t* tokens, int64_t T) const;
+  void forward_pass(std::span<const SequenceFeed> feeds, ForwardTrace* trace) const;
 };
 
 }  // namespace sluice

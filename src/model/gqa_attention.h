@@ -30,6 +30,9 @@ class GqaAttention : public AttentionBlock {
   uint64_t state_bytes_per_token() const override { return uint64_t(2 * s_.n_kv_heads * s_.head_dim * 4); }
   uint64_t state_bytes_fixed() const override { return 0; }
   void forward(Tensor x, std::span<const SequenceRows> seqs, Tensor out) const override;
+  int64_t activation_floats_per_token() const override {  // q, k, v and o
+    return 2 * s_.n_heads * s_.head_dim + 2 * s_.n_kv_heads * s_.head_dim;
+  }
 
  private:
   Backend& be_;

@@ -40,6 +40,10 @@ class KdaAttention : public AttentionBlock {
     return uint64_t((3 * (s_.conv_kernel - 1) * C + s_.n_heads * s_.head_dim * s_.head_dim) * 4);
   }
   void forward(Tensor x, std::span<const SequenceRows> seqs, Tensor out) const override;
+  int64_t activation_floats_per_token() const override {  // q, k, v, the gates' inputs, decay, beta, gate, o
+    const int64_t C = s_.n_heads * s_.head_dim;
+    return 6 * C + w_.f_a.rows() + w_.g_a.rows() + s_.n_heads;
+  }
 
  private:
   Backend& be_;

@@ -41,6 +41,9 @@ class MlaAttention : public AttentionBlock {
   uint64_t state_bytes_per_token() const override { return uint64_t((s_.kv_lora + s_.rope_dim) * 4); }
   uint64_t state_bytes_fixed() const override { return 0; }
   void forward(Tensor x, std::span<const SequenceRows> seqs, Tensor out) const override;
+  int64_t activation_floats_per_token() const override {  // q, its low-rank input, the latent, o and the gate
+    return s_.n_heads * (s_.nope + s_.rope_dim) + s_.q_lora + s_.kv_lora + s_.rope_dim + 2 * s_.n_heads * s_.v_dim;
+  }
 
  private:
   Backend& be_;

@@ -13,6 +13,7 @@ class GatedMlp : public FfnBlock {
   GatedMlp(Backend& be, Matrix gate, Matrix up, Matrix down, GatedActivation act)
       : be_(be), gate_(gate), up_(up), down_(down), act_(act) {}
   void forward(Tensor x, Tensor out) const override;
+  int64_t activation_floats_per_token(int64_t) const override { return 2 * gate_.rows(); }  // gate and up
   int64_t hidden() const { return down_.rows(); }
 
  private:

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,15 @@ struct ForwardTrace {
   std::vector<float> final_hidden;         // T*hidden, output of the final norm
 };
 
+// One sequence's part of a forward pass over several sequences.
+struct SequenceFeed {
+  State* state = nullptr;
+  const int32_t* tokens = nullptr;
+  int64_t n = 0;              // tokens fed at positions state->pos .. state->pos+n-1
+  float* logits = nullptr;    // [n, vocab] when all_logits, else [vocab] (last token); may be null
+  bool all_logits = false;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -85,6 +95,15 @@ class Model {
   // logits: [T, vocab] when all_logits, else [vocab] for the last token only; may be null.
   virtual void forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
                        ForwardTrace* trace = nullptr) const = 0;
+  // Several sequences (distinct states) in one pass: products over all their
+  // tokens, each layer's weights and the union of their routed experts read
+  // once. Each sequence's logits are bit for bit what forward() gives it alone
+  // (the kernels' products give every row the same bits whatever the batch).
+  // The decoder checks every feed (vocabulary, context, distinct states)
+  // before any state changes. Default: one forward() per sequence.
+  virtual void forward_batch(std::span<const SequenceFeed> feeds) const {
+    for (const SequenceFeed& f : feeds) forward(*f.state, f.tokens, f.n, f.logits, f.all_logits);
+  }
   // Counters of the routed-expert source (reads, cache hits, prefetch).
   virtual ExpertStats expert_stats() const { return {}; }
 };

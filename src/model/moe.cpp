@@ -21,6 +21,16 @@ void MoeBlock::route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<flo
   }
 }
 
+// Router logits (device and host), the latent input, the shared expert's
+// output and scratch, every chosen expert's output (alive until the weighted
+// sum), one expert's gathered input and gate/up scratch for up to every row,
+// and the sum.
+int64_t MoeBlock::activation_floats_per_token(int64_t routed_width) const {
+  const int64_t D = router_.cols(), W = latent_ ? latent_->down.rows() : D, K = spec_.top_k;
+  const int64_t shared = shared_ ? D + shared_->activation_floats_per_token(0) : 0;
+  return 2 * spec_.n_experts + W + shared + K * W + W + 2 * routed_width + W;
+}
+
 void MoeBlock::prefetch_hint(Tensor x) const {
   std::vector<int32_t> ids;
   std::vector<float> w;
@@ -48,6 +58,7 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
   std::vector<int32_t> chosen;
   for (int32_t e = 0; e < int32_t(E); ++e)
     if (!rows[size_t(e)].empty()) chosen.push_back(e);
+  if (experts_->on_request) experts_->on_request(layer_, chosen.data(), int64_t(chosen.size()));
   src.request(layer_, chosen.data(), int64_t(chosen.size()));
 
   // Work that needs no routed expert, overlapping the reads.

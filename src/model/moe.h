@@ -33,6 +33,7 @@ class MoeBlock : public FfnBlock {
         act_(act), shared_(std::move(shared)), latent_(std::move(latent)) {}
   void forward(Tensor x, Tensor out) const override;
   void prefetch_hint(Tensor x) const override;
+  int64_t activation_floats_per_token(int64_t routed_width) const override;
 
   // Routing only: top-k ids and weights (host data) for each row of x ([T, top_k] each).
   void route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<float>& weights) const;

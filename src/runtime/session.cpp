@@ -49,6 +49,25 @@ std::vector<float> Session::feed_all(const std::vector<int32_t>& tokens, Forward
   return all;
 }
 
+void Session::feed_together(std::span<Session* const> sessions, std::span<const std::vector<int32_t>> tokens) {
+  if (sessions.size() != tokens.size())
+    fail("feed_together: {} sessions but {} token lists", sessions.size(), tokens.size());
+  if (sessions.empty()) return;
+  const Model& model = sessions[0]->model_;
+  std::vector<SequenceFeed> feeds;
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    Session& s = *sessions[i];
+    if (&s.model_ != &model) fail("feed_together: session {} belongs to another model", i);
+    if (tokens[i].empty()) fail("nothing to feed: empty token list for session {}", i);
+    s.check_fits(tokens[i].size());
+    s.logits_.resize(size_t(model.info().vocab));
+    feeds.push_back({s.state_.get(), tokens[i].data(), int64_t(tokens[i].size()), s.logits_.data(), false});
+  }
+  model.forward_batch(feeds);
+  for (size_t i = 0; i < sessions.size(); ++i)
+    sessions[i]->tokens_.insert(sessions[i]->tokens_.end(), tokens[i].begin(), tokens[i].end());
+}
+
 void Session::checkpoint(bool record) {
   state_->checkpoint(record);
   checkpoint_tokens_.push_back(tokens_.size());

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model/model.h"
@@ -36,6 +37,15 @@ class Session {
   // Long inputs are fed in chunks of at most this many tokens (each chunk reads
   // every distinct expert it needs once). 0: no limit.
   void set_prefill_chunk(int64_t n) { chunk_ = n; }
+  int64_t prefill_chunk() const { return chunk_; }
+
+  // Feeds sessions[i] tokens[i] (each not empty), all in one forward pass of
+  // their shared model: several conversations decoded together, each layer's
+  // weights and the union of their experts read once. Afterwards each
+  // session's last_logits() are exactly what feeding it alone would give.
+  // Every session is checked against the context first; a refused batch
+  // changes none of them. The tokens go in one pass whatever the prefill chunk.
+  static void feed_together(std::span<Session* const> sessions, std::span<const std::vector<int32_t>> tokens);
 
  private:
   void check_fits(size_t n) const;

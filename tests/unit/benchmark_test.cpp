@@ -38,6 +38,40 @@ TEST(Benchmark, DecodeMeasuresEveryToken) {
   EXPECT_NE(j["plan"].get<std::string>().find("expert cache"), std::string::npos);
 }
 
+// Prefill counts: the bytes of the distinct experts the prompt routed to,
+// which a one-pass prefill reads (plus O_DIRECT alignment) and no more.
+TEST(Benchmark, PrefillReadsTheDistinctRoutedExperts) {
+  BenchRequest r = request();
+  r.prompt_tokens = 100;
+  const auto& j = run_benchmark(r).json;
+  const auto distinct = j["prefill_distinct_expert_bytes"].get<uint64_t>();
+  const auto read = j["prefill_expert_bytes_read"].get<uint64_t>();
+  EXPECT_GT(distinct, 0u);
+  EXPECT_GE(read, distinct);
+  EXPECT_LT(double(read), 1.5 * double(distinct));
+  EXPECT_GE(j["prefill_chunk"].get<int64_t>(), 100);
+}
+
+// --batch B: B sequences per pass; tokens counted over all of them.
+TEST(Benchmark, BatchedDecodeCountsEverySequence) {
+  BenchRequest r = request();
+  r.batch = 3;
+  const BenchResult res = run_benchmark(r);
+  const auto& j = res.json;
+  EXPECT_EQ(j["batch"].get<int64_t>(), 3);
+  EXPECT_EQ(j["per_pass"].size(), 4u);
+  EXPECT_EQ(j["prompt_tokens"].get<int64_t>(), 18);
+  EXPECT_GT(j["aggregate_tokens_per_second"].get<double>(), 0.0);
+  double secs = 0, needed = 0;
+  for (const auto& p : j["per_pass"]) secs += p["seconds"].get<double>(), needed += p["expert_bytes_needed"].get<double>();
+  EXPECT_NEAR(j["aggregate_tokens_per_second"].get<double>(), 12 / secs, 1e-6 * 12 / secs);
+  EXPECT_NEAR(j["expert_bytes_needed_per_token"].get<double>(), needed / 12, 1e-6 * needed);
+  EXPECT_EQ(j["memory_plan"]["state_sequences"].get<int64_t>(), 3);
+  EXPECT_NE(res.summary[0].find("batch 3"), std::string::npos) << res.summary[0];
+  r.generate = true;
+  EXPECT_THROW(run_benchmark(r), Error);
+}
+
 TEST(Benchmark, IoOnlyReadsExperts) {
   BenchRequest r = request();
   r.io_only = true;
