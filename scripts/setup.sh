@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh Debian 12 machine: installs the Debian packages the
 # build and tests need, then builds the release tree (build/), the
-# AddressSanitizer + UndefinedBehaviorSanitizer tree (build-asan/) and an ARM64
+# AddressSanitizer + UndefinedBehaviorSanitizer tree (build-asan/), an ARM64
 # cross build of the test binaries (build-aarch64/, run under qemu-aarch64 so
-# the NEON kernels are tested on this x86 machine).
+# the NEON kernels are tested on this x86 machine), the ThreadSanitizer tree
+# (build-tsan/: only what its tests need) and the libFuzzer tree (build-fuzz/:
+# clang, only the fuzz targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +16,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libpcre2-dev libutf8proc-dev libxxhash-dev liburing-dev libcurl4-openssl-dev libcpp-httplib-dev libhwy-dev
-  nginx-light python3
+  nginx-light python3 clang libclang-rt-14-dev
 )
 # ARM64 cross compiler, user-mode qemu, and the arm64 builds of the libraries
 # (Debian multiarch; nlohmann-json and CLI11 are architecture-independent).
@@ -49,4 +51,8 @@ cmake --build build-asan -j "$JOBS"
 cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_BENCH=OFF -DSLUICE_CUDA=OFF \
   -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake >/dev/null
 cmake --build build-aarch64 -j "$JOBS" --target sluice_unit_tests sluice_golden_tests
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TSAN=ON >/dev/null
+cmake --build build-tsan -j "$JOBS" --target sluice sluice_unit_tests server_test_model
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+cmake --build build-fuzz -j "$JOBS" --target fuzz_targets
 echo "setup: done. Binary: build/src/sluice"

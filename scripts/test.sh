@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test: the include-graph check, the release build's CTest suite (unit, golden, CLI, the
 # node-reference and server suites, stream mode), then under AddressSanitizer + UndefinedBehaviorSanitizer
-# the unit, golden, server and stream-mode tests and the fuzz targets' seed corpora, then the kernel and
-# golden tests built for ARM64 under qemu-aarch64 (NEON). A skipped test fails the run unless it is a
-# SIMD test of an instruction set this CPU lacks. Run scripts/setup.sh first.
+# the unit, golden, server and stream-mode tests and the fuzz targets' seed corpora, the kernel and
+# golden tests built for ARM64 under qemu-aarch64 (NEON), under ThreadSanitizer the thread pool,
+# streaming, remote-fetch and server tests, and each libFuzzer target for SLUICE_FUZZ_SECONDS (a new
+# seed every run). A skipped test fails the run unless it is a SIMD test of an instruction set this
+# CPU lacks. Run scripts/setup.sh first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
@@ -30,3 +32,11 @@ echo "test: ARM64 under qemu: $(qemu-aarch64 build-aarch64/tests/sluice_unit_tes
   -R '^(Isa/|Isa\.|Decode\.|Models/Golden\.)')
 python3 scripts/check_skips.py build-aarch64
 
+cmake --build build-tsan -j "$JOBS" --target sluice sluice_unit_tests server_test_model
+TSAN_TESTS='^(ThreadPool|Streaming|SpineStreaming|ReadFaults|Pull|ExpertDiskCache|ServerQueue)\.|^server\.(robustness|connections|shutdown)$|^remote\.(stream|faults)\.'
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest -j "$JOBS" --output-on-failure --timeout 1800 -R "$TSAN_TESTS")
+python3 scripts/check_skips.py build-tsan
+
+cmake --build build-fuzz -j "$JOBS" --target fuzz_targets
+(cd build-fuzz && ctest -j "$JOBS" --output-on-failure -L fuzz)
