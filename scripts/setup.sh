@@ -51,8 +51,8 @@ cmake --build build-asan -j "$JOBS"
 cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_BENCH=OFF -DSLUICE_CUDA=OFF \
   -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake >/dev/null
 cmake --build build-aarch64 -j "$JOBS" --target sluice_unit_tests sluice_golden_tests
-cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TSAN=ON >/dev/null
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TSAN=ON -DSLUICE_CUDA=OFF >/dev/null
 cmake --build build-tsan -j "$JOBS" --target sluice sluice_unit_tests server_test_model
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_FUZZ=ON -DSLUICE_CUDA=OFF -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j "$JOBS" --target fuzz_targets
 echo "setup: done. Binary: build/src/sluice"

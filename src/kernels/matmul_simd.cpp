@@ -273,7 +273,7 @@ struct Layout {
 
 template <class Fmt>
 std::vector<int16_t> identity_perm() {
-  std::vector<int16_t> p(size_t(Fmt::S));
+  std::vector<int16_t> p(static_cast<size_t>(Fmt::S));
   for (int64_t i = 0; i < Fmt::S; ++i) p[size_t(i)] = int16_t(i);
   return p;
 }
