@@ -100,7 +100,8 @@ std::vector<int32_t> ByteCodec::encode(const std::string& text) const {
   return ids;
 }
 
-std::vector<int32_t> ByteCodec::render_chat(const nlohmann::json& messages, const nlohmann::json& tools) const {
+std::vector<int32_t> ByteCodec::render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                                            const ChatOptions&) const {
   std::string s;
   if (tools.is_array() && !tools.empty())
     s += "<|im_start|>system\n# Tools\n<tools>\n" + tools.dump() +

@@ -26,6 +26,14 @@ class Detokenizer {
   virtual std::string flush() = 0;
 };
 
+// Per-request rendering choices.
+struct ChatOptions {
+  // "" (the model's default), "none" (no reasoning) or low / medium / high / max.
+  // K3 renders it as its thinking-effort message (none: thinking off); a Jinja
+  // template sees it as the variable `reasoning_effort`.
+  std::string reasoning_effort;
+};
+
 class ChatCodec {
  public:
   virtual ~ChatCodec() = default;
@@ -33,7 +41,8 @@ class ChatCodec {
   // messages: normalised OpenAI messages (string or null contents); tools: array or null.
   // Renders with the generation prompt and tokenises. Throws ApiError(400) for a
   // conversation the template cannot render.
-  virtual std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools) const = 0;
+  virtual std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                                           const ChatOptions& opts = {}) const = 0;
   // Plain text for /v1/completions (adds BOS where the model expects one).
   virtual std::vector<int32_t> encode(const std::string& text) const = 0;
   virtual std::unique_ptr<Detokenizer> detokenizer() const = 0;
@@ -65,7 +74,8 @@ class ByteCodec : public ChatCodec {
  public:
   explicit ByteCodec(int64_t vocab);
   std::string describe() const override { return "byte-level codec (no tokenizer files)"; }
-  std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools) const override;
+  std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                                   const ChatOptions& opts = {}) const override;
   std::vector<int32_t> encode(const std::string& text) const override;
   std::unique_ptr<Detokenizer> detokenizer() const override;
   std::string token_bytes(int32_t id) const override;

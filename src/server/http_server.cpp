@@ -11,6 +11,7 @@
 #include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/openai_writer.h"
+#include "server/output_grammar.h"
 #include "server/peer_socket.h"
 #include "server/queue.h"
 #include "server/request.h"
@@ -237,7 +238,7 @@ std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::prepare_openai(const st
     throw ApiError(404, "invalid_request_error", "model", "model_not_found",
                    fmt::format("model '{}' does not exist; this server serves '{}'", req.model, opts.model_name));
   if (kind == Request::Kind::Chat) {
-    job->prompt = codec.render_chat(req.messages, req.tools);
+    job->prompt = codec.render_chat(req.messages, req.tools, ChatOptions{req.reasoning_effort});
   } else if (req.prompt_is_ids) {
     job->prompt = req.prompt_ids;
   } else {
@@ -251,6 +252,13 @@ std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::prepare_openai(const st
     } else {
       job->echo_text = req.prompt_text;
     }
+  }
+  if (req.tool_choice != Request::ToolChoice::Auto) {
+    std::vector<std::string> allowed;
+    if (req.tool_choice == Request::ToolChoice::Named) allowed.push_back(req.tool_choice_name);
+    else
+      for (const auto& t : req.tools) allowed.push_back(t["function"]["name"].get<std::string>());
+    req.grammar = tool_call_grammar(codec.reply_syntax(job->prompt), req.tools, allowed, req.parallel_tool_calls);
   }
   generator.max_new_tokens(req, int64_t(job->prompt.size()));  // 400 now rather than after queueing
   return job;

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/xtml.h"
+
 namespace sluice::server {
 
 namespace {
@@ -115,6 +117,24 @@ ReplySyntax qwen3_syntax() {
   return s;
 }
 
+ReplySyntax kimi_k3_syntax() {
+  ReplySyntax s;
+  s.name = "kimi_k3";
+  s.think_begin.clear();  // the generation prompt opens the thinking channel (starts_in_reasoning)
+  s.think_end = "<|close|>think<|sep|>";
+  s.drop_markers = {"<|open|>response<|sep|>", "<|close|>response<|sep|>", "<|close|>message<|sep|>"};
+  s.section_begin = "<|open|>tools<|sep|>";
+  s.section_end = "<|close|>tools<|sep|>";
+  s.call_begin = "<|open|>call ";
+  s.call_end = "<|close|>call<|sep|>";
+  s.parse_call = [](std::string_view body) -> std::optional<ToolCall> {
+    auto c = text::xtml_parse_call_text(body);
+    if (!c) return std::nullopt;
+    return ToolCall{new_tool_call_id(), c->name, c->arguments};
+  };
+  return s;
+}
+
 ReplyParser::ReplyParser(ReplySyntax syntax, bool tools)
     : syn_(std::move(syntax)), tools_(tools && !syn_.call_begin.empty()),
       mode_(syn_.starts_in_reasoning ? Mode::Reasoning : Mode::Content) {}
@@ -162,10 +182,12 @@ void ReplyParser::step(ReplyDelta& out, bool final) {
           if (p != std::string_view::npos && all_space(b.substr(0, p))) best = p, which = &syn_.think_begin;
         }
         if (tools_) consider(open_calls);
+        for (const auto& m : syn_.drop_markers) consider(m);
         if (which) {
           emit_text(out, b.substr(0, best));
           buf_.erase(0, best + which->size());
           if (which == &syn_.think_begin) mode_ = Mode::Reasoning;
+          else if (which != &open_calls) continue;  // a dropped marker: still content
           else mode_ = syn_.section_begin.empty() ? Mode::Call : Mode::Section;
           continue;
         }
@@ -176,6 +198,7 @@ void ReplyParser::step(ReplyDelta& out, bool final) {
             if (t > 0 && all_space(b.substr(0, b.size() - t))) hold = std::max(hold, t);
           }
           if (tools_) hold = std::max(hold, partial_tail(b, open_calls));
+          for (const auto& m : syn_.drop_markers) hold = std::max(hold, partial_tail(b, m));
         }
         emit_text(out, b.substr(0, b.size() - hold));
         buf_.erase(0, b.size() - hold);

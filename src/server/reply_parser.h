@@ -31,6 +31,8 @@ struct ReplySyntax {
   bool starts_in_reasoning = false;  // the prompt already opened the reasoning block
   std::string section_begin, section_end;  // around all calls; empty when calls stand alone
   std::string call_begin, call_end;
+  // Structure that may appear in the content and is not content (K3's channel tags).
+  std::vector<std::string> drop_markers;
   // Parses the text between call_begin and call_end; nullopt if malformed.
   std::function<std::optional<ToolCall>(std::string_view body)> parse_call;
 };
@@ -38,6 +40,9 @@ struct ReplySyntax {
 ReplySyntax deepseek_v3_syntax();  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{..}\n```<｜tool▁call▁end｜>
 ReplySyntax kimi_k2_syntax();      // <|tool_calls_section_begin|><|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{..}<|tool_call_end|>
 ReplySyntax qwen3_syntax();        // <tool_call>\n{"name": .., "arguments": {..}}\n</tool_call>
+// Kimi K3 XTML: reasoning until <|close|>think<|sep|>, content in <|open|>response<|sep|>...<|close|>response<|sep|>,
+// calls in <|open|>tools<|sep|><|open|>call tool="NAME" index="K"<|sep|>typed arguments<|close|>call<|sep|>...<|close|>tools<|sep|>
+ReplySyntax kimi_k3_syntax();
 
 // A fresh "call_..." id, unique within the process.
 std::string new_tool_call_id();

@@ -27,18 +27,16 @@ ReplyStream::ReplyStream(const Request& req, const ChatCodec& codec, const std::
           }(),
           req.kind == Request::Kind::Chat && req.tools.is_array()),
       last_(std::chrono::steady_clock::now()) {
-  if (req.json_object) json_.emplace();
+  if (req.grammar) grammar_.emplace(req.grammar);
 }
 
 bool ReplyStream::is_stop(int32_t t) const {
   return std::find(stop_ids_.begin(), stop_ids_.end(), t) != stop_ids_.end();
 }
 
-bool ReplyStream::json_ok(int32_t t) const {
-  if (is_stop(t)) return false;  // the object is not finished yet
-  const std::string b = codec_.token_bytes(t);
-  JsonPrefix next = *json_;
-  return !b.empty() && next.feed(b);
+bool ReplyStream::allowed(int32_t t) const {
+  if (is_stop(t)) return grammar_->complete();  // the reply may end only where the grammar does
+  return grammar_->allows(codec_.token_bytes(t));
 }
 
 bool ReplyStream::release(const std::string& text, bool final) {
@@ -59,12 +57,13 @@ bool ReplyStream::release(const std::string& text, bool final) {
 int32_t ReplyStream::pick(float* row) {
   for (const auto& [id, bias] : req_.logit_bias) row[size_t(id)] += bias;
   picked_ = sampler_.sample(row, vocab_);
-  if (json_ && !json_ok(picked_.token)) picked_ = sampler_.sample(row, vocab_, [this](int32_t t) { return json_ok(t); });
+  if (grammar_ && !allowed(picked_.token))
+    picked_ = sampler_.sample(row, vocab_, [this](int32_t t) { return allowed(t); });
   return picked_.token;
 }
 
 bool ReplyStream::take(int32_t token) {
-  if (json_ && !is_stop(token)) json_->feed(codec_.token_bytes(token));
+  if (grammar_ && !is_stop(token)) grammar_->feed(codec_.token_bytes(token));
   ++completion_tokens_;
   if (req_.logprobs) pending_lp_.push_back({token, picked_.logprob, std::move(picked_.top)});
   const auto now = std::chrono::steady_clock::now();  // a verification pass is shared by its tokens
@@ -84,7 +83,7 @@ bool ReplyStream::take(int32_t token) {
     cancelled_ = true;
     return false;
   }
-  if (json_ && json_->complete()) {  // the object is closed: nothing may follow
+  if (grammar_ && grammar_->complete() && !grammar_->can_continue()) {  // nothing may follow
     stopped_ = true;
     return false;
   }

@@ -16,7 +16,7 @@
 #include "runtime/sampler.h"
 #include "runtime/stop_strings.h"
 #include "server/chat_codec.h"
-#include "server/json_prefix.h"
+#include "server/grammar.h"
 #include "server/metrics.h"
 #include "server/reply_parser.h"
 #include "server/request.h"
@@ -55,7 +55,7 @@ class ReplyStream {
  private:
   bool release(const std::string& text, bool final);
   bool is_stop(int32_t t) const;
-  bool json_ok(int32_t t) const;
+  bool allowed(int32_t t) const;
 
   const Request& req_;
   const ChatCodec& codec_;
@@ -68,7 +68,7 @@ class ReplyStream {
   std::unique_ptr<Detokenizer> detok_;
   StopMatcher stops_;
   ReplyParser parser_;
-  std::optional<JsonPrefix> json_;  // JSON mode: every token keeps the reply a prefix of one object
+  std::optional<GrammarCursor> grammar_;  // structured output: every token keeps the reply in the grammar
   std::vector<LogprobEntry> pending_lp_;
   Sample picked_;
   int calls_emitted_ = 0;

@@ -1,10 +1,12 @@
 #include "server/request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
 
 #include "server/api_error.h"
+#include "server/output_grammar.h"
 
 namespace sluice::server {
 
@@ -273,8 +275,10 @@ json parse_tools(const json& body) {
     if (present(f, "description")) string_field(f["description"], w + ".function.description");
     if (present(f, "parameters") && !f["parameters"].is_object())
       bad_field(w + ".function.parameters", "'{}.function.parameters' must be a JSON Schema object", w);
-    if (present(f, "strict") && f["strict"] == true)
-      bad_field(w + ".function.strict", "strict function calling is not supported");
+    // strict: the arguments are enforced against the schema when the call is forced
+    // (tool_choice required or named); under "auto" a call is parsed, not constrained.
+    if (present(f, "strict") && !f["strict"].is_boolean())
+      bad_field(w + ".function.strict", "'{}.function.strict' must be a boolean", w);
     json fo = {{"name", name}};
     if (present(f, "description")) fo["description"] = f["description"];
     if (present(f, "parameters")) fo["parameters"] = f["parameters"];
@@ -305,7 +309,7 @@ Request parse_chat_request(const json& body, const RequestLimits& limits) {
              {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
               "stop", "n", "stream", "stream_options", "logprobs", "top_logprobs", "response_format", "tools",
               "tool_choice", "parallel_tool_calls", "frequency_penalty", "presence_penalty", "logit_bias", "user",
-              "metadata", "store", "modalities"},
+              "metadata", "store", "modalities", "reasoning_effort"},
              "");
   Request r;
   r.kind = Request::Kind::Chat;
@@ -330,11 +334,29 @@ Request parse_chat_request(const json& body, const RequestLimits& limits) {
       bad_field("response_format", "'response_format' must be an object with a string 'type'");
     const std::string t = rf["type"].get<std::string>();
     if (t == "json_object") {
+      only_known(rf, {"type"}, "response_format.");
       r.json_object = true;
+      r.grammar = json_object_grammar();
+    } else if (t == "json_schema") {
+      only_known(rf, {"type", "json_schema"}, "response_format.");
+      if (!present(rf, "json_schema") || !rf["json_schema"].is_object())
+        bad_field("response_format.json_schema", "'response_format.json_schema' must be an object");
+      const json& js = rf["json_schema"];
+      only_known(js, {"name", "description", "schema", "strict"}, "response_format.json_schema.");
+      if (!present(js, "name")) bad_field("response_format.json_schema.name", "'response_format.json_schema.name' is required");
+      string_field(js["name"], "response_format.json_schema.name");
+      if (present(js, "description")) string_field(js["description"], "response_format.json_schema.description");
+      if (present(js, "strict") && !js["strict"].is_boolean())
+        bad_field("response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean");
+      // Enforced whether or not strict is set: the reply always matches the schema.
+      r.grammar = json_schema_grammar(present(js, "schema") ? js["schema"] : json::object(),
+                                      "response_format.json_schema.schema");
     } else if (t != "text") {
-      bad_field("response_format.type", "response_format type '{}' is not supported (text and json_object are)", t);
+      bad_field("response_format.type",
+                "response_format type '{}' is not supported (text, json_object and json_schema are)", t);
+    } else {
+      only_known(rf, {"type"}, "response_format.");
     }
-    only_known(rf, {"type"}, "response_format.");
   }
   if (present(body, "modalities")) {
     const json& m = body["modalities"];
@@ -345,20 +367,45 @@ Request parse_chat_request(const json& body, const RequestLimits& limits) {
     const json& tc = body["tool_choice"];
     if (tc.is_string()) {
       choice = tc.get<std::string>();
-      if (choice == "required")
-        bad_field("tool_choice", "tool_choice \"required\" is not supported (\"auto\" and \"none\" are)");
-      if (choice != "auto" && choice != "none")
-        bad_field("tool_choice", "'tool_choice' must be \"auto\" or \"none\", got \"{}\"", choice);
+      if (choice != "auto" && choice != "none" && choice != "required")
+        bad_field("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or a function, got \"{}\"",
+                  choice);
+      if (choice == "required") r.tool_choice = Request::ToolChoice::Required;
     } else if (tc.is_object()) {
-      bad_field("tool_choice", "forcing a named function is not supported (tool_choice \"auto\" and \"none\" are)");
+      only_known(tc, {"type", "function"}, "tool_choice.");
+      if (!present(tc, "type") || string_field(tc["type"], "tool_choice.type") != "function")
+        bad_field("tool_choice.type", "'tool_choice.type' must be \"function\"");
+      if (!present(tc, "function") || !tc["function"].is_object())
+        bad_field("tool_choice.function", "'tool_choice.function' must be an object with the function's name");
+      only_known(tc["function"], {"name"}, "tool_choice.function.");
+      if (!present(tc["function"], "name"))
+        bad_field("tool_choice.function.name", "'tool_choice.function.name' is required");
+      r.tool_choice = Request::ToolChoice::Named;
+      r.tool_choice_name = string_field(tc["function"]["name"], "tool_choice.function.name");
     } else {
       bad_field("tool_choice", "'tool_choice' must be a string, got {}", type_name(tc));
     }
   }
   if (present(body, "parallel_tool_calls")) r.parallel_tool_calls = boolean(body, "parallel_tool_calls");
+  if (present(body, "reasoning_effort")) {
+    r.reasoning_effort = string_field(body["reasoning_effort"], "reasoning_effort");
+    static const std::set<std::string> efforts = {"none", "low", "medium", "high", "max"};
+    if (!efforts.count(r.reasoning_effort))
+      bad_field("reasoning_effort", "'reasoning_effort' must be none, low, medium, high or max, got '{}'",
+                r.reasoning_effort);
+  }
   if (present(body, "tools")) {
     json tools = parse_tools(body);
     if (!tools.empty() && choice != "none") r.tools = std::move(tools);
+  }
+  if (r.tool_choice != Request::ToolChoice::Auto) {
+    if (!r.tools.is_array())
+      bad_field("tool_choice", "'tool_choice' {} needs 'tools'", choice == "required" ? "\"required\"" : "a function");
+    if (r.tool_choice == Request::ToolChoice::Named &&
+        std::none_of(r.tools.begin(), r.tools.end(), [&](const json& t) { return t["function"]["name"] == r.tool_choice_name; }))
+      bad_field("tool_choice.function.name", "'tool_choice.function.name' '{}' is not one of 'tools'", r.tool_choice_name);
+    if (r.grammar)
+      bad_field("response_format", "a forced tool call and a structured response_format cannot both be enforced");
   }
   return r;
 }

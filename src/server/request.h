@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/sampler.h"
+#include "server/grammar.h"
 
 namespace sluice::server {
 
@@ -24,6 +26,7 @@ struct Request {
   nlohmann::json messages = nlohmann::json::array();
   nlohmann::json tools;
   bool parallel_tool_calls = true;
+  std::string reasoning_effort;  // "" (the model's default), none, low, medium, high or max
 
   // Completions: the prompt as text, or as token ids.
   std::string prompt_text;
@@ -40,6 +43,13 @@ struct Request {
   bool logprobs = false;  // completions: logprobs >= 0 given
   int top_logprobs = 0;
   bool json_object = false;  // response_format {"type": "json_object"}
+  // tool_choice "required" or a named function: the reply must be a call (of that function).
+  enum class ToolChoice { Auto, Required, Named };
+  ToolChoice tool_choice = ToolChoice::Auto;
+  std::string tool_choice_name;
+  // The grammar every token must keep the reply within: response_format json_object
+  // or json_schema (set by the parser), or the forced call (set once the prompt is rendered).
+  std::shared_ptr<const Grammar> grammar;
 };
 
 struct RequestLimits {

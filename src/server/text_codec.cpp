@@ -5,6 +5,7 @@
 
 #include "format/generation_config.h"
 #include "server/api_error.h"
+#include "text/xtml.h"
 #include "util/error.h"
 
 namespace sluice::server {
@@ -44,6 +45,15 @@ TextChatCodec::TextChatCodec(const std::string& model_dir, int64_t model_vocab) 
     else if (src.find("<tool_call>") != std::string::npos) family_ = "qwen3";
     template_renders_tools_ = src.find("tools") != std::string::npos;
   }
+  // Kimi K3: the four XTML markers are special tokens and no Jinja template
+  // says otherwise (a template that spells <|open|> is K3's own, rendered natively).
+  bool xtml = true;
+  for (const char* m : {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"})
+    if (auto id = tok_->token_id(m); !id || !tok_->is_special(*id)) xtml = false;
+  if (xtml && (!tmpl_ || tmpl_->source().find("<|open|>") != std::string::npos)) {
+    family_ = "kimi_k3";
+    stop_ids_.push_back(*tok_->token_id("<|end_of_msg|>"));
+  }
   if (auto e = tok_->eos_id()) stop_ids_.push_back(*e);
   // generation_config.json's eos_token_id (an id or a list) ends a reply too.
   for (int32_t id : generation_eos_ids(model_dir)) stop_ids_.push_back(id);
@@ -52,12 +62,35 @@ TextChatCodec::TextChatCodec(const std::string& model_dir, int64_t model_vocab) 
 }
 
 std::string TextChatCodec::describe() const {
+  if (family_ == "kimi_k3")
+    return fmt::format("{} tokenizer, {} ids, Kimi K3 XTML chat format", tok_->kind(), tok_->vocab_size());
   return fmt::format("{} tokenizer, {} ids, {}", tok_->kind(), tok_->vocab_size(),
                      tmpl_ ? "chat template" + (family_.empty() ? std::string() : ", " + family_ + " tool calls")
                            : std::string("no chat template"));
 }
 
-std::vector<int32_t> TextChatCodec::render_chat(const nlohmann::json& messages, const nlohmann::json& tools) const {
+std::vector<int32_t> TextChatCodec::render_xtml(const nlohmann::json& messages, const nlohmann::json& tools,
+                                                const ChatOptions& opts) const {
+  text::XtmlOptions o;
+  o.thinking = opts.reasoning_effort != "none";
+  o.thinking_effort = opts.reasoning_effort.empty() || !o.thinking ? "max" : opts.reasoning_effort;
+  try {
+    // Ordered JSON: a call's arguments keep the order they were written in (it changes the ids).
+    const auto msgs = nlohmann::ordered_json::parse(messages.dump());
+    const auto tls = tools.is_array() && !tools.empty() ? nlohmann::ordered_json::parse(tools.dump())
+                                                         : nlohmann::ordered_json();
+    return text::xtml_encode(*tok_, text::xtml_render(msgs, tls, o));
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(400, "invalid_request_error", "messages", "",
+                   fmt::format("this conversation cannot be written in Kimi K3's chat format: {}", e.what()));
+  }
+}
+
+std::vector<int32_t> TextChatCodec::render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                                                const ChatOptions& opts) const {
+  if (family_ == "kimi_k3") return render_xtml(messages, tools, opts);
   if (!tmpl_)
     throw ApiError(400, "invalid_request_error", "messages", "",
                    "this model has no chat template: use /v1/completions");
@@ -80,7 +113,9 @@ std::vector<int32_t> TextChatCodec::render_chat(const nlohmann::json& messages, 
   const nlohmann::json tools_arg = has_tools ? tools : nlohmann::json();
   auto render = [&](const nlohmann::json& m) {
     try {
-      return tmpl_->render(m, tools_arg, true);
+      nlohmann::json extra = nlohmann::json::object();
+      if (!opts.reasoning_effort.empty()) extra["reasoning_effort"] = opts.reasoning_effort;
+      return tmpl_->render(m, tools_arg, true, extra);
     } catch (const Error& e) {
       throw ApiError(400, "invalid_request_error", "messages", "",
                      fmt::format("the model's chat template cannot render this conversation: {}", e.what()));
@@ -164,11 +199,15 @@ ReplySyntax TextChatCodec::reply_syntax(const std::vector<int32_t>& prompt) cons
   if (family_ == "deepseek_v3") s = deepseek_v3_syntax();
   else if (family_ == "kimi_k2") s = kimi_k2_syntax();
   else if (family_ == "qwen3") s = qwen3_syntax();
+  else if (family_ == "kimi_k3") s = kimi_k3_syntax();
   // A generation prompt that ends inside an opened <think> block.
   std::string tail;
-  for (size_t i = prompt.size() > 4 ? prompt.size() - 4 : 0; i < prompt.size(); ++i) tail += token_bytes(prompt[i]);
+  for (size_t i = prompt.size() > 8 ? prompt.size() - 8 : 0; i < prompt.size(); ++i) tail += token_bytes(prompt[i]);
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
-  s.starts_in_reasoning = tail.size() >= 7 && tail.compare(tail.size() - 7, 7, "<think>") == 0;
+  auto ends_with = [&](std::string_view m) {
+    return tail.size() >= m.size() && tail.compare(tail.size() - m.size(), m.size(), m) == 0;
+  };
+  s.starts_in_reasoning = family_ == "kimi_k3" ? ends_with("<|open|>think<|sep|>") : ends_with("<think>");
   return s;
 }
 

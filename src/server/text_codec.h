@@ -1,6 +1,7 @@
 // The ChatCodec of a real checkpoint: its tokenizer (tokenizer.json or
 // tiktoken.model) and its Jinja chat template, with the reply syntax picked
-// from the markers the template uses.
+// from the markers the template uses; Kimi K3 checkpoints (a tokenizer with
+// the XTML markers as special tokens) are rendered by text/xtml instead.
 #pragma once
 #include <memory>
 #include <optional>
@@ -17,7 +18,8 @@ class TextChatCodec : public ChatCodec {
   // model_vocab: the model's output size; ids beyond the tokenizer's decode to nothing.
   TextChatCodec(const std::string& model_dir, int64_t model_vocab);
   std::string describe() const override;
-  std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools) const override;
+  std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                                   const ChatOptions& opts = {}) const override;
   std::vector<int32_t> encode(const std::string& text) const override;
   std::unique_ptr<Detokenizer> detokenizer() const override;
   std::string token_bytes(int32_t id) const override;
@@ -29,7 +31,10 @@ class TextChatCodec : public ChatCodec {
  private:
   std::unique_ptr<text::Tokenizer> tok_;
   std::optional<text::ChatTemplate> tmpl_;
-  std::string family_;  // "deepseek_v3", "kimi_k2", "qwen3" or "" (no tool-call syntax known)
+  std::vector<int32_t> render_xtml(const nlohmann::json& messages, const nlohmann::json& tools,
+                                   const ChatOptions& opts) const;
+  // "deepseek_v3", "kimi_k2", "qwen3", "kimi_k3" (XTML, rendered natively) or "" (no tool-call syntax known)
+  std::string family_;
   bool template_renders_tools_ = false;
   bool add_bos_ = false;
   std::vector<int32_t> stop_ids_;

@@ -394,4 +394,86 @@ XtmlReply xtml_parse_reply(const Tokenizer& tok, const std::vector<int32_t>& ids
   return r;
 }
 
+namespace {
+
+// The value of attribute `name` in a tag's text (escapes undone); nullopt if absent.
+std::optional<std::string> attr_text(std::string_view tag, std::string_view name) {
+  const std::string key = " " + std::string(name) + "=\"";
+  const std::string padded = " " + std::string(tag);
+  size_t b = padded.find(key);
+  if (b == std::string::npos) return std::nullopt;
+  b += key.size();
+  const size_t e = padded.find('"', b);
+  if (e == std::string::npos) return std::nullopt;
+  std::string out;
+  for (size_t i = b; i < e; ++i) {
+    if (padded.compare(i, 5, "&amp;") == 0) {
+      out += '&';
+      i += 4;
+    } else if (padded.compare(i, 6, "&quot;") == 0) {
+      out += '"';
+      i += 5;
+    } else {
+      out += padded[i];
+    }
+  }
+  return out;
+}
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+}  // namespace
+
+std::optional<XtmlToolCall> xtml_parse_call_text(std::string_view body) {
+  const std::string_view sep = kSep, open = kOpen;
+  size_t p = body.find(sep);
+  if (p == std::string_view::npos) return std::nullopt;
+  XtmlToolCall call;
+  auto name = attr_text(body.substr(0, p), "tool");
+  if (!name || name->empty()) return std::nullopt;
+  call.name = *name;
+  std::string_view rest = body.substr(p + sep.size());
+  auto skip_space = [&] {
+    while (!rest.empty() && (rest.front() == '\n' || rest.front() == ' ')) rest.remove_prefix(1);
+  };
+  ojson args = ojson::object();
+  bool raw = false;
+  for (skip_space(); !rest.empty(); skip_space()) {
+    if (raw || !starts_with(rest, open)) return std::nullopt;  // text between arguments, or after a json block
+    rest.remove_prefix(open.size());
+    const size_t hs = rest.find(sep);
+    if (hs == std::string_view::npos) return std::nullopt;
+    const std::string_view head = rest.substr(0, hs);
+    rest.remove_prefix(hs + sep.size());
+    const bool is_arg = starts_with(head, "argument ");
+    if (!is_arg && !starts_with(head, "json")) return std::nullopt;
+    const std::string end = std::string(kClose) + (is_arg ? "argument" : "json") + kSep;
+    const size_t ve = rest.find(end);
+    if (ve == std::string_view::npos) return std::nullopt;
+    const std::string value(rest.substr(0, ve));
+    rest.remove_prefix(ve + end.size());
+    if (!is_arg) {
+      if (!args.empty()) return std::nullopt;
+      call.arguments = value;
+      raw = true;
+      continue;
+    }
+    auto key = attr_text(head, "key"), type = attr_text(head, "type");
+    if (!key || !type || args.contains(*key)) return std::nullopt;
+    if (*type == "string") {
+      args[*key] = value;
+      continue;
+    }
+    ojson v = ojson::parse(value, nullptr, false);
+    if (v.is_discarded()) return std::nullopt;
+    const bool type_ok = (*type == "number" && v.is_number()) || (*type == "boolean" && v.is_boolean()) ||
+                         (*type == "null" && v.is_null()) || (*type == "object" && v.is_object()) ||
+                         (*type == "array" && v.is_array());
+    if (!type_ok) return std::nullopt;
+    args[*key] = std::move(v);
+  }
+  if (!raw) call.arguments = args.dump(-1, ' ', false, ojson::error_handler_t::replace);  // invalid UTF-8 becomes U+FFFD
+  return call;
+}
+
 }  // namespace sluice::text

@@ -15,7 +15,9 @@
 // Available" variant for tools carried by a system message, tool-choice and
 // response-format system messages, images.
 #pragma once
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -60,5 +62,12 @@ struct XtmlReply {
 // inside <|open|>think<|sep|>; off: inside <|open|>response<|sep|>). Throws
 // sluice::Error on structure that does not follow the format.
 XtmlReply xtml_parse_reply(const Tokenizer& tok, const std::vector<int32_t>& ids, bool thinking = true);
+
+// One call as generated text, the markers spelled out (as a streaming decoder
+// shows them): what follows `<|open|>call ` up to `<|close|>call<|sep|>`, i.e.
+// `tool="NAME" index="K"<|sep|>` then typed arguments or one json block.
+// nullopt when it does not follow the format (a key twice, a value that does
+// not parse as its type, stray text between arguments).
+std::optional<XtmlToolCall> xtml_parse_call_text(std::string_view body);
 
 }  // namespace sluice::text

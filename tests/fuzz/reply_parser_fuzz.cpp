@@ -36,7 +36,7 @@ Result run(const sluice::server::ReplySyntax& syn, bool tools, std::string_view 
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 4) return 0;
-  const int family = data[0] % 3;
+  const int family = data[0] % 4;
   const bool tools = data[1] & 1, in_reasoning = data[1] & 2;
   const size_t ncuts = data[2] % 8;
   if (size < 3 + ncuts) return 0;
@@ -44,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data) + 3 + ncuts, size - 3 - ncuts);
   sluice::server::ReplySyntax syn = family == 0   ? sluice::server::deepseek_v3_syntax()
                                     : family == 1 ? sluice::server::kimi_k2_syntax()
-                                                  : sluice::server::qwen3_syntax();
+                                    : family == 2 ? sluice::server::qwen3_syntax()
+                                                  : sluice::server::kimi_k3_syntax();
   syn.starts_in_reasoning = in_reasoning;
   const Result a = run(syn, tools, text, cuts, ncuts);
   const Result b = run(syn, tools, text, nullptr, 0);

@@ -153,7 +153,7 @@ await t.test('a repeated or diverging request rolls the state back instead of pr
   assert.ok(c.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens - 1, JSON.stringify(c.usage));
 });
 
-await t.test('tools are accepted, tool turns render; unsupported tool_choice is a 400', async () => {
+await t.test('tools are accepted, tool turns render; a tool_choice naming no tool is a 400', async () => {
   const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
   const r = await client.chat.completions.create({ model: MODEL, messages: user('Weather in Paris?'), tools, max_tokens: 4, seed: 1, logit_bias: bias });
   assert.equal(r.choices[0].finish_reason, 'length');
@@ -165,8 +165,27 @@ await t.test('tools are accepted, tool turns render; unsupported tool_choice is 
   const r2 = await client.chat.completions.create({ model: MODEL, messages: convo, tools, max_tokens: 4, seed: 1 });
   assert.equal(r2.usage.completion_tokens <= 4, true);
   await assert.rejects(
-    client.chat.completions.create({ model: MODEL, messages: user('x'), tools, tool_choice: 'required' }),
-    (e) => e.status === 400 && e.param === 'tool_choice');
+    client.chat.completions.create({ model: MODEL, messages: user('x'), tools, tool_choice: { type: 'function', function: { name: 'nope' } } }),
+    (e) => e.status === 400 && e.param === 'tool_choice.function.name');
+});
+
+await t.test('tool_choice required / named: even a random model replies with a call matching the schema', async () => {
+  const tools = [
+    { type: 'function', function: { name: 'get_weather', strict: true, parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 8 }, days: { type: 'integer' } }, required: ['city', 'days'], additionalProperties: false } } },
+    { type: 'function', function: { name: 'noop', parameters: { type: 'object', properties: {}, additionalProperties: false } } },
+  ];
+  for (const [tool_choice, names] of [['required', ['get_weather', 'noop']], [{ type: 'function', function: { name: 'get_weather' } }, ['get_weather']]]) {
+    for (let seed = 0; seed < 3; seed++) {
+      const r = await client.chat.completions.create({ model: MODEL, messages: user('Weather in Paris?'), tools, tool_choice, parallel_tool_calls: false, max_tokens: 300, seed, temperature: 1 });
+      assert.equal(r.choices[0].finish_reason, 'tool_calls', JSON.stringify(r.choices[0]));
+      const [c, ...more] = r.choices[0].message.tool_calls;
+      assert.equal(more.length, 0);
+      assert.ok(names.includes(c.function.name), c.function.name);
+      const a = JSON.parse(c.function.arguments);
+      if (c.function.name === 'get_weather') assert.ok(typeof a.city === 'string' && [...a.city].length <= 8 && Number.isInteger(a.days), c.function.arguments);
+      else assert.deepEqual(a, {});
+    }
+  }
 });
 
 await t.test('response_format json_object: the reply is one JSON object', async () => {
@@ -195,7 +214,7 @@ await t.test('errors: status, type and the field named', async () => {
     [{ model: MODEL, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 400, 'messages[0].content[0].type'],
     [{ model: MODEL, messages: user('x'), n: 2 }, 400, 'n'],
     [{ model: MODEL, messages: user('x'), frequency_penalty: 0.5 }, 400, 'frequency_penalty'],
-    [{ model: MODEL, messages: user('x'), response_format: { type: 'json_schema', json_schema: { name: 'x' } } }, 400, 'response_format.type'],
+    [{ model: MODEL, messages: user('x'), response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: 'a+' } } } }, 400, 'response_format.json_schema.schema.pattern'],
     [{ model: MODEL, messages: user('x'), stop: ['a', 'b', 'c', 'd', 'e'] }, 400, 'stop'],
     [{ model: MODEL, messages: user('x'), bogus_field: 1 }, 400, 'bogus_field'],
     [{ model: MODEL, messages: user('x'), max_tokens: 70000 }, 400, 'max_tokens'],  // the context is 65,536

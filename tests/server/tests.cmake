@@ -58,6 +58,15 @@ if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_
   set_tests_properties(server.k3_mini PROPERTIES LABELS "server;asan" TIMEOUT 1800)
 endif()
 
+# Kimi K3's own chat format (XTML) on a K3-architecture checkpoint with a K3-style
+# tiktoken tokenizer, written from the shipped model at test time: reasoning,
+# forced tool calls, json_schema, an agent loop, the same with --speculate.
+if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
+  add_test(NAME server.k3_format
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/k3_format.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})
+  set_tests_properties(server.k3_format PROPERTIES LABELS "server;asan" TIMEOUT 1800)
+endif()
+
 # Speculative decoding behind the server: the same replies with and without it.
 if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
   add_test(NAME server.speculation

@@ -115,6 +115,23 @@ std::string copy_golden(const TempDir& tmp, const std::string& name) {
   return dst;
 }
 
+void write_k3_tokenizer(const std::string& d) {
+  std::filesystem::create_directories(d);
+  std::string ranks;
+  int r = 0;
+  for (int b = 0; b < 256; ++b) ranks += base64(std::string(1, char(b))) + " " + std::to_string(r++) + "\n";
+  for (std::string tok : {"me", "ss", "age", "mess", "message", "ro", "le", "role", "=\"", "\""})
+    ranks += base64(tok) + " " + std::to_string(r++) + "\n";
+  std::ofstream(d + "/tiktoken.model") << ranks;
+  auto special = [&](int off, const char* content) {
+    return "\"" + std::to_string(r + off) + "\": {\"content\": \"" + content + "\", \"special\": true}";
+  };
+  std::ofstream(d + "/tokenizer_config.json")
+      << "{\"tokenizer_class\": \"TikTokenTokenizer\", \"eos_token\": \"<|end_of_msg|>\", \"added_tokens_decoder\": {"
+      << special(0, "[BOS]") << ", " << special(1, "[EOS]") << ", " << special(2, "<|end_of_msg|>") << ", "
+      << special(3, "<|open|>") << ", " << special(4, "<|close|>") << ", " << special(5, "<|sep|>") << "}}";
+}
+
 namespace {
 std::string quote(const std::string& s) {
   std::string q = "'";

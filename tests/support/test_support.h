@@ -35,6 +35,11 @@ std::string copy_golden(const TempDir& tmp, const std::string& name);
 // Standard base64 with padding (for writing tiktoken rank files in tests).
 std::string base64(const std::string& bytes);
 
+// Writes a small Kimi-K3-shaped tiktoken tokenizer into DIR (created): the 256
+// byte ranks, a few merges, then [BOS] [EOS] <|end_of_msg|> <|open|> <|close|>
+// <|sep|> as specials in K3's order (eos <|end_of_msg|>, no chat template).
+void write_k3_tokenizer(const std::string& dir);
+
 struct CommandResult {
   int exit_code = -1;
   std::string out, err;

@@ -79,12 +79,34 @@ TEST(ServerRequest, FlattensContentPartsAndMapsDeveloper) {
   EXPECT_EQ(r.sampling.seed, 77u);  // the default seed
 }
 
+TEST(ServerRequest, ForcedToolCallsAndSchemas) {
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "f", "strict": true,
+      "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}}])");
+  Request r = parse_chat_request(chat({{"tools", tools}, {"tool_choice", "required"}}), kLimits);
+  EXPECT_EQ(r.tool_choice, Request::ToolChoice::Required);
+  r = parse_chat_request(chat({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}), kLimits);
+  EXPECT_EQ(r.tool_choice, Request::ToolChoice::Named);
+  EXPECT_EQ(r.tool_choice_name, "f");
+  EXPECT_EQ(bad_param(chat({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}})),
+            "tool_choice.function.name");
+  r = parse_chat_request(chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"strict", true},
+      {"schema", {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}, {"required", {"a"}}}}}}}}}), kLimits);
+  ASSERT_TRUE(r.grammar);
+  GrammarCursor c(r.grammar);
+  EXPECT_TRUE(c.feed("{\"a\": 12}") && c.complete());
+  EXPECT_EQ(bad_param(chat({{"tools", tools}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}})),
+            "response_format");
+}
+
 TEST(ServerRequest, RefusesWhatItCannotHonour) {
   EXPECT_EQ(bad_param(chat({{"n", 3}})), "n");
   EXPECT_EQ(bad_param(chat({{"presence_penalty", 1}})), "presence_penalty");
-  EXPECT_EQ(bad_param(chat({{"tool_choice", "required"}})), "tool_choice");
+  EXPECT_EQ(bad_param(chat({{"tool_choice", "required"}})), "tool_choice");  // no tools to call
   EXPECT_EQ(bad_param(chat({{"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}})), "tool_choice");
-  EXPECT_EQ(bad_param(chat({{"response_format", {{"type", "json_schema"}}}})), "response_format.type");
+  EXPECT_EQ(bad_param(chat({{"response_format", {{"type", "json_schema"}}}})), "response_format.json_schema");
+  EXPECT_EQ(bad_param(chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"format", "date"}}}}}}}})),
+            "response_format.json_schema.schema.format");
+  EXPECT_EQ(bad_param(chat({{"reasoning_effort", "extreme"}})), "reasoning_effort");
   EXPECT_EQ(bad_param(chat({{"functions", json::array()}})), "functions");
   EXPECT_EQ(bad_param(chat({{"store", true}})), "store");
   EXPECT_EQ(bad_param(chat({{"modalities", {"text", "audio"}}})), "modalities");

@@ -20,28 +20,9 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 
-// K3-shaped: byte ranks plus a few merges; specials at the K3 offsets from the base.
 std::unique_ptr<text::Tokenizer> k3_tokenizer(const test::TempDir& tmp) {
-  std::string d = tmp.file("k3");
-  std::filesystem::create_directories(d);
-  std::string ranks;
-  int r = 0;
-  for (int b = 0; b < 256; ++b) ranks += test::base64(std::string(1, char(b))) + " " + std::to_string(r++) + "\n";
-  for (std::string tok : {"me", "ss", "age", "mess", "message", "ro", "le", "role", "=\"", "\""})
-    ranks += test::base64(tok) + " " + std::to_string(r++) + "\n";
-  std::ofstream(d + "/tiktoken.model") << ranks;
-  auto id = [&](int off) { return std::to_string(r + off); };
-  nlohmann::json cfg = {{"tokenizer_class", "TikTokenTokenizer"},
-                        {"eos_token", "<|end_of_msg|>"},
-                        {"added_tokens_decoder",
-                         {{id(0), {{"content", "[BOS]"}, {"special", true}}},
-                          {id(1), {{"content", "[EOS]"}, {"special", true}}},
-                          {id(2), {{"content", "<|end_of_msg|>"}, {"special", true}}},
-                          {id(3), {{"content", "<|open|>"}, {"special", true}}},
-                          {id(4), {{"content", "<|close|>"}, {"special", true}}},
-                          {id(5), {{"content", "<|sep|>"}, {"special", true}}}}}};
-  std::ofstream(d + "/tokenizer_config.json") << cfg.dump();
-  return text::Tokenizer::load(d);
+  test::write_k3_tokenizer(tmp.file("k3"));
+  return text::Tokenizer::load(tmp.file("k3"));
 }
 
 TEST(Xtml, MessagesThinkingAndGenerationPrompt) {

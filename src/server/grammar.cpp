@@ -1,0 +1,303 @@
+#include "server/grammar.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "util/error.h"
+
+namespace sluice::server {
+
+namespace {
+constexpr int kMaxDepth = 256;        // epsilon expansion (a repetition of something that may be empty)
+constexpr size_t kMaxThreads = 4096;  // live parses kept (ambiguous grammars)
+constexpr int32_t kStringDone = 99;
+bool number_can_end(int32_t st) { return st == 2 || st == 3 || st == 5 || st == 8; }
+
+// One byte of UTF-8; st: 0 between characters, 21-23 continuation bytes left
+// (st - 20), 30-33 a second byte with a narrowed range (no overlong forms,
+// surrogates or code points past U+10FFFF). False for an invalid byte.
+bool utf8_step(int32_t& st, unsigned char c) {
+  switch (st) {
+    case 0:
+      if (c < 0x80) return true;
+      if (c >= 0xC2 && c <= 0xDF) st = 21;
+      else if (c == 0xE0) st = 30;
+      else if (c == 0xED) st = 31;
+      else if (c >= 0xE1 && c <= 0xEF) st = 22;
+      else if (c == 0xF0) st = 32;
+      else if (c >= 0xF1 && c <= 0xF3) st = 23;
+      else if (c == 0xF4) st = 33;
+      else return false;
+      return true;
+    case 21: case 22: case 23:
+      if (c < 0x80 || c > 0xBF) return false;
+      st = st == 21 ? 0 : st - 1;
+      return true;
+    case 30: if (c < 0xA0 || c > 0xBF) return false; st = 21; return true;
+    case 31: if (c < 0x80 || c > 0x9F) return false; st = 21; return true;
+    case 32: if (c < 0x90 || c > 0xBF) return false; st = 22; return true;
+    case 33: if (c < 0x80 || c > 0x8F) return false; st = 22; return true;
+    default: return false;
+  }
+}
+}  // namespace
+
+Grammar::Id Grammar::add(Node n) {
+  nodes_.push_back(std::move(n));
+  return Id(nodes_.size() - 1);
+}
+Grammar::Id Grammar::lit(std::string s) { return add({Kind::Lit, std::move(s), {}}); }
+Grammar::Id Grammar::seq(std::vector<Id> parts) { return add({Kind::Seq, "", std::move(parts)}); }
+Grammar::Id Grammar::alt(std::vector<Id> options) { return add({Kind::Alt, "", std::move(options)}); }
+Grammar::Id Grammar::repeat(Id item, int64_t min, int64_t max, Id sep) {
+  Node n{Kind::Repeat, "", {item}};
+  n.min = min;
+  n.max = max;
+  n.sep = sep;
+  return add(std::move(n));
+}
+Grammar::Id Grammar::json_string(int64_t min_chars, int64_t max_chars) {
+  Node n{Kind::String, "", {}};
+  n.min = min_chars;
+  n.max = max_chars;
+  return add(std::move(n));
+}
+Grammar::Id Grammar::json_number(bool integer) {
+  Node n{Kind::Number, "", {}};
+  n.integer = integer;
+  return add(std::move(n));
+}
+Grammar::Id Grammar::text(int64_t max_chars, int64_t min_chars) {
+  Node n{Kind::Text, "", {}};
+  n.min = min_chars;
+  n.max = max_chars;
+  return add(std::move(n));
+}
+Grammar::Id Grammar::placeholder() { return add({Kind::Ref, "", {-1}}); }
+void Grammar::define(Id placeholder, Id target) { nodes_[size_t(placeholder)].kids[0] = target; }
+
+GrammarCursor::GrammarCursor(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
+  if (g_->root() < 0) fail("grammar has no root");
+  expand(Thread{Frame{g_->root()}}, threads_, 0);
+}
+
+void GrammarCursor::expand(Thread t, std::vector<Thread>& out, int depth) const {
+  if (depth > kMaxDepth || out.size() >= kMaxThreads) return;
+  if (t.empty()) {
+    out.push_back(std::move(t));
+    return;
+  }
+  Frame& f = t.back();
+  const Grammar::Node& n = g_->node(f.node);
+  auto finish = [&] {
+    t.pop_back();
+    expand(std::move(t), out, depth + 1);
+  };
+  switch (n.kind) {
+    case Grammar::Kind::Lit:
+      if (size_t(f.i) < n.lit.size()) out.push_back(std::move(t));
+      else finish();
+      return;
+    case Grammar::Kind::Seq:
+      if (size_t(f.i) < n.kids.size()) {
+        const Grammar::Id next = n.kids[size_t(f.i)];
+        ++f.i;
+        t.push_back(Frame{next});
+        expand(std::move(t), out, depth + 1);
+      } else {
+        finish();
+      }
+      return;
+    case Grammar::Kind::Alt:
+      if (f.i == 0) {
+        for (Grammar::Id k : n.kids) {
+          Thread c = t;
+          c.back().i = 1;
+          c.push_back(Frame{k});
+          expand(std::move(c), out, depth + 1);
+        }
+      } else {
+        finish();
+      }
+      return;
+    case Grammar::Kind::Ref:
+      if (n.kids[0] < 0) fail("grammar: a reference was never defined");
+      f = Frame{n.kids[0]};
+      expand(std::move(t), out, depth + 1);
+      return;
+    case Grammar::Kind::Repeat: {
+      const int64_t count = f.i;
+      if (n.max < 0 || count < n.max) {
+        Thread c = t;
+        ++c.back().i;
+        c.push_back(Frame{n.kids[0]});
+        if (count > 0 && n.sep >= 0) c.push_back(Frame{n.sep});
+        expand(std::move(c), out, depth + 1);
+      }
+      if (count >= n.min) finish();
+      return;
+    }
+    case Grammar::Kind::String:
+      if (f.st == kStringDone) finish();
+      else out.push_back(std::move(t));
+      return;
+    case Grammar::Kind::Number:
+      if (number_can_end(f.st)) {
+        Thread c = t;
+        c.pop_back();
+        expand(std::move(c), out, depth + 1);
+      }
+      out.push_back(std::move(t));
+      return;
+    case Grammar::Kind::Text:
+      if (f.i < n.max || f.st != 0) {
+        Thread c = t;
+        out.push_back(std::move(c));
+      }
+      if (f.st == 0 && f.i >= n.min) finish();  // never in the middle of a character
+      return;
+  }
+}
+
+void GrammarCursor::step(const Thread& t0, unsigned char c, std::vector<Thread>& out) const {
+  if (t0.empty()) return;  // accepting: nothing more may follow
+  Thread t = t0;
+  Frame& f = t.back();
+  const Grammar::Node& n = g_->node(f.node);
+  int32_t& st = f.st;
+  switch (n.kind) {
+    case Grammar::Kind::Lit:
+      if (static_cast<unsigned char>(n.lit[size_t(f.i)]) != c) return;
+      ++f.i;
+      break;
+    case Grammar::Kind::Text:  // st: UTF-8 continuation state as in strings (0: between characters)
+      if (st == 0) {
+        if (c == '<' || f.i >= n.max) return;
+        ++f.i;
+      }
+      if (!utf8_step(st, c)) return;
+      break;
+    case Grammar::Kind::String:
+      switch (st) {
+        case 0:
+          if (c != '"') return;
+          st = 1;
+          break;
+        case 1:  // between characters; f.i counts them (an escape is one)
+          if (c == '"') {
+            if (f.i < n.min) return;
+            st = kStringDone;
+            break;
+          }
+          if (n.max >= 0 && f.i >= n.max) return;
+          ++f.i;
+          if (c == '\\') st = 2;
+          else if (c < 0x20) return;
+          else if (c < 0x80) st = 1;
+          else if (c >= 0xC2 && c <= 0xDF) st = 21;
+          else if (c == 0xE0) st = 30;
+          else if (c == 0xED) st = 31;
+          else if (c >= 0xE1 && c <= 0xEF) st = 22;
+          else if (c == 0xF0) st = 32;
+          else if (c >= 0xF1 && c <= 0xF3) st = 23;
+          else if (c == 0xF4) st = 33;
+          else return;
+          break;
+        case 2:
+          if (c == 'u') st = 40;
+          else if (std::string_view("\"\\/bfnrt").find(char(c)) != std::string_view::npos) st = 1;
+          else return;
+          break;
+        case 21: case 22: case 23:  // continuation bytes left: st - 20
+          if (c < 0x80 || c > 0xBF) return;
+          st = st == 21 ? 1 : st - 1;
+          break;
+        case 30: if (c < 0xA0 || c > 0xBF) return; st = 21; break;  // no overlong 3-byte forms
+        case 31: if (c < 0x80 || c > 0x9F) return; st = 21; break;  // no surrogates
+        case 32: if (c < 0x90 || c > 0xBF) return; st = 22; break;  // no overlong 4-byte forms
+        case 33: if (c < 0x80 || c > 0x8F) return; st = 22; break;  // nothing past U+10FFFF
+        case 40: case 41: case 42: case 43: {
+          // \uXXXX. f.i: the character count in its low 32 bits, the escape's
+          // value so far in bits 32-47, bit 48 set after a high surrogate.
+          if (!std::isxdigit(c)) return;
+          const int64_t d = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+          const int64_t count = f.i & 0xFFFFFFFF, high = f.i & (int64_t(1) << 48);
+          const int64_t v = ((f.i >> 32) & 0xFFFF) * 16 + d;
+          f.i = count | high | (v << 32);
+          if (st < 43) {
+            ++st;
+          } else if (high) {  // the low half of a pair must follow a high one
+            if (v < 0xDC00 || v > 0xDFFF) return;
+            f.i = count;
+            st = 1;
+          } else if (v >= 0xD800 && v <= 0xDBFF) {
+            f.i = count | (int64_t(1) << 48);
+            st = 50;
+          } else if (v >= 0xDC00 && v <= 0xDFFF) {
+            return;  // a lone low surrogate
+          } else {
+            f.i = count;
+            st = 1;
+          }
+          break;
+        }
+        case 50: if (c != '\\') return; st = 51; break;
+        case 51: if (c != 'u') return; st = 40; break;
+        default: return;
+      }
+      break;
+    case Grammar::Kind::Number: {
+      // Bounded so every number reads back as what it claims: an integer has at
+      // most 18 digits (fits int64), an exponent at most 2 (a finite double).
+      const bool digit = c >= '0' && c <= '9';
+      const bool frac_ok = !n.integer;
+      switch (st) {
+        case 0: st = c == '-' ? 1 : c == '0' ? 2 : digit ? 3 : -1; break;
+        case 1: st = c == '0' ? 2 : digit ? 3 : -1; break;
+        case 2: st = frac_ok && c == '.' ? 4 : frac_ok && (c == 'e' || c == 'E') ? 6 : -1; break;
+        case 3: st = digit ? 3 : frac_ok && c == '.' ? 4 : frac_ok && (c == 'e' || c == 'E') ? 6 : -1; break;
+        case 4: st = digit ? 5 : -1; break;
+        case 5: st = digit ? 5 : (c == 'e' || c == 'E') ? 6 : -1; break;
+        case 6: st = (c == '+' || c == '-') ? 7 : digit ? 8 : -1; break;
+        case 7: case 8: st = digit ? 8 : -1; break;
+        default: st = -1;
+      }
+      if (st < 0) return;
+      if (st == 6) f.i = 0;  // f.i counts integer digits, then exponent digits
+      if (digit && (st == 2 || st == 3 || st == 8)) {
+        if (++f.i > (st == 8 ? 2 : n.integer ? 18 : 1 << 20)) return;
+      }
+      break;
+    }
+    default:
+      return;  // expand() leaves only consuming frames on top
+  }
+  expand(std::move(t), out, 0);
+}
+
+bool GrammarCursor::feed(std::string_view bytes) {
+  for (unsigned char c : bytes) {
+    std::vector<Thread> next;
+    for (const auto& t : threads_) step(t, c, next);
+    std::sort(next.begin(), next.end());
+    next.erase(std::unique(next.begin(), next.end()), next.end());
+    threads_ = std::move(next);
+    if (threads_.empty()) return false;
+  }
+  return true;
+}
+
+bool GrammarCursor::allows(std::string_view bytes) const {
+  GrammarCursor c = *this;
+  return !bytes.empty() && c.feed(bytes);
+}
+
+bool GrammarCursor::complete() const {
+  return std::any_of(threads_.begin(), threads_.end(), [](const Thread& t) { return t.empty(); });
+}
+
+bool GrammarCursor::can_continue() const {
+  return std::any_of(threads_.begin(), threads_.end(), [](const Thread& t) { return !t.empty(); });
+}
+
+}  // namespace sluice::server
