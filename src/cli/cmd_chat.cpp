@@ -1,6 +1,7 @@
-// sluice chat: a conversation on the terminal through the model's chat
-// template. Each turn feeds only what the previous turns have not already put
-// in the cache (the rendered conversation grows by appending).
+// sluice chat: a conversation on the terminal through the server's conversation
+// layer (server::ChatCodec renders with the model's template or K3's XTML,
+// server::Generator reuses the cached prefix and splits reasoning from the
+// answer), so a turn here is rendered, reused and parsed exactly as by `serve`.
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,8 +13,9 @@
 #include "cli/memory_options.h"
 #include "cli/text_generation.h"
 #include "engine/engine.h"
-#include "text/chat_template.h"
-#include "text/tokenizer.h"
+#include "server/api_error.h"
+#include "server/chat_codec.h"
+#include "server/generator.h"
 #include "util/error.h"
 
 namespace sluice::cli {
@@ -22,7 +24,8 @@ namespace {
 void add_chat_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("chat", "Chat on the terminal (one line per message; /exit or end of input quits)");
   struct Opts {
-    std::string model, system;
+    std::string model, system, effort;
+    bool hide_reasoning = false;
     TextGenOptions gen;
     MemoryRequest mem;
   };
@@ -31,6 +34,10 @@ void add_chat_command(CLI::App& app, Action& action) {
   cmd->add_option("--model", o->model, "Model directory (default: $SLUICE_MODEL or the shipped sluice-k3-mini)");
   cmd->add_option("--system", o->system, "System message");
   cmd->add_option("--max-new", o->gen.max_new, "Maximum tokens per reply")->capture_default_str();
+  cmd->add_option("--reasoning-effort", o->effort, "none, low, medium, high or max (K3's thinking effort; a Jinja "
+                                                   "template sees it as reasoning_effort)")
+      ->check(CLI::IsMember({"none", "low", "medium", "high", "max"}));
+  cmd->add_flag("--hide-reasoning", o->hide_reasoning, "Do not print the model's reasoning (shown dimmed otherwise)");
   add_generation_options(cmd, o->gen);
   add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
@@ -40,32 +47,59 @@ void add_chat_command(CLI::App& app, Action& action) {
       const std::string dir = model_or_default(o->model);
       auto model = Engine::open(dir, o->mem);
       print_plan(o->gen, *model);
-      auto tok = text::Tokenizer::load(dir);
       make_drafter(o->gen, *model);
-      auto tmpl = text::ChatTemplate::load(dir);
+      auto codec = server::make_chat_codec(dir, model->info());
+      server::Metrics metrics;
+      SpeculationOptions spec;
+      spec.max_draft = o->gen.draft_max;
+      server::Generator gen(*model, *codec, metrics, model->context_length(), o->gen.drafter, spec);
       nlohmann::json messages = nlohmann::json::array();
       if (!o->system.empty()) messages.push_back({{"role", "system"}, {"content", o->system}});
-      auto session = std::make_unique<Session>(*model);
-      const bool tty = isatty(STDIN_FILENO);
+      const bool tty = isatty(STDIN_FILENO), color = isatty(STDOUT_FILENO);
       std::string line;
       for (;;) {
         if (tty) std::fputs("> ", stdout), std::fflush(stdout);
         if (!std::getline(std::cin, line) || line == "/exit") break;
         if (line.empty()) continue;
         messages.push_back({{"role", "user"}, {"content", line}});
-        std::vector<int32_t> ids = encode_prompt(*tok, *model, tmpl.render(messages, nullptr, true));
-        // Reuse the cache when the conversation so far is a prefix of the new prompt.
-        const auto& have = session->tokens();
-        std::vector<int32_t> todo;
-        if (have.size() < ids.size() && std::equal(have.begin(), have.end(), ids.begin())) {
-          todo.assign(ids.begin() + long(have.size()), ids.end());
-        } else {
-          session = std::make_unique<Session>(*model);
-          todo = ids;
+        server::Request req;  // tools off: a chat on the terminal calls nothing
+        req.messages = messages;
+        req.max_tokens = o->gen.max_new;
+        req.sampling = o->gen.sampling;
+        req.reasoning_effort = o->effort;
+        std::string content, reasoning;
+        bool in_reasoning = false;
+        auto emit = [&](const server::ReplyDelta& d, const std::vector<server::LogprobEntry>&) {
+          if (!d.reasoning.empty() && !o->hide_reasoning) {
+            if (!in_reasoning && color) std::fputs("\x1b[2m", stdout);
+            in_reasoning = true;
+            std::fputs(d.reasoning.c_str(), stdout);
+          }
+          if (!d.content.empty()) {
+            if (in_reasoning) std::fputs(color ? "\x1b[0m\n" : "\n", stdout);
+            in_reasoning = false;
+            std::fputs(d.content.c_str(), stdout);
+          }
+          std::fflush(stdout);
+          reasoning += d.reasoning;
+          content += d.content;
+          return true;
+        };
+        try {
+          const auto prompt = codec->render_chat(messages, nullptr, server::ChatOptions{o->effort});
+          const server::Outcome out = gen.run(req, prompt, emit);
+          if (in_reasoning && color) std::fputs("\x1b[0m", stdout);
+          if (o->gen.stats)
+            std::fprintf(stderr, "[prompt %lld tokens, %lld reused; reply %lld tokens, %s]\n",
+                         (long long)out.prompt_tokens, (long long)out.cached_tokens, (long long)out.completion_tokens,
+                         out.finish_reason.c_str());
+        } catch (const server::ApiError& e) {
+          fail("{}", e.what());
         }
-        std::vector<int32_t> reply = stream_text(*session, *tok, todo, o->gen, stdout);
         std::fputc('\n', stdout);
-        messages.push_back({{"role", "assistant"}, {"content", tok->decode(reply)}});
+        nlohmann::json reply = {{"role", "assistant"}, {"content", content}};
+        if (!reasoning.empty()) reply["reasoning_content"] = reasoning;  // replayed, as K3 requires
+        messages.push_back(std::move(reply));
       }
       return 0;
     };

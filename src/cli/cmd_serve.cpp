@@ -12,6 +12,7 @@
 #include "engine/drafter.h"
 #include "server/chat_codec.h"
 #include "server/http_server.h"
+#include "server/request.h"
 #include "util/error.h"
 
 namespace sluice::cli {
@@ -101,6 +102,7 @@ void add_serve_command(CLI::App& app, Action& action) {
       if (o->s.context_length <= 0)
         fail("{}/config.json has no max_position_embeddings: pass --context-length", o->model);
       auto codec = server::make_chat_codec(o->model, model->info());
+      o->s.sampling_defaults = server::sampling_defaults(o->model);
       server::HttpServer srv(*model, *codec, o->s);
       const int port = srv.bind();
       std::fprintf(stderr, "sluice: serving '%s' (%s) on http://%s:%d\n", o->s.model_name.c_str(),

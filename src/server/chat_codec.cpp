@@ -93,7 +93,7 @@ ByteCodec::ByteCodec(int64_t vocab) : vocab_(vocab) {
   if (vocab < 256) fail("the byte-level codec needs a vocabulary of at least 256 ids, the model has {}", vocab);
 }
 
-std::vector<int32_t> ByteCodec::encode(const std::string& text) const {
+std::vector<int32_t> ByteCodec::encode(const std::string& text, bool) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size());
   for (unsigned char c : text) ids.push_back(int32_t(c));

@@ -43,8 +43,8 @@ class ChatCodec {
   // conversation the template cannot render.
   virtual std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
                                            const ChatOptions& opts = {}) const = 0;
-  // Plain text for /v1/completions (adds BOS where the model expects one).
-  virtual std::vector<int32_t> encode(const std::string& text) const = 0;
+  // Plain text for /v1/completions (with add_bos, BOS where the model expects one).
+  virtual std::vector<int32_t> encode(const std::string& text, bool add_bos = true) const = 0;
   virtual std::unique_ptr<Detokenizer> detokenizer() const = 0;
   // The raw bytes of one token (for logprobs), special tokens as their text.
   virtual std::string token_bytes(int32_t id) const = 0;
@@ -76,7 +76,7 @@ class ByteCodec : public ChatCodec {
   std::string describe() const override { return "byte-level codec (no tokenizer files)"; }
   std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
                                    const ChatOptions& opts = {}) const override;
-  std::vector<int32_t> encode(const std::string& text) const override;
+  std::vector<int32_t> encode(const std::string& text, bool add_bos = true) const override;
   std::unique_ptr<Detokenizer> detokenizer() const override;
   std::string token_bytes(int32_t id) const override;
   std::vector<int32_t> stop_ids() const override { return {}; }

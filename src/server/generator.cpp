@@ -43,7 +43,7 @@ int64_t Generator::max_new_tokens(const Request& req, int64_t prompt_tokens) con
 }
 
 std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive,
-                                     Outcome& out) {
+                                     Outcome& out, const Progress& progress) {
   // Prefix reuse. The kept session holds the last prompt and what was generated after
   // it, with a rollback point just before the prompt's last token. A new prompt that
   // extends all of it feeds only the rest; one that shares at least the last prompt
@@ -74,13 +74,17 @@ std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const 
     // stopping server between them; then the rollback point, then the last token.
     for (size_t b = start; b + 1 < P; b += kPrefillChunk) {
       if (alive && !alive()) {  // the session keeps the prefix fed so far (a later request may extend it)
+        metrics_.set_prefill_progress(0, 0);
         checkpoint_ = -1;
         out.cancelled = true;
         return {};
       }
       const size_t e = std::min(b + kPrefillChunk, P - 1);
       session_->feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(b), prompt.begin() + std::ptrdiff_t(e)));
+      metrics_.set_prefill_progress(int64_t(e), int64_t(P));
+      if (progress) progress(int64_t(e), int64_t(P));
     }
+    metrics_.set_prefill_progress(0, 0);
     // Kept open over the whole generation: no per-token records (a later
     // rollback into the reply feeds the kept part again on recurrent models).
     session_->checkpoint(/*record=*/false);
@@ -96,11 +100,11 @@ std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const 
 }
 
 Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, const EmitFn& emit,
-                       const std::function<bool()>& alive) {
+                       const std::function<bool()>& alive, const Progress& progress) {
   Outcome out;
   out.prompt_tokens = int64_t(prompt.size());
   const int64_t max_new = max_new_tokens(req, out.prompt_tokens);
-  std::vector<float> logits = prefill(prompt, alive, out);
+  std::vector<float> logits = prefill(prompt, alive, out, progress);
   if (out.cancelled) return out;
 
   ReplyStream reply(req, codec_, prompt, stop_ids_, model_.info().vocab, metrics_, emit, alive);

@@ -33,13 +33,16 @@ class Generator {
 
   // Not thread-safe: one call at a time (the queue sees to it). `alive` is polled
   // once per prefill chunk and once per token; false cancels.
+  // `progress` (optional) hears the prompt positions in the state after each prefill chunk.
+  using Progress = std::function<void(int64_t done, int64_t total)>;
   Outcome run(const Request& req, const std::vector<int32_t>& prompt, const EmitFn& emit,
-              const std::function<bool()>& alive = {});
+              const std::function<bool()>& alive = {}, const Progress& progress = {});
 
   // The first half of run(): the prompt in the kept session (reusing what it
   // shares with the previous conversation), returning the last position's
   // logits. Sets out.cached_tokens; out.cancelled when `alive` said stop.
-  std::vector<float> prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive, Outcome& out);
+  std::vector<float> prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive, Outcome& out,
+                             const Progress& progress = {});
 
   // The ids that end a reply: the model's eos ids and the codec's end-of-turn ids.
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }

@@ -3,9 +3,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <strings.h>
 
 #include <httplib.h>
 
+#include "server/anthropic_api.h"
 #include "server/api_error.h"
 #include "server/generator.h"
 #include "server/http_transport.h"
@@ -16,6 +18,7 @@
 #include "server/queue.h"
 #include "server/request.h"
 #include "server/response.h"
+#include "server/text_routes.h"
 
 namespace sluice::server {
 
@@ -100,6 +103,9 @@ struct HttpServer::Impl {
   bool wait_for_turn(Job& job, httplib::Response& res);  // false: the client left while waiting
   bool stream_reply(Job& job, httplib::DataSink& sink);   // the content provider's body
   void openai_route(const std::string& body, httplib::Response& res, Request::Kind kind);
+  void anthropic_route(const std::string& body, httplib::Response& res, bool count_tokens);
+  void finish_preparation(Job& job) const;  // the forced-call grammar, the context check
+  void start_reply(const std::shared_ptr<Job>& job, httplib::Response& res);
 };
 
 void HttpServer::Impl::setup() {
@@ -115,13 +121,17 @@ void HttpServer::Impl::setup() {
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (opts.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    // The scheme is case-insensitive (RFC 9110 11.1); Anthropic clients send x-api-key.
     const std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (auth.compare(0, prefix.size(), prefix) == 0 && same_secret(auth.substr(prefix.size()), opts.api_key))
+    const bool bearer = auth.size() > 7 && strncasecmp(auth.c_str(), "bearer ", 7) == 0;
+    if (bearer && same_secret(auth.substr(7), opts.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+    if (req.has_header("x-api-key") && same_secret(req.get_header_value("x-api-key"), opts.api_key))
       return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, 401,
-               error_body("missing or wrong API key: send 'Authorization: Bearer <key>'", "authentication_error", "",
-                          "invalid_api_key"));
+    const std::string msg = "missing or wrong API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')";
+    if (req.path.rfind("/v1/messages", 0) == 0)  // Anthropic's error shape on its routes
+      send_error(res, 401, anthropic_error_body(ApiError(401, "authentication_error", "", "", msg)));
+    else
+      send_error(res, 401, error_body(msg, "authentication_error", "", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
   // Every answered request is counted here, by route template.
@@ -173,8 +183,9 @@ void HttpServer::Impl::setup() {
   });
   // Bodies are read here rather than by httplib so that the size limit holds for
   // chunked uploads too (httplib checks only Content-Length).
-  auto post = [this](Request::Kind kind) {
-    return [this, kind](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+  using BodyHandler = std::function<void(const std::string& body, httplib::Response& res)>;
+  auto post = [this](BodyHandler handle) {
+    return [this, handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
       std::string body;
       bool too_big = false;
       if (req.has_header("Content-Length")) {
@@ -203,11 +214,35 @@ void HttpServer::Impl::setup() {
                               "invalid_request_error"));
         return;
       }
-      openai_route(body, res, kind);
+      handle(body, res);
     };
   };
-  http.Post("/v1/chat/completions", post(Request::Kind::Chat));
-  http.Post("/v1/completions", post(Request::Kind::Completion));
+  auto openai = [this](Request::Kind kind) {
+    return [this, kind](const std::string& body, httplib::Response& res) { openai_route(body, res, kind); };
+  };
+  http.Post("/v1/chat/completions", post(openai(Request::Kind::Chat)));
+  http.Post("/v1/completions", post(openai(Request::Kind::Completion)));
+  http.Post("/v1/messages", post([this](const std::string& b, httplib::Response& res) { anthropic_route(b, res, false); }));
+  http.Post("/v1/messages/count_tokens",
+            post([this](const std::string& b, httplib::Response& res) { anthropic_route(b, res, true); }));
+  // Text utilities: answered at once, never queued behind a generation.
+  auto text_route = [this](std::function<json(const json&)> reply) {
+    return [reply](const std::string& body, httplib::Response& res) {
+      try {
+        res.set_content(to_text(reply(parse_json_body(body))), kJson);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    };
+  };
+  http.Post("/tokenize", post(text_route([this](const json& b) { return tokenize_reply(codec, b); })));
+  http.Post("/detokenize",
+            post(text_route([this](const json& b) { return detokenize_reply(codec, b, model.info().vocab); })));
+  http.Post("/apply-template", post(text_route([this](const json& b) {
+              RequestLimits limits;
+              limits.vocab = model.info().vocab;
+              return apply_template_reply(codec, b, limits, opts.model_name);
+            })));
   for (const char* path : {"/v1/chat/completions", "/v1/completions"})
     http.Get(path, [](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Allow", "POST");
@@ -231,6 +266,7 @@ std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::prepare_openai(const st
   RequestLimits limits;
   limits.vocab = model.info().vocab;
   limits.default_seed = std::random_device{}();
+  limits.defaults = opts.sampling_defaults;
   auto job = std::make_shared<Job>();
   job->req = kind == Request::Kind::Chat ? parse_chat_request(body, limits) : parse_completion_request(body, limits);
   Request& req = job->req;
@@ -253,15 +289,54 @@ std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::prepare_openai(const st
       job->echo_text = req.prompt_text;
     }
   }
+  finish_preparation(*job);
+  return job;
+}
+
+void HttpServer::Impl::finish_preparation(Job& job) const {
+  Request& req = job.req;
   if (req.tool_choice != Request::ToolChoice::Auto) {
     std::vector<std::string> allowed;
     if (req.tool_choice == Request::ToolChoice::Named) allowed.push_back(req.tool_choice_name);
     else
       for (const auto& t : req.tools) allowed.push_back(t["function"]["name"].get<std::string>());
-    req.grammar = tool_call_grammar(codec.reply_syntax(job->prompt), req.tools, allowed, req.parallel_tool_calls);
+    req.grammar = tool_call_grammar(codec.reply_syntax(job.prompt), req.tools, allowed, req.parallel_tool_calls);
   }
-  generator.max_new_tokens(req, int64_t(job->prompt.size()));  // 400 now rather than after queueing
-  return job;
+  generator.max_new_tokens(req, int64_t(job.prompt.size()));  // 400 now rather than after queueing
+}
+
+void HttpServer::Impl::start_reply(const std::shared_ptr<Job>& job, httplib::Response& res) {
+  res.set_header("Cache-Control", "no-cache");
+  if (job->writer->streaming()) res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      job->writer->content_type(), [this, job](size_t, httplib::DataSink& sink) { return stream_reply(*job, sink); },
+      [job](bool) { job->turn.reset(); });
+}
+
+void HttpServer::Impl::anthropic_route(const std::string& raw_body, httplib::Response& res, bool count_tokens) {
+  try {
+    RequestLimits limits;
+    limits.vocab = model.info().vocab;
+    limits.default_seed = std::random_device{}();
+    limits.defaults = opts.sampling_defaults;
+    auto job = std::make_shared<Job>();
+    job->req = parse_anthropic_request(parse_json_body(raw_body), limits, count_tokens);
+    if (job->req.model != opts.model_name)
+      throw ApiError(404, "not_found_error", "model", "",
+                     fmt::format("model '{}' does not exist; this server serves '{}'", job->req.model, opts.model_name));
+    job->prompt = codec.render_chat(job->req.messages, job->req.tools, ChatOptions{job->req.reasoning_effort});
+    if (count_tokens) {
+      res.set_content(to_text({{"input_tokens", job->prompt.size()}}), kJson);
+      return;
+    }
+    finish_preparation(*job);
+    if (!wait_for_turn(*job, res)) return;
+    job->writer = make_anthropic_writer(job->req, new_response_id("msg_"), opts.model_name, int64_t(job->prompt.size()));
+    start_reply(job, res);
+  } catch (const ApiError& e) {
+    res.status = e.status();
+    res.set_content(to_text(anthropic_error_body(e)), kJson);
+  }
 }
 
 bool HttpServer::Impl::wait_for_turn(Job& job, httplib::Response& res) {
@@ -309,7 +384,10 @@ bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
   EmitFn emit = [&](const ReplyDelta& d, const std::vector<LogprobEntry>& lp) { return write(w.delta(d, lp)); };
   Outcome o;
   try {
-    o = generator.run(job.req, job.prompt, emit, alive);
+    o = generator.run(job.req, job.prompt, emit, alive, [&](int64_t done, int64_t total) {
+      const std::string p = w.progress(done, total);
+      if (!p.empty()) write(p);
+    });
   } catch (const std::exception& e) {
     write(w.error(fmt::format("generation failed: {}", e.what()), "server_error", ""));
     sink.done();
@@ -341,11 +419,7 @@ void HttpServer::Impl::openai_route(const std::string& raw_body, httplib::Respon
     const ResponseMeta meta{new_response_id(kind == Request::Kind::Chat ? "chatcmpl-" : "cmpl-"), unix_now(),
                             opts.model_name};
     job->writer = make_openai_writer(job->req, meta, codec, job->echo_text);
-    res.set_header("Cache-Control", "no-cache");
-    if (job->writer->streaming()) res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        job->writer->content_type(), [this, job](size_t, httplib::DataSink& sink) { return stream_reply(*job, sink); },
-        [job](bool) { job->turn.reset(); });
+    start_reply(job, res);
   } catch (const ApiError& e) {
     send_error(res, e);
   }

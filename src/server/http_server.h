@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "runtime/sampler.h"
 #include "runtime/speculative.h"
 #include "server/chat_codec.h"
 #include "server/http_transport.h"
@@ -23,6 +24,7 @@ struct ServerOptions {
   int64_t context_length = 0;  // positions per conversation (0: unbounded)
   std::shared_ptr<Drafter> drafter;  // speculative decoding (same output); null: none
   SpeculationOptions speculation;
+  SamplingParams sampling_defaults;  // for requests that do not set them (sampling_defaults(model_dir))
 };
 
 class HttpServer {

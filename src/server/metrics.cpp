@@ -10,10 +10,15 @@ Metrics::Metrics()
 Route route_of(const std::string& path) {
   if (path == "/v1/chat/completions") return Route::ChatCompletions;
   if (path == "/v1/completions") return Route::Completions;
+  if (path == "/v1/messages") return Route::Messages;
+  if (path == "/v1/messages/count_tokens") return Route::CountTokens;
   if (path == "/v1/models") return Route::Models;
   if (path.rfind("/v1/models/", 0) == 0) return Route::Model;
   if (path == "/health") return Route::Health;
   if (path == "/metrics") return Route::Metrics;
+  if (path == "/tokenize") return Route::Tokenize;
+  if (path == "/detokenize") return Route::Detokenize;
+  if (path == "/apply-template") return Route::ApplyTemplate;
   return Route::Other;
 }
 
@@ -21,10 +26,15 @@ const char* route_label(Route r) {
   switch (r) {
     case Route::ChatCompletions: return "chat_completions";
     case Route::Completions: return "completions";
+    case Route::Messages: return "messages";
+    case Route::CountTokens: return "count_tokens";
     case Route::Models: return "models";
     case Route::Model: return "model";
     case Route::Health: return "health";
     case Route::Metrics: return "metrics";
+    case Route::Tokenize: return "tokenize";
+    case Route::Detokenize: return "detokenize";
+    case Route::ApplyTemplate: return "apply_template";
     case Route::Connection: return "connection";
     case Route::Other: break;
   }
@@ -34,6 +44,12 @@ const char* route_label(Route r) {
 void Metrics::count_request(Route route, int status) {
   std::lock_guard lk(mu_);
   ++requests_[{route, status}];
+}
+
+void Metrics::set_prefill_progress(int64_t done, int64_t total) {
+  std::lock_guard<std::mutex> l(mu_);
+  prefill_done_ = done;
+  prefill_total_ = total;
 }
 
 void Metrics::add_prompt(int64_t tokens, int64_t reused, double prefill_seconds) {
@@ -103,6 +119,9 @@ std::string Metrics::render() const {
          "Prompt tokens not prefilled again because the previous conversation's state was reused.", reused_tokens_);
   single("sluice_generation_tokens_total", "counter", "Tokens generated.", generated_tokens_);
   single("sluice_prefill_seconds_total", "counter", "Seconds spent prefilling prompts.", prefill_seconds_);
+  single("sluice_prefill_progress_tokens", "gauge", "Prompt positions in the state of the prompt being prefilled now.",
+         prefill_done_);
+  single("sluice_prefill_prompt_tokens", "gauge", "Length of the prompt being prefilled now (0: none).", prefill_total_);
   head("sluice_time_per_output_token_seconds", "histogram", "Seconds per generated token (sampling and forward pass).");
   uint64_t cum = 0;
   for (size_t b = 0; b < bucket_bounds_.size(); ++b) {

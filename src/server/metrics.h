@@ -14,7 +14,7 @@ namespace sluice::server {
 
 // The route a request was for, by template: metric labels come only from this
 // fixed set (never from the request's path, which a client chooses).
-enum class Route { ChatCompletions, Completions, Models, Model, Health, Metrics, Other, Connection };
+enum class Route { ChatCompletions, Completions, Messages, CountTokens, Models, Model, Health, Metrics, Tokenize, Detokenize, ApplyTemplate, Other, Connection };
 Route route_of(const std::string& path);
 const char* route_label(Route r);
 
@@ -24,6 +24,8 @@ class Metrics {
   void count_request(Route route, int status);
   void add_prompt(int64_t tokens, int64_t reused, double prefill_seconds);
   void add_token(double seconds);  // one generated token and the time it took
+  // The prompt being prefilled now: positions in the state of `total` (0, 0: none).
+  void set_prefill_progress(int64_t done, int64_t total);
   void set_queue(std::function<int64_t()> waiting, std::function<int64_t()> running);
   std::string render() const;
   double mean_request_seconds() const;
@@ -42,6 +44,7 @@ class Metrics {
   std::vector<uint64_t> buckets_;  // cumulative counts are computed when rendering
   uint64_t spec_passes_ = 0, spec_proposed_ = 0, spec_accepted_ = 0;
   double request_seconds_ = 0;
+  int64_t prefill_done_ = 0, prefill_total_ = 0;
   uint64_t request_count_ = 0;
   std::function<int64_t()> waiting_, running_;
   ExpertStats experts_;

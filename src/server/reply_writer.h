@@ -4,6 +4,7 @@
 // waits for the turn, runs the generator and watches the client is the same
 // for every API; only the writer differs (OpenAI chat and completions now).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ class ReplyWriter {
   virtual std::string error(const std::string& message, const std::string& type, const std::string& code) = 0;
   // Sent between prefill chunks and tokens when no socket can be polled, to find a gone client.
   virtual std::string keep_alive() const { return streaming() ? ": keep-alive\n\n" : " "; }
+  // After each prefill chunk of a streamed reply: an SSE comment clients ignore (llama-server's
+  // return_progress in spirit), so a long prompt shows progress; nothing for a JSON body.
+  virtual std::string progress(int64_t done, int64_t total) const {
+    return streaming() ? ": prefill " + std::to_string(done) + "/" + std::to_string(total) + "\n\n" : "";
+  }
 };
 
 }  // namespace sluice::server

@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "format/generation_config.h"
 #include "server/api_error.h"
 #include "server/output_grammar.h"
 
@@ -70,6 +71,7 @@ void parse_common(const json& body, Request& r, const RequestLimits& limits) {
   if (!body.contains("model")) bad_field("model", "'model' is required");
   r.model = string_field(body["model"], "model");
 
+  r.sampling = limits.defaults;
   if (present(body, "n") && integer_in(body, "n", 1, std::numeric_limits<int64_t>::max()) != 1)
     bad_field("n", "only n=1 is supported");
   if (present(body, "temperature")) r.sampling.temperature = number_in(body, "temperature", 0, 2);
@@ -149,7 +151,7 @@ int64_t token_limit(const json& body, const char* key) {
 }
 
 // message content -> string (text parts concatenated) or null.
-json flatten_content(const json& c, const std::string& where, bool null_ok) {
+json flatten_content(const json& c, const std::string& where, bool null_ok, bool assistant = false) {
   if (c.is_string()) return c;
   if (c.is_null()) {
     if (!null_ok) bad_field(where, "'{}' must not be null", where);
@@ -163,9 +165,21 @@ json flatten_content(const json& c, const std::string& where, bool null_ok) {
     if (!p.is_object()) bad_field(pw, "'{}' must be an object, got {}", pw, type_name(p));
     if (!p.contains("type")) bad_field(pw + ".type", "'{}.type' is required", pw);
     const std::string type = string_field(p["type"], pw + ".type");
+    if (type == "refusal" && assistant) {  // an assistant's refusal replays as its text
+      only_known(p, {"type", "refusal"}, pw + ".");
+      text += string_field(p.value("refusal", json()), pw + ".refusal");
+      continue;
+    }
     if (type != "text")
       bad_field(pw + ".type", "content part type '{}' is not supported: this model takes text only", type);
-    only_known(p, {"type", "text"}, pw + ".");
+    // The Agents SDK copies the fields of this server's reply message (role, refusal,
+    // reasoning_content, tool_calls...) into the text part it sends back; in an
+    // assistant's part those echoes are ignored (the message's own fields carry them).
+    static const std::set<std::string> echoed = {"role", "refusal", "annotations", "reasoning_content", "tool_calls",
+                                                 "audio", "function_call", "content"};
+    for (const auto& [k, v] : p.items())
+      if (k != "type" && k != "text" && !(assistant && echoed.count(k)))
+        bad_field(pw + "." + k, "unknown field '{}.{}': this server does not support it", pw, k);
     if (!p.contains("text")) bad_field(pw + ".text", "'{}.text' is required", pw);
     text += string_field(p["text"], pw + ".text");
   }
@@ -199,7 +213,7 @@ json parse_messages(const json& body) {
       if (present(m, "annotations") && !(m["annotations"].is_array() && m["annotations"].empty()))
         bad_field(w + ".annotations", "'{}.annotations' is not supported", w);
       o["role"] = role;
-      o["content"] = flatten_content(m.value("content", json()), w + ".content", true);
+      o["content"] = flatten_content(m.value("content", json()), w + ".content", true, true);
       if (present(m, "reasoning_content"))
         o["reasoning_content"] = string_field(m["reasoning_content"], w + ".reasoning_content");
       if (present(m, "tool_calls")) {
@@ -288,6 +302,23 @@ json parse_tools(const json& body) {
 }
 
 }  // namespace
+
+SamplingParams sampling_defaults(const std::string& model_dir) {
+  SamplingParams p;
+  const auto g = generation_defaults(model_dir);
+  if (!g) return p;
+  if (!g->do_sample.value_or(false)) {
+    p.temperature = 0;
+    return p;
+  }
+  p.temperature = g->temperature.value_or(1.0);
+  if (p.temperature > 2) fail("{}/generation_config.json: temperature {} is above the API's 2", model_dir, p.temperature);
+  p.top_p = g->top_p.value_or(1.0);
+  if (p.top_p == 0) p.top_p = 1, p.top_k = 1;
+  else p.top_k = g->top_k.value_or(50);
+  p.min_p = g->min_p.value_or(0.0);
+  return p;
+}
 
 json parse_json_body(std::string_view body) {
   json j;

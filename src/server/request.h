@@ -55,7 +55,15 @@ struct Request {
 struct RequestLimits {
   int64_t vocab = 0;          // token ids and logit_bias keys must be below this
   uint64_t default_seed = 0;  // used when the request has no seed
+  SamplingParams defaults;    // what a request that does not say gets (sampling_defaults())
 };
+
+// The server's sampling defaults for a model directory, after transformers'
+// reading of generation_config.json: no file: OpenAI's (temperature 1, no
+// top-p/top-k limit); do_sample absent or false: greedy; do_sample true:
+// temperature (1), top_p (1), top_k (50) and min_p (0) as the file gives them,
+// transformers' defaults in brackets. A request's own fields override each.
+SamplingParams sampling_defaults(const std::string& model_dir);
 
 // Parses a body; 400 for malformed JSON, a non-object, or nesting deeper than 64.
 nlohmann::json parse_json_body(std::string_view body);

@@ -65,7 +65,8 @@ std::string TextChatCodec::describe() const {
   if (family_ == "kimi_k3")
     return fmt::format("{} tokenizer, {} ids, Kimi K3 XTML chat format", tok_->kind(), tok_->vocab_size());
   return fmt::format("{} tokenizer, {} ids, {}", tok_->kind(), tok_->vocab_size(),
-                     tmpl_ ? "chat template" + (family_.empty() ? std::string() : ", " + family_ + " tool calls")
+                     tmpl_ ? "chat template, " + (family_.empty() ? std::string("Qwen3-style tool calls as text")
+                                                                   : family_ + " tool calls")
                            : std::string("no chat template"));
 }
 
@@ -96,10 +97,28 @@ std::vector<int32_t> TextChatCodec::render_chat(const nlohmann::json& messages, 
                    "this model has no chat template: use /v1/completions");
   nlohmann::json msgs = messages;
   const bool has_tools = tools.is_array() && !tools.empty();
-  if (has_tools && family_.empty())
-    throw ApiError(400, "invalid_request_error", "tools", "",
-                   "this model's chat template has no tool-call syntax this server can parse");
-  if (has_tools && !template_renders_tools_) {
+  if (family_.empty()) {
+    // A template without any tool-call syntax (the shipped model's ChatML): tools are
+    // declared in a system message and calls are written as Qwen3-style text, which
+    // reply_syntax() parses; earlier calls are replayed as that text in their turns.
+    for (auto& m : msgs)
+      if (m.contains("tool_calls")) {
+        std::string text = m["content"].is_string() ? m["content"].get<std::string>() : "";
+        for (const auto& c : m["tool_calls"])
+          text += "<tool_call>\n{\"name\": " + nlohmann::json(c["function"]["name"]).dump() +
+                  ", \"arguments\": " + c["function"]["arguments"].get<std::string>() + "}\n</tool_call>";
+        m["content"] = text;
+        m.erase("tool_calls");
+      }
+    if (has_tools) {
+      const std::string sys = "# Tools\n<tools>\n" + tools.dump() +
+                              "\n</tools>\nCall a tool as <tool_call>\n{\"name\": ..., \"arguments\": {...}}\n</tool_call>";
+      if (!msgs.empty() && msgs[0]["role"] == "system" && msgs[0]["content"].is_string())
+        msgs[0]["content"] = msgs[0]["content"].get<std::string>() + "\n\n" + sys;
+      else
+        msgs.insert(msgs.begin(), nlohmann::json{{"role", "system"}, {"content", sys}});
+    }
+  } else if (has_tools && !template_renders_tools_) {
     // The template (DeepSeek-V3's, for one) has no place for tool definitions: they go
     // into a system message, with the call syntax the model was trained on.
     std::string sys = "## Tools\nYou can call these functions:\n" + tools.dump() +
@@ -110,7 +129,7 @@ std::vector<int32_t> TextChatCodec::render_chat(const nlohmann::json& messages, 
     else
       msgs.insert(msgs.begin(), nlohmann::json{{"role", "system"}, {"content", sys}});
   }
-  const nlohmann::json tools_arg = has_tools ? tools : nlohmann::json();
+  const nlohmann::json tools_arg = has_tools && !family_.empty() ? tools : nlohmann::json();
   auto render = [&](const nlohmann::json& m) {
     try {
       nlohmann::json extra = nlohmann::json::object();
@@ -179,9 +198,9 @@ std::vector<int32_t> TextChatCodec::render_chat(const nlohmann::json& messages, 
   return ids;
 }
 
-std::vector<int32_t> TextChatCodec::encode(const std::string& text) const {
+std::vector<int32_t> TextChatCodec::encode(const std::string& text, bool add_bos) const {
   std::vector<int32_t> ids;
-  if (add_bos_)
+  if (add_bos && add_bos_)
     if (auto b = tok_->bos_id()) ids.push_back(*b);
   auto body = tok_->encode(text);
   ids.insert(ids.end(), body.begin(), body.end());
@@ -200,6 +219,7 @@ ReplySyntax TextChatCodec::reply_syntax(const std::vector<int32_t>& prompt) cons
   else if (family_ == "kimi_k2") s = kimi_k2_syntax();
   else if (family_ == "qwen3") s = qwen3_syntax();
   else if (family_ == "kimi_k3") s = kimi_k3_syntax();
+  else s = qwen3_syntax();  // the calls render_chat() asks for when the template has no syntax of its own
   // A generation prompt that ends inside an opened <think> block.
   std::string tail;
   for (size_t i = prompt.size() > 8 ? prompt.size() - 8 : 0; i < prompt.size(); ++i) tail += token_bytes(prompt[i]);

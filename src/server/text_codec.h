@@ -20,7 +20,7 @@ class TextChatCodec : public ChatCodec {
   std::string describe() const override;
   std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
                                    const ChatOptions& opts = {}) const override;
-  std::vector<int32_t> encode(const std::string& text) const override;
+  std::vector<int32_t> encode(const std::string& text, bool add_bos = true) const override;
   std::unique_ptr<Detokenizer> detokenizer() const override;
   std::string token_bytes(int32_t id) const override;
   std::vector<int32_t> stop_ids() const override { return stop_ids_; }
@@ -33,7 +33,8 @@ class TextChatCodec : public ChatCodec {
   std::optional<text::ChatTemplate> tmpl_;
   std::vector<int32_t> render_xtml(const nlohmann::json& messages, const nlohmann::json& tools,
                                    const ChatOptions& opts) const;
-  // "deepseek_v3", "kimi_k2", "qwen3", "kimi_k3" (XTML, rendered natively) or "" (no tool-call syntax known)
+  // "deepseek_v3", "kimi_k2", "qwen3", "kimi_k3" (XTML, rendered natively) or "" (the template has no
+  // tool-call syntax: calls are declared and written as Qwen3-style text)
   std::string family_;
   bool template_renders_tools_ = false;
   bool add_bos_ = false;

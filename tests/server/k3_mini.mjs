@@ -70,10 +70,20 @@ await t.test('replies with the state reused or rolled back equal a fresh server\
   }
 });
 
-await t.test('tools are refused: this template has no tool-call syntax', async () => {
-  await assert.rejects(
-    client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }] }),
-    (e) => e.status === 400 && e.param === 'tools');
+await t.test('tools on a template without tool syntax: Qwen3-style calls as text, forced by tool_choice', async () => {
+  const tools = [{ type: 'function', function: { name: 'find_verse', strict: true, parameters: { type: 'object',
+    properties: { book: { type: 'string', maxLength: 10 }, chapter: { type: 'integer' } }, required: ['book', 'chapter'], additionalProperties: false } } }];
+  const messages = [{ role: 'user', content: 'Find the verse about the beginning.' }];
+  const r = await client.chat.completions.create({ model: MODEL, messages, tools, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 200, temperature: 0 });
+  assert.equal(r.choices[0].finish_reason, 'tool_calls', JSON.stringify(r.choices[0]));
+  const [call] = r.choices[0].message.tool_calls;
+  assert.equal(call.function.name, 'find_verse');
+  const args = JSON.parse(call.function.arguments);
+  assert.ok(typeof args.book === 'string' && Number.isInteger(args.chapter), call.function.arguments);
+  // The call and its result replay in the next turn; the answer is free text again.
+  const next = await client.chat.completions.create({ model: MODEL, tools, max_tokens: 16, temperature: 0,
+    messages: [...messages, r.choices[0].message, { role: 'tool', tool_call_id: call.id, content: 'Genesis 1:1' }] });
+  assert.ok(next.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(next.usage));
 });
 
 const st = await server.stop();

@@ -67,6 +67,24 @@ if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_
   set_tests_properties(server.k3_format PROPERTIES LABELS "server;asan" TIMEOUT 1800)
 endif()
 
+# The Agents SDK and the Anthropic SDK driving agent loops with two tools (chat
+# completions and /v1/messages) on the shipped model and the K3-format model.
+foreach(module @openai/agents @anthropic-ai/sdk zod)
+  if(NOT EXISTS ${SLUICE_NODE_MODULES}/${module})
+    sluice_missing_test_tool("npm module ${module} missing in tests/node (npm ci there): server.*_sdk tests need it")
+  endif()
+endforeach()
+if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/@openai/agents AND EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
+  add_test(NAME server.agents_sdk
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/agents_sdk.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})
+  set_tests_properties(server.agents_sdk PROPERTIES LABELS "server;asan" TIMEOUT 1800)
+endif()
+if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/@anthropic-ai/sdk AND EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
+  add_test(NAME server.anthropic_sdk
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/anthropic_sdk.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})
+  set_tests_properties(server.anthropic_sdk PROPERTIES LABELS "server;asan" TIMEOUT 1800)
+endif()
+
 # Speculative decoding behind the server: the same replies with and without it.
 if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
   add_test(NAME server.speculation

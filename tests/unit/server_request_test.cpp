@@ -11,7 +11,7 @@ namespace {
 
 using nlohmann::json;
 
-const RequestLimits kLimits{1000, 77};
+const RequestLimits kLimits{1000, 77, {}};
 
 json chat(json extra = json::object()) {
   json b = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};

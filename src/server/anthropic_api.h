@@ -1,0 +1,32 @@
+// The Anthropic Messages API (/v1/messages, /v1/messages/count_tokens) on the
+// same generation path: a body becomes the internal Request (OpenAI-shaped
+// messages: system, user text, assistant text / thinking / tool_use as
+// reasoning_content and tool_calls, tool_result blocks as tool messages), and
+// its reply is written as a Message or as message_start, content_block_start /
+// delta (text_delta, thinking_delta, input_json_delta) / stop, message_delta,
+// message_stop and ping events. Errors use Anthropic's shape
+// {"type": "error", "error": {"type", "message"}}; the message names the field.
+#pragma once
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "server/api_error.h"
+#include "server/chat_codec.h"
+#include "server/reply_writer.h"
+#include "server/request.h"
+
+namespace sluice::server {
+
+// stop_sequences, temperature, top_p, top_k, metadata, stream, tools (input_schema),
+// tool_choice auto / any / tool / none (+ disable_parallel_tool_use), thinking
+// enabled / disabled (as reasoning_effort max / none). count_tokens: only the fields that shape the prompt.
+Request parse_anthropic_request(const nlohmann::json& body, const RequestLimits& limits, bool count_tokens = false);
+
+nlohmann::json anthropic_error_body(const ApiError& e);
+
+std::unique_ptr<ReplyWriter> make_anthropic_writer(const Request& req, std::string id, std::string model,
+                                                   int64_t prompt_tokens);
+
+}  // namespace sluice::server
