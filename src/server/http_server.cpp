@@ -226,7 +226,7 @@ void HttpServer::Impl::setup() {
   http.Post("/v1/messages/count_tokens",
             post([this](const std::string& b, httplib::Response& res) { anthropic_route(b, res, true); }));
   // Text utilities: answered at once, never queued behind a generation.
-  auto text_route = [this](std::function<json(const json&)> reply) {
+  auto text_route = [](std::function<json(const json&)> reply) {
     return [reply](const std::string& body, httplib::Response& res) {
       try {
         res.set_content(to_text(reply(parse_json_body(body))), kJson);

@@ -1,5 +1,7 @@
 #include "server/text_routes.h"
 
+#include <algorithm>
+
 #include "server/api_error.h"
 
 namespace sluice::server {
@@ -9,9 +11,11 @@ using nlohmann::json;
 namespace {
 
 void only(const json& body, std::initializer_list<const char*> known) {
-  for (const auto& [k, v] : body.items())
+  for (const auto& item : body.items()) {
+    const std::string& k = item.key();
     if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; }))
       bad_field(k, "unknown field '{}'", k);
+  }
 }
 
 bool flag(const json& body, const char* key) {
