@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -13,47 +12,20 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "runtime/evaluation.h"
-#include "text/tokenizer.h"
+#include "text/documents.h"
 #include "util/error.h"
 
 namespace sluice::cli {
 
 namespace {
 
-// Documents from --text (one), --jsonl (one per line: a JSON string or an object with "text") or --tokens.
+// Documents from --text (one), --jsonl (one per line) or --tokens (one).
 std::vector<std::vector<int32_t>> read_documents(const std::string& model_dir, const std::string& text_file,
                                                  const std::string& jsonl, const std::string& tokens) {
-  std::vector<std::vector<int32_t>> docs;
-  if (!tokens.empty()) {
-    docs.push_back(parse_token_list(tokens));
-    return docs;
-  }
+  if (!tokens.empty()) return {parse_token_list(tokens)};
   auto tok = text::Tokenizer::load(model_dir);
-  if (!text_file.empty()) {
-    std::ifstream in(text_file, std::ios::binary);
-    if (!in) fail("{}: cannot open", text_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    docs.push_back(tok->encode(ss.str()));
-    return docs;
-  }
-  std::ifstream in(jsonl);
-  if (!in) fail("{}: cannot open", jsonl);
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}:{}: not JSON: {}", jsonl, n, e.what());
-    }
-    if (j.is_object() && j.contains("text")) j = j["text"];
-    if (!j.is_string()) fail("{}:{}: expected a JSON string or an object with a \"text\" string", jsonl, n);
-    docs.push_back(tok->encode(j.get<std::string>()));
-  }
-  if (docs.empty()) fail("{}: no documents", jsonl);
-  return docs;
+  if (!text_file.empty()) return {text::read_text_document(*tok, text_file)};
+  return text::read_jsonl_documents(*tok, jsonl);
 }
 
 void add_eval_command(CLI::App& app, Action& action) {

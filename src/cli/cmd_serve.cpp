@@ -1,10 +1,6 @@
 // sluice serve: the OpenAI-compatible HTTP server.
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <thread>
-
-#include <pthread.h>
 
 #include "cli/commands.h"
 #include "cli/memory_options.h"
@@ -13,11 +9,19 @@
 #include "server/chat_codec.h"
 #include "server/http_server.h"
 #include "server/request.h"
+#include "server/stop_signals.h"
 #include "util/error.h"
 
 namespace sluice::cli {
 
 namespace {
+
+// The id clients send as "model" by default: the directory's name ("dir/" and "dir/." too).
+std::string directory_name(const std::string& dir) {
+  const auto p = std::filesystem::path(dir).lexically_normal();
+  return p.has_filename() ? p.filename().string() : p.parent_path().filename().string();
+}
+
 void add_serve_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat completions, completions, models)");
   struct Opts {
@@ -74,21 +78,9 @@ void add_serve_command(CLI::App& app, Action& action) {
         fail("--max-connections-per-client must be >= 1, got {}", o->s.transport.max_connections_per_client);
       apply_memory_options(o->mem);
       o->model = model_or_default(o->model);
-      o->s.model_name = o->name;
-      if (o->s.model_name.empty())
-        o->s.model_name = std::filesystem::path(o->model).lexically_normal().filename().string();
-      if (o->s.model_name.empty())
-        o->s.model_name = std::filesystem::path(o->model).lexically_normal().parent_path().filename().string();
+      o->s.model_name = o->name.empty() ? directory_name(o->model) : o->name;
 
-      // SIGINT/SIGTERM are taken by one thread that stops the server; every other
-      // thread (httplib's pool included) inherits the blocked mask.
-      std::signal(SIGPIPE, SIG_IGN);
-      sigset_t sigs;
-      sigemptyset(&sigs);
-      sigaddset(&sigs, SIGINT);
-      sigaddset(&sigs, SIGTERM);
-      pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-
+      const server::StopSignals stop_signals;  // before the engine starts its threads
       if (o->context > 0) o->mem.context_tokens = o->context;  // the plan's state is for the served context
       auto model = Engine::open(o->model, o->mem);
       if (model->plan().budget > 0) std::fprintf(stderr, "%s\n", model->plan().describe().c_str());
@@ -108,15 +100,7 @@ void add_serve_command(CLI::App& app, Action& action) {
       std::fprintf(stderr, "sluice: serving '%s' (%s) on http://%s:%d\n", o->s.model_name.c_str(),
                    codec->describe().c_str(), o->s.host.c_str(), port);
       std::fflush(stderr);
-      std::thread waiter([&srv, sigs] {
-        int sig = 0;
-        sigwait(&sigs, &sig);
-        if (sig != 0) srv.stop();
-      });
-      srv.run();
-      // run() also returns on its own failure; wake the waiter so it can be joined.
-      pthread_kill(waiter.native_handle(), SIGTERM);
-      waiter.join();
+      stop_signals.serve(srv);
       std::fprintf(stderr, "sluice: stopped\n");
       return 0;
     };
