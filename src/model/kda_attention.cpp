@@ -51,6 +51,31 @@ struct KdaState : LayerState {
     return n;
   }
   bool needs_records() const override { return true; }
+  std::vector<SavedTensor> save() const override {
+    std::vector<SavedTensor> out;
+    for (const Buffer* b : {&hist_q, &hist_k, &hist_v, &S}) {
+      SavedTensor t{.rows = b->rows(), .cols = b->cols(), .per_position = false, .values = {}};
+      t.values.resize(size_t(b->rows() * b->cols()));
+      if (!t.values.empty()) be.download(*b, t.values.data());
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+  void restore(const std::vector<SavedTensor>& saved, int64_t /*positions*/) override {
+    Buffer* const mine[] = {&hist_q, &hist_k, &hist_v, &S};
+    if (saved.size() != 4) fail("KDA state: {} tensors saved, this layer has 4", saved.size());
+    for (size_t i = 0; i < 4; ++i) {
+      const SavedTensor& t = saved[i];
+      if (t.per_position || t.rows != mine[i]->rows() || t.cols != mine[i]->cols() ||
+          int64_t(t.values.size()) != t.rows * t.cols)
+        fail("KDA state: tensor {} is [{}, {}]{}, this layer's is [{}, {}]", i, t.rows, t.cols,
+             t.per_position ? " per position" : "", mine[i]->rows(), mine[i]->cols());
+    }
+    marks.clear();
+    drop_records(0);
+    for (size_t i = 0; i < 4; ++i)
+      if (!saved[i].values.empty()) be.upload(saved[i].values.data(), *mine[i]);
+  }
   void checkpoint(bool record) override {
     marks.push_back({hist_q.clone(), hist_k.clone(), hist_v.clone(), S.clone(), recorded(), record});
   }

@@ -12,7 +12,7 @@ namespace sluice {
 // One or more row-major float tables with the same number of rows (positions).
 class RowCache : public LayerState {
  public:
-  RowCache(Backend& be, std::vector<int64_t> widths) {
+  RowCache(Backend& be, std::vector<int64_t> widths) : be_(be) {
     for (int64_t w : widths) tables_.emplace_back(be, 0, w);
   }
   int64_t rows() const { return rows_; }
@@ -34,8 +34,11 @@ class RowCache : public LayerState {
     for (const auto& t : tables_) b += t.bytes();
     return b;
   }
+  std::vector<SavedTensor> save() const override;
+  void restore(const std::vector<SavedTensor>& saved, int64_t positions) override;
 
  private:
+  Backend& be_;
   std::vector<Buffer> tables_;
   int64_t rows_ = 0;
   std::vector<int64_t> marks_;  // rows at each open checkpoint, innermost last

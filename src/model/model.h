@@ -20,6 +20,16 @@ struct ModelInfo {
   std::vector<int32_t> eos_ids;
 };
 
+// One tensor of a layer's state copied to host memory, for saving a session
+// and restoring it later (runtime/state_file.h).
+struct SavedTensor {
+  int64_t rows = 0, cols = 0;
+  // One row per position fed (a cache): its first p rows are the state after
+  // p positions. Otherwise the tensor is the state after all of them (recurrent).
+  bool per_position = false;
+  std::vector<float> values;  // rows * cols, row-major
+};
+
 // Per-layer cached state: KV cache, latent cache, or recurrent state.
 // Speculative decoding feeds a batch of guesses and then keeps only a prefix:
 // checkpoint() marks the rollback point, rollback(keep) returns the state to
@@ -38,6 +48,15 @@ class LayerState {
   // Whether keeping a prefix after a mark needs per-token records (recurrent
   // state) rather than dropping rows (caches).
   virtual bool needs_records() const { return false; }
+  // The state after every token fed, as host tensors (open checkpoints and
+  // their records are not part of it).
+  virtual std::vector<SavedTensor> save() const = 0;
+  // Becomes the state save() gave, cut to its first `positions` positions
+  // (only per-position tensors can be cut: recurrent tensors must hold
+  // exactly `positions`, which the caller checks), with no checkpoint open.
+  // Throws sluice::Error when the tensors do not have this layer's shapes,
+  // leaving the state as it was.
+  virtual void restore(const std::vector<SavedTensor>& saved, int64_t positions) = 0;
 };
 
 // A sequence being decoded: position plus every layer's state.

@@ -92,6 +92,48 @@ void Session::rollback(int64_t keep) {
   checkpoint_tokens_.pop_back();
 }
 
+SessionImage Session::image() const {
+  SessionImage im;
+  im.tokens = tokens_;
+  for (const auto& l : state_->layers) im.layers.push_back(l ? l->save() : std::vector<SavedTensor>{});
+  return im;
+}
+
+void Session::restore(const SessionImage& image, int64_t positions) {
+  if (positions < 0 || positions > image.positions())
+    fail("cannot restore {} positions of a state that holds {}", positions, image.positions());
+  if (positions < image.positions() && !image.can_cut())
+    fail("this model's state is recurrent: it can be restored only at the {} positions saved, not {}",
+         image.positions(), positions);
+  const int64_t limit = model_.info().max_positions;
+  if (limit > 0 && positions > limit)
+    fail("a state of {} positions does not fit in the model's context of {}", positions, limit);
+  const int64_t vocab = model_.info().vocab;
+  for (int64_t i = 0; i < positions; ++i)
+    if (image.tokens[size_t(i)] < 0 || image.tokens[size_t(i)] >= vocab)
+      fail("token {} at position {} is outside the model's vocabulary of {}", image.tokens[size_t(i)], i, vocab);
+  // Built aside and swapped in, so a refused image changes nothing.
+  std::unique_ptr<State> st = model_.new_state();
+  if (st->layers.size() != image.layers.size())
+    fail("the state has {} layers, this model {}", image.layers.size(), st->layers.size());
+  for (size_t l = 0; l < st->layers.size(); ++l) {
+    if (!st->layers[l]) {
+      if (!image.layers[l].empty()) fail("layer {}: state saved for a layer that keeps none", l);
+      continue;
+    }
+    try {
+      st->layers[l]->restore(image.layers[l], positions);
+    } catch (const Error& e) {
+      fail("layer {}: {}", l, e.what());
+    }
+  }
+  st->pos = positions;
+  state_ = std::move(st);
+  tokens_.assign(image.tokens.begin(), image.tokens.begin() + positions);
+  logits_.clear();
+  checkpoint_tokens_.clear();
+}
+
 void Session::commit() {
   state_->commit();
   checkpoint_tokens_.pop_back();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "runtime/session_image.h"
 
 namespace sluice {
 
@@ -34,6 +35,15 @@ class Session {
   void rollback(int64_t keep);
   void commit();  // closes the innermost mark, keeping everything fed since
   size_t open_checkpoints() const { return checkpoint_tokens_.size(); }
+  // The state after every token fed, in host memory (open marks are not part of it).
+  SessionImage image() const;
+  // Becomes `image` cut to its first `positions` tokens (any prefix when
+  // image.can_cut(), else all of them), with no mark open and no logits: the
+  // next feed() continues bit for bit as the session the image was taken
+  // from would have. Throws sluice::Error saying what does not fit (layer
+  // count or shapes of another model, a token outside the vocabulary, the
+  // context), leaving the session as it was.
+  void restore(const SessionImage& image, int64_t positions);
   // Long inputs are fed in chunks of at most this many tokens (each chunk reads
   // every distinct expert it needs once). 0: no limit.
   void set_prefill_chunk(int64_t n) { chunk_ = n; }

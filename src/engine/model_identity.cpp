@@ -1,0 +1,78 @@
+#include "engine/model_identity.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "engine/engine.h"
+#include "io/expert_disk_cache.h"
+#include "kernels/isa.h"
+#include "util/error.h"
+
+namespace sluice {
+
+namespace {
+class Hasher {
+ public:
+  Hasher() : st_(XXH3_createState()) { XXH3_128bits_reset(st_); }
+  ~Hasher() { XXH3_freeState(st_); }
+  Hasher(const Hasher&) = delete;
+  Hasher& operator=(const Hasher&) = delete;
+  void add(const void* p, size_t n) { XXH3_128bits_update(st_, p, n); }
+  void add(const std::string& s) {
+    const uint64_t n = s.size();
+    add(&n, sizeof(n));
+    add(s.data(), s.size());
+  }
+  template <typename T>
+  void add_value(T v) {
+    add(&v, sizeof(v));
+  }
+  std::string hex() const {
+    const XXH128_hash_t h = XXH3_128bits_digest(st_);
+    return fmt::format("{:016x}{:016x}", h.high64, h.low64);
+  }
+
+ private:
+  XXH3_state_t* st_;
+};
+
+constexpr uint64_t kLeadBytes = 64 << 10;  // from the start of the tensor data
+constexpr uint64_t kSamples = 8, kSampleBytes = 4 << 10;
+}  // namespace
+
+std::string model_identity(const Engine& engine) {
+  Hasher h;
+  const std::string config_path = engine.dir() + "/config.json";
+  std::ifstream cf(config_path, std::ios::binary);
+  if (!cf) fail("{}: cannot read it for the model's identity", config_path);
+  h.add(std::string(std::istreambuf_iterator<char>(cf), std::istreambuf_iterator<char>()));
+  const bool sample_data = !is_stream_dir(engine.dir());
+  for (const auto& f : engine.checkpoint().files()) {
+    h.add(std::filesystem::path(f->path()).filename().string());
+    h.add_value(f->file_size());
+    const uint8_t* base = f->map_base();
+    h.add(base, f->data_start());
+    if (!sample_data) continue;
+    const uint64_t start = f->data_start(), size = f->file_size(), data = size - start;
+    h.add(base + start, std::min(data, kLeadBytes));
+    if (data > kSampleBytes)
+      for (uint64_t i = 0; i < kSamples; ++i) h.add(base + start + (data - kSampleBytes) * (i + 1) / (kSamples + 1), kSampleBytes);
+  }
+  if (const Manifest* m = engine.checkpoint().manifest()) {
+    h.add(m->spine_format);
+    for (const ManifestExpert& e : m->experts) {
+      h.add_value(e.layer);
+      h.add_value(e.expert);
+      h.add_value(e.checksum);
+    }
+  }
+  h.add_value(engine.options().use_prepared_spine);
+  return fmt::format("{} {} {} {}", engine.info().arch, engine.options().device.name(), kernels::active_isa().name,
+                     h.hex());
+}
+
+}  // namespace sluice
