@@ -6,6 +6,7 @@
 #include "cli/memory_options.h"
 #include "engine/engine.h"
 #include "engine/drafter.h"
+#include "engine/model_identity.h"
 #include "server/chat_codec.h"
 #include "server/http_server.h"
 #include "server/request.h"
@@ -31,6 +32,7 @@ void add_serve_command(CLI::App& app, Action& action) {
     int64_t ngram = 4;
     int64_t context = 0;
     double header_timeout_s = 10;
+    double prompt_cache_gb = 8;
     server::ServerOptions s;
   };
   auto o = std::make_shared<Opts>();
@@ -63,6 +65,16 @@ void add_serve_command(CLI::App& app, Action& action) {
   cmd->add_option("--max-connections-per-client", o->s.transport.max_connections_per_client,
                   "Open connections one client address may hold; more get 429")
       ->capture_default_str();
+  cmd->add_option("--cache-slots", o->s.cache.slots,
+                  "Conversations kept in memory for prefix reuse (the longest shared prefix wins; least recently "
+                  "used evicted first; with --ram the memory plan reserves state for each)")
+      ->capture_default_str();
+  cmd->add_option("--prompt-cache", o->s.cache.dir,
+                  "Directory where each prompt's state is saved after prefill and found again, also after a "
+                  "restart (files of another model, device or kernel set, or corrupt ones, are ignored)");
+  cmd->add_option("--prompt-cache-max", o->prompt_cache_gb,
+                  "With --prompt-cache: GB (10^9 bytes) its files may take; least recently used deleted first")
+      ->capture_default_str();
   add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
@@ -76,7 +88,12 @@ void add_serve_command(CLI::App& app, Action& action) {
       o->s.transport.head_timeout = std::chrono::milliseconds(int64_t(o->header_timeout_s * 1000));
       if (o->s.transport.max_connections_per_client < 1)
         fail("--max-connections-per-client must be >= 1, got {}", o->s.transport.max_connections_per_client);
+      if (o->s.cache.slots < 1 || o->s.cache.slots > 1024)
+        fail("--cache-slots must be in 1..1024, got {}", o->s.cache.slots);
+      if (!(o->prompt_cache_gb > 0)) fail("--prompt-cache-max must be positive, got {}", o->prompt_cache_gb);
+      o->s.cache.disk_bytes = uint64_t(o->prompt_cache_gb * 1e9);
       apply_memory_options(o->mem);
+      o->mem.sequences = std::max<int64_t>(o->mem.sequences, o->s.cache.slots);  // each kept conversation has its state
       o->model = model_or_default(o->model);
       o->s.model_name = o->name.empty() ? directory_name(o->model) : o->name;
 
@@ -84,6 +101,8 @@ void add_serve_command(CLI::App& app, Action& action) {
       if (o->context > 0) o->mem.context_tokens = o->context;  // the plan's state is for the served context
       auto model = Engine::open(o->model, o->mem);
       if (model->plan().budget > 0) std::fprintf(stderr, "%s\n", model->plan().describe().c_str());
+      if (model->plan().budget > 0) o->s.cache.memory_bytes = model->plan().state;  // what the plan set aside
+      if (!o->s.cache.dir.empty()) o->s.cache.identity = model_identity(*model);
       o->s.drafter = choose_drafter(o->draft_model, o->speculate, o->ngram, *model);
       const int64_t model_ctx = model->context_length();
       if (o->context < 0) fail("--context-length must be positive, got {}", o->context);

@@ -15,10 +15,11 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 }  // namespace
 
 Generator::Generator(const Model& model, const ChatCodec& codec, Metrics& metrics, int64_t context_length,
-                     std::shared_ptr<Drafter> drafter, const SpeculationOptions& speculation)
+                     std::shared_ptr<Drafter> drafter, const SpeculationOptions& speculation, PromptCacheOptions cache)
     : model_(model),
       codec_(codec),
       metrics_(metrics),
+      cache_(model, std::move(cache)),
       context_(context_length),
       drafter_(std::move(drafter)),
       speculation_(speculation) {
@@ -44,55 +45,48 @@ int64_t Generator::max_new_tokens(const Request& req, int64_t prompt_tokens) con
 
 std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive,
                                      Outcome& out, const Progress& progress) {
-  // Prefix reuse. The kept session holds the last prompt and what was generated after
-  // it, with a rollback point just before the prompt's last token. A new prompt that
-  // extends all of it feeds only the rest; one that shares at least the last prompt
-  // (all but its final token) rolls the generated part back to where they agree.
+  // Prefix reuse. A kept conversation holds its prompt and what was generated
+  // after it, with a rollback point just before the prompt's last token; the
+  // cache picks the conversation or saved state sharing the longest prefix
+  // and returns it extended, rolled back or cut to that prefix.
   const auto t0 = Clock::now();
   const size_t P = prompt.size();
-  size_t start = 0;  // prompt tokens already in the state
-  if (session_) {
-    const auto& st = session_->tokens();
-    size_t common = 0;
-    while (common < st.size() && common < P && st[common] == prompt[common]) ++common;
-    if (common == st.size() && common < P) {
-      start = common;
-      if (checkpoint_ >= 0) session_->commit();  // the old rollback point is not needed any more
-    } else if (checkpoint_ >= 0 && common >= size_t(checkpoint_)) {
-      const size_t keep = std::min(common, P - 1) - size_t(checkpoint_);
-      session_->rollback(int64_t(keep));
-      start = size_t(checkpoint_) + keep;
-    } else {
-      session_.reset();
-    }
-  }
-  if (!session_) session_ = std::make_unique<Session>(model_);
+  if (current_.session) cache_.keep(std::move(current_));
+  current_ = cache_.take(prompt);
+  Session& s = *current_.session;
+  const size_t start = s.tokens().size();  // prompt tokens already in the state
   out.cached_tokens = int64_t(start);
+  const std::vector<int64_t> save_at = cache_.save_points();
   std::vector<float> logits;
   try {
     // Everything but the last token, in chunks with a check for a gone client or a
-    // stopping server between them; then the rollback point, then the last token.
-    for (size_t b = start; b + 1 < P; b += kPrefillChunk) {
+    // stopping server between them (and the cache's save points as chunk ends);
+    // then the rollback point, then the last token.
+    for (size_t b = start; b + 1 < P;) {
       if (alive && !alive()) {  // the session keeps the prefix fed so far (a later request may extend it)
         metrics_.set_prefill_progress(0, 0);
-        checkpoint_ = -1;
+        current_.mark = -1;
         out.cancelled = true;
         return {};
       }
-      const size_t e = std::min(b + kPrefillChunk, P - 1);
-      session_->feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(b), prompt.begin() + std::ptrdiff_t(e)));
+      size_t e = std::min(b + kPrefillChunk, P - 1);
+      for (int64_t p : save_at)
+        if (size_t(p) > b && size_t(p) < e) e = size_t(p);
+      s.feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(b), prompt.begin() + std::ptrdiff_t(e)));
+      if (std::find(save_at.begin(), save_at.end(), int64_t(e)) != save_at.end()) cache_.save(s);
       metrics_.set_prefill_progress(int64_t(e), int64_t(P));
       if (progress) progress(int64_t(e), int64_t(P));
+      b = e;
     }
     metrics_.set_prefill_progress(0, 0);
+    cache_.save(s);  // the prompt but its last token: what a repeat of it reuses
     // Kept open over the whole generation: no per-token records (a later
     // rollback into the reply feeds the kept part again on recurrent models).
-    session_->checkpoint(/*record=*/false);
-    checkpoint_ = int64_t(P) - 1;
-    logits = session_->feed({prompt.back()});
+    s.checkpoint(/*record=*/false);
+    current_.mark = int64_t(P) - 1;
+    logits = s.feed({prompt.back()});
   } catch (...) {
-    session_.reset();
-    checkpoint_ = -1;
+    current_ = {};
     throw;
   }
   metrics_.add_prompt(int64_t(P), out.cached_tokens, seconds_since(t0));
@@ -119,10 +113,9 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
   } else {
     SpeculationStats spec;
     try {
-      decode(*session_, std::move(logits), prompt, max_new, pick, take, drafter_.get(), speculation_, &spec);
+      decode(*current_.session, std::move(logits), prompt, max_new, pick, take, drafter_.get(), speculation_, &spec);
     } catch (...) {
-      session_.reset();
-      checkpoint_ = -1;
+      current_ = {};
       throw;
     }
     if (drafter_) metrics_.add_speculation(spec.passes, spec.proposed, spec.accepted);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "runtime/prompt_cache.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
 #include "server/chat_codec.h"
@@ -25,8 +26,11 @@ class Generator {
  public:
   // context_length: positions a conversation may use (0: unbounded). With a
   // drafter, its drafts are verified in batches (the output is the same).
+  // `cache`: how many conversations are kept for prefix reuse, and where
+  // prompt states are saved (runtime/prompt_cache.h).
   Generator(const Model& model, const ChatCodec& codec, Metrics& metrics, int64_t context_length,
-            std::shared_ptr<Drafter> drafter = nullptr, const SpeculationOptions& speculation = {});
+            std::shared_ptr<Drafter> drafter = nullptr, const SpeculationOptions& speculation = {},
+            PromptCacheOptions cache = {});
 
   // Context budget checks before queueing: throws ApiError(400) when the prompt does not fit.
   int64_t max_new_tokens(const Request& req, int64_t prompt_tokens) const;
@@ -38,9 +42,11 @@ class Generator {
   Outcome run(const Request& req, const std::vector<int32_t>& prompt, const EmitFn& emit,
               const std::function<bool()>& alive = {}, const Progress& progress = {});
 
-  // The first half of run(): the prompt in the kept session (reusing what it
-  // shares with the previous conversation), returning the last position's
-  // logits. Sets out.cached_tokens; out.cancelled when `alive` said stop.
+  // The first half of run(): the prompt in a session that reuses the longest
+  // prefix a cached conversation or saved state shares with it, returning
+  // the last position's logits; with a prompt cache directory the state
+  // before the last token is saved there. Sets out.cached_tokens;
+  // out.cancelled when `alive` said stop.
   std::vector<float> prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive, Outcome& out,
                              const Progress& progress = {});
 
@@ -51,8 +57,8 @@ class Generator {
   const Model& model_;
   const ChatCodec& codec_;
   Metrics& metrics_;
-  std::unique_ptr<Session> session_;  // the last conversation, kept for prefix reuse
-  int64_t checkpoint_ = -1;           // session_'s rollback point (tokens before it), -1: none
+  PromptCache cache_;          // conversations kept for prefix reuse
+  CachedConversation current_;  // the last request's, given back to cache_ by the next
   std::vector<int32_t> stop_ids_;
   int64_t context_;
   std::shared_ptr<Drafter> drafter_;  // null: no speculation

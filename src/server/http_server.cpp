@@ -88,7 +88,7 @@ struct HttpServer::Impl {
         codec(c),
         opts(std::move(o)),
         queue(opts.max_queue),
-        generator(m, c, metrics, opts.context_length, opts.drafter, opts.speculation),
+        generator(m, c, metrics, opts.context_length, opts.drafter, opts.speculation, opts.cache),
         http(transport_options(opts, metrics)) {
     metrics.set_queue([this] { return queue.waiting(); }, [this] { return queue.running(); });
     setup();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "runtime/prompt_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
 #include "server/chat_codec.h"
@@ -25,6 +26,7 @@ struct ServerOptions {
   std::shared_ptr<Drafter> drafter;  // speculative decoding (same output); null: none
   SpeculationOptions speculation;
   SamplingParams sampling_defaults;  // for requests that do not set them (sampling_defaults(model_dir))
+  PromptCacheOptions cache;  // conversations kept for prefix reuse, prompt states saved on disk
 };
 
 class HttpServer {

@@ -56,6 +56,11 @@ if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_
   add_test(NAME server.k3_mini
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/k3_mini.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})
   set_tests_properties(server.k3_mini PROPERTIES LABELS "server;asan" TIMEOUT 1800)
+  # Release tree only: nine servers start on the K3 model (the cache's logic
+  # runs under ASan in the unit tests).
+  add_test(NAME server.prompt_cache
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/prompt_cache.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})
+  set_tests_properties(server.prompt_cache PROPERTIES LABELS "server" TIMEOUT 900)
 endif()
 
 # Kimi K3's own chat format (XTML) on a K3-architecture checkpoint with a K3-style

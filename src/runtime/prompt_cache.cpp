@@ -1,0 +1,222 @@
+#include "runtime/prompt_cache.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "runtime/state_file.h"
+#include "util/error.h"
+
+namespace sluice {
+
+namespace fs = std::filesystem;
+
+namespace {
+int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return int64_t(i);
+}
+constexpr const char* kSuffix = ".state";
+// Recurrent models: a saved state every this many prompt tokens, so that a
+// prompt sharing a long prefix with a cached one but departing earlier than
+// their recorded departure point still starts near it.
+constexpr int64_t kRecurrentSaveEvery = 256;
+}  // namespace
+
+PromptCache::PromptCache(const Model& model, PromptCacheOptions opts) : model_(model), opts_(std::move(opts)) {
+  if (opts_.slots < 1) fail("--cache-slots must be at least 1, got {}", opts_.slots);
+  can_cut_ = Session(model_).image().can_cut();
+  if (!opts_.dir.empty()) index_dir();
+}
+
+void PromptCache::log(const std::string& line) const {
+  if (opts_.log) {
+    opts_.log(line);
+  } else {
+    std::fprintf(stderr, "sluice: prompt cache: %s\n", line.c_str());
+    std::fflush(stderr);
+  }
+}
+
+void PromptCache::index_dir() {
+  std::error_code ec;
+  fs::create_directories(opts_.dir, ec);
+  if (ec) fail("--prompt-cache {}: cannot create the directory: {}", opts_.dir, ec.message());
+  std::vector<std::pair<fs::file_time_type, File>> found;
+  for (const auto& e : fs::directory_iterator(opts_.dir, ec)) {
+    const std::string path = e.path().string(), name = e.path().filename().string();
+    if (name.size() > 10 && name.ends_with(std::string(kSuffix) + ".tmp")) {  // an interrupted write
+      fs::remove(e.path(), ec);
+      continue;
+    }
+    if (!name.ends_with(kSuffix) || !e.is_regular_file()) continue;
+    try {
+      StateFileHeader h = read_state_header(path);
+      if (h.identity != opts_.identity) {
+        log(fmt::format("ignoring {}: made by another model, device or kernel set ({})", path, h.identity));
+        continue;
+      }
+      found.push_back({e.last_write_time(ec), File{path, std::move(h.tokens), h.file_bytes, 0}});
+    } catch (const Error& err) {
+      log(fmt::format("ignoring {}", err.what()));
+    }
+  }
+  if (ec) fail("--prompt-cache {}: cannot list the directory: {}", opts_.dir, ec.message());
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [t, f] : found) {
+    f.used = ++tick_;
+    files_.push_back(std::move(f));
+  }
+  evict_files("");
+}
+
+int64_t PromptCache::usable_from_slot(const Slot& s, const std::vector<int32_t>& prompt) const {
+  const int64_t P = int64_t(prompt.size());
+  const auto& st = s.c.session->tokens();
+  const int64_t common = common_prefix(st, prompt);
+  if (common == int64_t(st.size()) && common < P) return common;  // extends it
+  const int64_t use = std::min(common, P - 1);
+  if (s.c.mark >= 0 && use >= s.c.mark && s.c.session->open_checkpoints() == 1) return use;  // rolls back into the reply
+  return can_cut_ ? use : 0;
+}
+
+int64_t PromptCache::usable_from_file(const File& f, const std::vector<int32_t>& prompt) const {
+  const int64_t use = std::min(common_prefix(f.tokens, prompt), int64_t(prompt.size()) - 1);
+  return use < int64_t(f.tokens.size()) && !can_cut_ ? 0 : use;
+}
+
+CachedConversation PromptCache::take(const std::vector<int32_t>& prompt) {
+  save_points_.clear();
+  const int64_t P = int64_t(prompt.size());
+  int64_t slot_use = 0, file_use = 0;
+  size_t slot_at = slots_.size(), file_at = files_.size();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const int64_t u = usable_from_slot(slots_[i], prompt);
+    if (u > slot_use || (u == slot_use && u > 0 && slots_[i].used > slots_[slot_at].used)) slot_use = u, slot_at = i;
+  }
+  for (size_t i = 0; i < files_.size(); ++i) {
+    const int64_t u = usable_from_file(files_[i], prompt);
+    if (u > file_use) file_use = u, file_at = i;
+  }
+  CachedConversation out;
+  int64_t reused = 0;
+  if (file_use > slot_use) {
+    File& f = files_[file_at];
+    try {
+      const SessionImage image = read_state_file(f.path, opts_.identity);
+      auto s = std::make_unique<Session>(model_);
+      s->restore(image, file_use);
+      f.used = ++tick_;
+      out.session = std::move(s);
+      reused = file_use;
+    } catch (const Error& e) {
+      log(fmt::format("ignoring {}", e.what()));
+      files_.erase(files_.begin() + std::ptrdiff_t(file_at));
+    }
+  }
+  if (!out.session && slot_use > 0) {
+    CachedConversation c = std::move(slots_[slot_at].c);
+    slots_.erase(slots_.begin() + std::ptrdiff_t(slot_at));
+    Session& s = *c.session;
+    const int64_t n = int64_t(s.tokens().size());
+    if (slot_use == n && n < P) {
+      if (c.mark >= 0) s.commit();
+    } else if (c.mark >= 0 && slot_use >= c.mark && s.open_checkpoints() == 1) {
+      s.rollback(slot_use - c.mark);
+    } else {
+      s.restore(s.image(), slot_use);
+    }
+    out.session = std::move(c.session);
+    reused = slot_use;
+  }
+  if (!out.session) out.session = std::make_unique<Session>(model_);
+  // Recurrent state restores only where it was saved: save it where this
+  // prompt departs from what is cached, which later prompts may share.
+  if (!can_cut_ && !opts_.dir.empty()) {
+    auto consider = [&](const std::vector<int32_t>& t) {
+      const int64_t c = common_prefix(t, prompt);
+      if (c > reused && c < P - 1 && std::find(save_points_.begin(), save_points_.end(), c) == save_points_.end())
+        save_points_.push_back(c);
+    };
+    for (const Slot& s : slots_) consider(s.c.session->tokens());
+    for (const File& f : files_) consider(f.tokens);
+    for (int64_t p = kRecurrentSaveEvery; p < P - 1; p += kRecurrentSaveEvery)
+      if (p > reused && std::find(save_points_.begin(), save_points_.end(), p) == save_points_.end()) save_points_.push_back(p);
+    std::sort(save_points_.begin(), save_points_.end());
+  }
+  return out;
+}
+
+void PromptCache::keep(CachedConversation c) {
+  if (!c.session) return;
+  slots_.push_back({std::move(c), ++tick_});
+  auto lru = [this] {
+    return std::min_element(slots_.begin(), slots_.end(), [](const Slot& a, const Slot& b) { return a.used < b.used; });
+  };
+  while (int64_t(slots_.size()) > opts_.slots) slots_.erase(lru());
+  while (opts_.memory_bytes > 0 && slots_.size() > 1 && memory_bytes() > opts_.memory_bytes) slots_.erase(lru());
+}
+
+uint64_t PromptCache::memory_bytes() const {
+  uint64_t b = 0;
+  for (const Slot& s : slots_) b += uint64_t(s.c.session->state_bytes());
+  return b;
+}
+
+uint64_t PromptCache::disk_bytes() const {
+  uint64_t b = 0;
+  for (const File& f : files_) b += f.bytes;
+  return b;
+}
+
+void PromptCache::save(const Session& s) {
+  if (opts_.dir.empty() || s.tokens().empty()) return;
+  const std::vector<int32_t>& t = s.tokens();
+  for (File& f : files_)
+    if (f.tokens == t) {
+      f.used = ++tick_;
+      return;
+    }
+  const uint64_t h = XXH3_64bits(t.data(), t.size() * sizeof(int32_t));
+  const std::string path = (fs::path(opts_.dir) / fmt::format("{:016x}-{}{}", h, t.size(), kSuffix)).string();
+  try {
+    write_state_file(path, s.image(), opts_.identity);
+  } catch (const Error& e) {
+    log(fmt::format("not saved: {}", e.what()));
+    return;
+  }
+  std::error_code ec;
+  const uint64_t bytes = fs::file_size(path, ec);
+  files_.erase(std::remove_if(files_.begin(), files_.end(), [&](const File& f) { return f.path == path; }), files_.end());
+  // A cache-only state of these tokens serves every prefix of them: shorter files are redundant.
+  if (can_cut_) {
+    for (auto it = files_.begin(); it != files_.end();) {
+      if (it->tokens.size() < t.size() && std::equal(it->tokens.begin(), it->tokens.end(), t.begin())) {
+        fs::remove(it->path, ec);
+        it = files_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  files_.push_back({path, t, bytes, ++tick_});
+  evict_files(path);
+}
+
+void PromptCache::evict_files(const std::string& keep_path) {
+  std::error_code ec;
+  while (disk_bytes() > opts_.disk_bytes && !files_.empty()) {
+    auto victim = files_.end();
+    for (auto it = files_.begin(); it != files_.end(); ++it)
+      if (it->path != keep_path && (victim == files_.end() || it->used < victim->used)) victim = it;
+    if (victim == files_.end()) victim = files_.begin();  // only the new one, alone over the bound
+    fs::remove(victim->path, ec);
+    files_.erase(victim);
+  }
+}
+
+}  // namespace sluice

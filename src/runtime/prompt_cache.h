@@ -1,0 +1,96 @@
+// Conversations kept for prefix reuse across requests: a few sessions in
+// memory (bounded by count and by their state's bytes, least recently used
+// evicted first) and, optionally, their states on disk in a directory that
+// survives restarts (runtime/state_file.h files, bounded by bytes, least
+// recently used deleted first). A new prompt continues from whichever holds
+// the longest prefix of it; reuse never changes a logit (states restore bit
+// for bit, rollbacks are exact).
+//
+// Caches (KV, latent) cut to any prefix. Recurrent state (KDA) only restores
+// at the positions it was saved at, so for such models the cache also saves
+// the state where a new prompt departs from a cached one (a shared system
+// prompt, say: the next prompt that shares it starts there) and every 256
+// prompt tokens (a prompt departing earlier still starts near it).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/session.h"
+
+namespace sluice {
+
+struct PromptCacheOptions {
+  int64_t slots = 1;          // conversations kept in memory (at least 1: the one running)
+  uint64_t memory_bytes = 0;  // bound on their state's bytes (0: none)
+  std::string dir;            // state files (empty: none)
+  uint64_t disk_bytes = uint64_t(8) << 30;  // bound on the files' bytes
+  std::string identity;       // the model's (engine/model_identity.h)
+  std::function<void(const std::string&)> log;  // one line per ignored file (default: stderr)
+};
+
+// A conversation in use: the session and the tokens before its open rollback
+// mark (-1: no mark open).
+struct CachedConversation {
+  std::unique_ptr<Session> session;
+  int64_t mark = -1;
+};
+
+class PromptCache {
+ public:
+  // Creates DIR if needed and indexes its files (headers only); files it
+  // cannot use are logged once and left alone.
+  PromptCache(const Model& model, PromptCacheOptions opts);
+
+  // A conversation holding the longest prefix of `prompt` that any slot or
+  // file has, at most prompt.size() - 1 tokens (the last one is fed to get
+  // logits), with no mark open; a fresh session when none has any. The slot
+  // it came from leaves the cache (give it back with keep()).
+  CachedConversation take(const std::vector<int32_t>& prompt);
+  // Keeps a conversation for later requests, evicting beyond the bounds.
+  void keep(CachedConversation c);
+  // Positions of `prompt` after which take()'s caller should save() the
+  // state as it feeds (recurrent models: where the prompt departs from a
+  // cached one, and every 256 tokens), ascending, after the reused part and
+  // before its last token.
+  const std::vector<int64_t>& save_points() const { return save_points_; }
+  // Writes the session's state to DIR (atomically) unless a file holds
+  // those tokens already, then deletes the least recently used files beyond
+  // the bound. No-op without a directory; a failed write is logged.
+  void save(const Session& s);
+
+  int64_t slots_in_memory() const { return int64_t(slots_.size()); }
+  uint64_t memory_bytes() const;
+  int64_t files() const { return int64_t(files_.size()); }
+  uint64_t disk_bytes() const;
+
+ private:
+  struct File {
+    std::string path;
+    std::vector<int32_t> tokens;
+    uint64_t bytes = 0;
+    uint64_t used = 0;  // tick of the last use
+  };
+  struct Slot {
+    CachedConversation c;
+    uint64_t used = 0;
+  };
+  int64_t usable_from_slot(const Slot& s, const std::vector<int32_t>& prompt) const;
+  int64_t usable_from_file(const File& f, const std::vector<int32_t>& prompt) const;
+  void index_dir();
+  void evict_files(const std::string& keep_path);
+  void log(const std::string& line) const;
+
+  const Model& model_;
+  PromptCacheOptions opts_;
+  bool can_cut_ = true;  // the model's state is caches only
+  std::vector<Slot> slots_;
+  std::vector<File> files_;
+  std::vector<int64_t> save_points_;
+  uint64_t tick_ = 0;
+};
+
+}  // namespace sluice

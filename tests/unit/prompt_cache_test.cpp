@@ -1,0 +1,208 @@
+// The prompt cache (runtime/prompt_cache.h) driven as the server's generator
+// drives it: conversations in memory slots and states in a directory, the
+// longest usable prefix reused, eviction by count and bytes, files found
+// again by a new cache (a restart), bad files ignored with a log line; every
+// reply's logits bit for bit those of a fresh session.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/engine.h"
+#include "runtime/prompt_cache.h"
+#include "runtime/state_file.h"
+#include "support/test_support.h"
+
+namespace sluice {
+namespace {
+
+std::vector<int32_t> seq(int n, int salt, int64_t vocab) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(int32_t((uint64_t(i) * 31 + uint64_t(salt) * 977 + 5) % uint64_t(vocab)));
+  return t;
+}
+std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+struct Turn {
+  int64_t reused = 0;
+  std::vector<float> logits;  // after the prompt and the reply
+};
+
+// One request as the generator runs it: take, feed all but the last prompt
+// token (saving at the save points and at the end), mark, last token, reply.
+Turn request(PromptCache& cache, const std::vector<int32_t>& prompt, const std::vector<int32_t>& reply) {
+  CachedConversation c = cache.take(prompt);
+  Session& s = *c.session;
+  Turn t;
+  t.reused = int64_t(s.tokens().size());
+  for (int64_t p : cache.save_points()) {
+    s.feed(std::vector<int32_t>(prompt.begin() + int64_t(s.tokens().size()), prompt.begin() + p));
+    cache.save(s);
+  }
+  if (s.tokens().size() + 1 < prompt.size())
+    s.feed(std::vector<int32_t>(prompt.begin() + int64_t(s.tokens().size()), prompt.end() - 1));
+  cache.save(s);
+  s.checkpoint(false);
+  c.mark = int64_t(prompt.size()) - 1;
+  t.logits = s.feed({prompt.back()});
+  if (!reply.empty()) t.logits = s.feed(reply);
+  cache.keep(std::move(c));
+  return t;
+}
+
+std::vector<float> fresh(const Model& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& reply) {
+  Session s(m);
+  return s.feed(cat(prompt, reply));
+}
+
+bool same(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+PromptCacheOptions options(int64_t slots, uint64_t memory_bytes = 0, const std::string& dir = "",
+                           const std::string& identity = "") {
+  PromptCacheOptions o;
+  o.slots = slots;
+  o.memory_bytes = memory_bytes;
+  o.dir = dir;
+  o.identity = identity;
+  return o;
+}
+
+class PromptCacheTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override { model = load_model(test::fixture(std::string("golden/") + GetParam())); }
+  std::unique_ptr<Engine> model;
+  int64_t V() const { return model->info().vocab; }
+};
+
+TEST_P(PromptCacheTest, AlternatingConversationsBothReuse) {
+  PromptCache cache(*model, options(2));
+  const auto a = seq(12, 1, V()), b = seq(12, 2, V()), ra = seq(3, 3, V()), rb = seq(3, 4, V());
+  EXPECT_EQ(request(cache, a, ra).reused, 0);
+  EXPECT_EQ(request(cache, b, rb).reused, 0);
+  const auto a2 = cat(cat(a, ra), seq(5, 5, V())), b2 = cat(cat(b, rb), seq(5, 6, V()));
+  const Turn ta = request(cache, a2, {}), tb = request(cache, b2, {});
+  EXPECT_EQ(ta.reused, int64_t(a.size() + ra.size()));
+  EXPECT_EQ(tb.reused, int64_t(b.size() + rb.size()));
+  EXPECT_TRUE(same(ta.logits, fresh(*model, a2, {})));
+  EXPECT_TRUE(same(tb.logits, fresh(*model, b2, {})));
+  // A repeat of a prompt rolls its reply back; the longest match wins over a shorter one.
+  const Turn again = request(cache, a2, {});
+  EXPECT_EQ(again.reused, int64_t(a2.size()) - 1);
+  EXPECT_TRUE(same(again.logits, ta.logits));
+  EXPECT_EQ(cache.slots_in_memory(), 2);
+}
+
+TEST_P(PromptCacheTest, EvictsLeastRecentlyUsedBeyondTheBytes) {
+  const auto a = seq(12, 1, V()), b = seq(12, 2, V()), c = seq(12, 3, V());
+  uint64_t one = 0;
+  {
+    PromptCache probe(*model, options(8));
+    request(probe, a, {});
+    one = probe.memory_bytes();
+  }
+  // Room for two conversations' state, not three.
+  PromptCache cache(*model, options(8, one * 2 + one / 2));
+  request(cache, a, {});
+  request(cache, b, {});
+  EXPECT_EQ(cache.slots_in_memory(), 2);
+  request(cache, c, {});  // a is the least recently used: evicted when c is kept
+  request(cache, seq(4, 9, V()), {});  // keeps c
+  EXPECT_LE(cache.memory_bytes(), one * 2 + one / 2);
+  EXPECT_EQ(request(cache, cat(c, seq(2, 7, V())), {}).reused, int64_t(c.size()));
+  EXPECT_EQ(request(cache, cat(a, seq(2, 7, V())), {}).reused, 0) << "a should have been evicted first";
+}
+
+TEST_P(PromptCacheTest, SavedStatesSurviveARestart) {
+  test::TempDir tmp;
+  const std::string id = "test " + std::string(GetParam());
+  const auto sys = seq(40, 1, V());
+  const auto p1 = cat(sys, seq(6, 2, V())), p2 = cat(sys, seq(6, 3, V())), p3 = cat(sys, seq(6, 4, V()));
+  PromptCacheOptions o = options(1, 0, tmp.path(), id);
+  {
+    PromptCache cache(*model, o);
+    request(cache, p1, seq(2, 8, V()));
+    request(cache, p2, {});  // departs from p1 after sys: recurrent models save the state there
+  }
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& l) { lines.push_back(l); };
+  PromptCache cache(*model, o);  // a restart
+  EXPECT_GE(cache.files(), 1);
+  const Turn t = request(cache, p3, {});
+  EXPECT_GE(t.reused, int64_t(sys.size()));
+  EXPECT_TRUE(same(t.logits, fresh(*model, p3, {})));
+  const Turn r = request(cache, cat(p1, seq(3, 5, V())), {});
+  EXPECT_GE(r.reused, int64_t(sys.size()));
+  EXPECT_TRUE(lines.empty()) << lines.front();
+}
+
+TEST_P(PromptCacheTest, BadFilesAreIgnoredWithOneLine) {
+  test::TempDir tmp;
+  const std::string id = "test " + std::string(GetParam());
+  const auto p = seq(30, 1, V()), longer = cat(p, seq(4, 2, V()));
+  PromptCacheOptions o = options(1, 0, tmp.path(), id);
+  {
+    PromptCache cache(*model, o);
+    request(cache, p, {});
+  }
+  ASSERT_EQ(std::distance(std::filesystem::directory_iterator(tmp.path()), {}), 1);
+  const std::string file = std::filesystem::directory_iterator(tmp.path())->path().string();
+  {  // one flipped byte in the values
+    std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekg(-20, std::ios::end);
+    char c;
+    f.get(c);
+    f.seekp(-20, std::ios::end);
+    f.put(char(c ^ 0x40));
+  }
+  // A foreign file: another model's identity.
+  {
+    Session s(*model);
+    s.feed(p);
+    write_state_file(tmp.file("foreign.state"), s.image(), "another model");
+  }
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& l) { lines.push_back(l); };
+  PromptCache cache(*model, o);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("foreign.state"), std::string::npos) << lines[0];
+  const Turn t = request(cache, longer, {});
+  EXPECT_EQ(t.reused, 0);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[1].find(file), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("XXH3"), std::string::npos) << lines[1];
+  EXPECT_TRUE(same(t.logits, fresh(*model, longer, {})));
+  request(cache, longer, {});
+  EXPECT_EQ(lines.size(), 2u) << "a bad file is reported once";
+}
+
+TEST_P(PromptCacheTest, FilesStayWithinTheirBound) {
+  test::TempDir tmp;
+  PromptCacheOptions o = options(1, 0, tmp.path(), "t");
+  uint64_t one = 0;
+  {
+    PromptCache probe(*model, o);
+    request(probe, seq(20, 1, V()), {});
+    one = probe.disk_bytes();
+  }
+  std::filesystem::remove_all(tmp.path());
+  o.disk_bytes = one * 2 + one / 2;
+  PromptCache cache(*model, o);
+  for (int i = 0; i < 4; ++i) request(cache, seq(20, 10 + i, V()), {});
+  EXPECT_EQ(cache.files(), 2);
+  EXPECT_LE(cache.disk_bytes(), o.disk_bytes);
+  PromptCache again(*model, o);  // a restart: only the files
+  EXPECT_EQ(again.files(), 2);
+  EXPECT_EQ(request(again, cat(seq(20, 13, V()), seq(2, 1, V())), {}).reused, 19) << "the newest file is kept";
+  EXPECT_EQ(request(again, cat(seq(20, 10, V()), seq(2, 1, V())), {}).reused, 0) << "the oldest was deleted";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PromptCacheTest, ::testing::Values("qwen3_moe_tiny", "kimi_linear_tiny"));
+
+}  // namespace
+}  // namespace sluice
