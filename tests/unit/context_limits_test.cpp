@@ -1,6 +1,6 @@
 // Context limits: read from every config layout (top level, Kimi's nested
 // text_config), enforced by the session before any work (a refused feed leaves
-// the session as it was) and by the CLI before generating.
+// the session as it was), by the model's forward pass and by the CLI before generating.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -48,6 +48,8 @@ TEST(ContextLimits, RefusedFeedLeavesTheSessionAsItWas) {
     Session s(*model);
     s.feed(ids);
     // 5 more do not fit (25 > 24); neither does a batch that would fit only in part.
+    // Chunks of 2: a check made only per chunk would feed 4 of them before refusing.
+    s.set_prefill_chunk(2);
     EXPECT_THROW(s.feed({1, 2, 3, 4, 5}), Error);
     EXPECT_THROW(s.feed_all({1, 2, 3, 4, 5}), Error);
     EXPECT_EQ(s.position(), 20);
@@ -72,6 +74,28 @@ TEST(ContextLimits, ErrorNamesTheLimit) {
     EXPECT_NE(std::string(e.what()).find("context of 8 positions"), std::string::npos) << e.what();
   }
   EXPECT_EQ(s.position(), 0);
+}
+
+// The model itself (what sessions and batches call) refuses too, before any state changes.
+TEST(ContextLimits, ModelRefusesFeedsBeyondItsContext) {
+  test::TempDir tmp;
+  auto model = load_model(with_context(tmp, "deepseek_v3_tiny", 8));
+  const std::vector<int32_t> ids(9, 5);
+  auto state = model->new_state();
+  try {
+    model->forward(*state, ids.data(), 9, nullptr, false);
+    FAIL() << "9 tokens fed to a model of 8 positions";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("8 positions"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(state->pos, 0);
+  // In a batch, one feed that does not fit refuses the whole pass.
+  auto other = model->new_state();
+  const std::vector<SequenceFeed> feeds = {{other.get(), ids.data(), 3, nullptr, false},
+                                           {state.get(), ids.data(), 9, nullptr, false}};
+  EXPECT_THROW(model->forward_batch(feeds), Error);
+  EXPECT_EQ(other->pos, 0);
+  EXPECT_EQ(state->pos, 0);
 }
 
 TEST(ContextLimits, GenerateRefusesBeforeGenerating) {
