@@ -1,14 +1,15 @@
 // Hostile and careless clients against `sluice serve` on loopback: malformed
 // JSON, wrong types, huge numbers, invalid UTF-8, oversized bodies, slow-loris
-// headers, abrupt disconnects (generation must stop within a few tokens), 50
-// concurrent seeded requests (each 200 must equal the same request sent alone).
+// headers, abrupt disconnects (generation must stop within a few tokens, a prefill
+// at its next chunk), 50 concurrent seeded requests (each 200 must equal the same
+// request sent alone).
 // Every request must get the right status, the server must stay up, a normal
 // request must still work, and it must exit cleanly (under ASan: without leaks).
 //   node robustness.mjs SLUICE_BINARY MODEL_DIR
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import path from 'node:path';
-import { startServer, runner, printableBias, metric, sleep, rawExchange } from './harness.mjs';
+import { startServer, runner, printableBias, metric, sleep, rawExchange, replyJson } from './harness.mjs';
 
 const [binary, modelDir] = process.argv.slice(2);
 const MODEL = path.basename(modelDir);
@@ -184,6 +185,34 @@ await t.test('abrupt disconnects: mid-body, mid-queue and mid-stream', async () 
   await normalRequestWorks();
   const text = await (await fetch(`${url}/metrics`)).text();
   assert.match(text, /code="499"\} [1-9]/);
+});
+
+await t.test('a client gone during a long prefill: the prefill stops at a chunk and the next request is served', async () => {
+  // ~60,000 prompt tokens (byte codec): over a minute to prefill if it went on; the
+  // prefill checks for the client between 64-token chunks. Streamed and not.
+  for (const stream of [true, false]) {
+    const before = await metric(url, 'sluice_prompt_tokens_total');
+    const ctl = new AbortController();
+    const gone = fetch(`${url}/v1/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, signal: ctl.signal,
+      body: JSON.stringify({ model: MODEL, prompt: 'And it came to pass. '.repeat(2900), max_tokens: 4, stream }),
+    }).catch(() => null);
+    const end = Date.now() + 30000;
+    while (!((await metric(url, 'sluice_prefill_progress_tokens')) > 0)) {
+      assert.ok(Date.now() < end, 'the long prefill did not start');
+      await sleep(10);
+    }
+    ctl.abort();
+    await gone;
+    const t0 = Date.now();
+    const r = await post('/v1/completions', JSON.stringify({ model: MODEL, prompt: 'hi', max_tokens: 2 }));
+    const ms = Date.now() - t0;
+    console.log(`  ${stream ? 'streamed' : 'not streamed'}: the next request took ${ms} ms after the client left mid-prefill`);
+    assert.equal(r.status, 200, JSON.stringify(r).slice(0, 200));
+    assert.ok(ms < 5000, `the next request waited ${ms} ms: the dropped prefill went on`);
+    // Only the small prompt was counted: the long one never finished its prefill.
+    assert.equal(await metric(url, 'sluice_prompt_tokens_total') - before, replyJson(r).usage.prompt_tokens);
+  }
 });
 
 await t.test('50 concurrent seeded requests: each gets 200 or 429 with Retry-After, each 200 equals the request sent alone', async () => {
