@@ -1,6 +1,6 @@
-// sluice chat: a conversation on the terminal through the server's conversation
-// layer (server::ChatCodec renders with the model's template or K3's XTML,
-// server::Generator reuses the cached prefix and splits reasoning from the
+// sluice chat: a conversation on the terminal through the conversation layer
+// (src/chat: chat::ChatCodec renders with the model's template or K3's XTML,
+// chat::Generator reuses the cached prefix and splits reasoning from the
 // answer), so a turn here is rendered, reused and parsed exactly as by `serve`.
 #include <unistd.h>
 
@@ -9,13 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/api_error.h"
+#include "chat/chat_codec.h"
+#include "chat/generator.h"
 #include "cli/commands.h"
 #include "cli/memory_options.h"
 #include "cli/text_generation.h"
 #include "engine/engine.h"
-#include "server/api_error.h"
-#include "server/chat_codec.h"
-#include "server/generator.h"
 #include "util/error.h"
 
 namespace sluice::cli {
@@ -48,11 +48,11 @@ void add_chat_command(CLI::App& app, Action& action) {
       auto model = Engine::open(dir, o->mem);
       print_plan(o->gen, *model);
       make_drafter(o->gen, *model);
-      auto codec = server::make_chat_codec(dir, model->info());
-      server::Metrics metrics;
+      auto codec = chat::make_chat_codec(dir, model->info());
+      chat::GenerationCounters counters;  // nothing reads them on the terminal
       SpeculationOptions spec;
       spec.max_draft = o->gen.draft_max;
-      server::Generator gen(*model, *codec, metrics, model->context_length(), o->gen.drafter, spec);
+      chat::Generator gen(*model, *codec, counters, model->context_length(), o->gen.drafter, spec);
       nlohmann::json messages = nlohmann::json::array();
       if (!o->system.empty()) messages.push_back({{"role", "system"}, {"content", o->system}});
       const bool tty = isatty(STDIN_FILENO), color = isatty(STDOUT_FILENO);
@@ -62,14 +62,14 @@ void add_chat_command(CLI::App& app, Action& action) {
         if (!std::getline(std::cin, line) || line == "/exit") break;
         if (line.empty()) continue;
         messages.push_back({{"role", "user"}, {"content", line}});
-        server::Request req;  // tools off: a chat on the terminal calls nothing
+        chat::Request req;  // tools off: a chat on the terminal calls nothing
         req.messages = messages;
         req.max_tokens = o->gen.max_new;
         req.sampling = o->gen.sampling;
         req.reasoning_effort = o->effort;
         std::string content, reasoning;
         bool in_reasoning = false;
-        auto emit = [&](const server::ReplyDelta& d, const std::vector<server::LogprobEntry>&) {
+        auto emit = [&](const chat::ReplyDelta& d, const std::vector<chat::LogprobEntry>&) {
           if (!d.reasoning.empty() && !o->hide_reasoning) {
             if (!in_reasoning && color) std::fputs("\x1b[2m", stdout);
             in_reasoning = true;
@@ -86,14 +86,14 @@ void add_chat_command(CLI::App& app, Action& action) {
           return true;
         };
         try {
-          const auto prompt = codec->render_chat(messages, nullptr, server::ChatOptions{o->effort});
-          const server::Outcome out = gen.run(req, prompt, emit);
+          const auto prompt = codec->render_chat(messages, nullptr, chat::ChatOptions{o->effort});
+          const chat::Outcome out = gen.run(req, prompt, emit);
           if (in_reasoning && color) std::fputs("\x1b[0m", stdout);
           if (o->gen.stats)
             std::fprintf(stderr, "[prompt %lld tokens, %lld reused; reply %lld tokens, %s]\n",
                          (long long)out.prompt_tokens, (long long)out.cached_tokens, (long long)out.completion_tokens,
                          out.finish_reason.c_str());
-        } catch (const server::ApiError& e) {
+        } catch (const chat::ApiError& e) {
           fail("{}", e.what());
         }
         std::fputc('\n', stdout);

@@ -2,12 +2,12 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "chat/chat_codec.h"
 #include "cli/commands.h"
 #include "cli/memory_options.h"
-#include "engine/engine.h"
 #include "engine/drafter.h"
+#include "engine/engine.h"
 #include "engine/model_identity.h"
-#include "server/chat_codec.h"
 #include "server/http_server.h"
 #include "server/request.h"
 #include "server/stop_signals.h"
@@ -112,7 +112,7 @@ void add_serve_command(CLI::App& app, Action& action) {
       o->s.context_length = o->context > 0 ? o->context : model_ctx;
       if (o->s.context_length <= 0)
         fail("{}/config.json has no max_position_embeddings: pass --context-length", o->model);
-      auto codec = server::make_chat_codec(o->model, model->info());
+      auto codec = chat::make_chat_codec(o->model, model->info());
       o->s.sampling_defaults = server::sampling_defaults(o->model);
       server::HttpServer srv(*model, *codec, o->s);
       const int port = srv.bind();

@@ -6,6 +6,13 @@
 
 namespace sluice::server {
 
+using chat::ApiError;
+using chat::LogprobEntry;
+using chat::Outcome;
+using chat::ReplyDelta;
+using chat::Request;
+using chat::bad_field;
+
 using nlohmann::json;
 
 namespace {

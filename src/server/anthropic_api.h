@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/chat_codec.h"
 #include "server/api_error.h"
-#include "server/chat_codec.h"
 #include "server/reply_writer.h"
 #include "server/request.h"
 
@@ -22,11 +22,11 @@ namespace sluice::server {
 // stop_sequences, temperature, top_p, top_k, metadata, stream, tools (input_schema),
 // tool_choice auto / any / tool / none (+ disable_parallel_tool_use), thinking
 // enabled / disabled (as reasoning_effort max / none). count_tokens: only the fields that shape the prompt.
-Request parse_anthropic_request(const nlohmann::json& body, const RequestLimits& limits, bool count_tokens = false);
+chat::Request parse_anthropic_request(const nlohmann::json& body, const RequestLimits& limits, bool count_tokens = false);
 
-nlohmann::json anthropic_error_body(const ApiError& e);
+nlohmann::json anthropic_error_body(const chat::ApiError& e);
 
-std::unique_ptr<ReplyWriter> make_anthropic_writer(const Request& req, std::string id, std::string model,
+std::unique_ptr<ReplyWriter> make_anthropic_writer(const chat::Request& req, std::string id, std::string model,
                                                    int64_t prompt_tokens);
 
 }  // namespace sluice::server

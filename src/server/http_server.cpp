@@ -7,13 +7,13 @@
 
 #include <httplib.h>
 
+#include "chat/generator.h"
+#include "chat/output_grammar.h"
 #include "server/anthropic_api.h"
 #include "server/api_error.h"
-#include "server/generator.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/openai_writer.h"
-#include "server/output_grammar.h"
 #include "server/peer_socket.h"
 #include "server/queue.h"
 #include "server/request.h"
@@ -21,6 +21,17 @@
 #include "server/text_routes.h"
 
 namespace sluice::server {
+
+using chat::ApiError;
+using chat::ChatCodec;
+using chat::ChatOptions;
+using chat::EmitFn;
+using chat::Generator;
+using chat::LogprobEntry;
+using chat::Outcome;
+using chat::ReplyDelta;
+using chat::Request;
+using chat::tool_call_grammar;
 
 using nlohmann::json;
 

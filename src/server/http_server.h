@@ -5,11 +5,11 @@
 #include <memory>
 #include <string>
 
+#include "chat/chat_codec.h"
 #include "model/model.h"
 #include "runtime/prompt_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
-#include "server/chat_codec.h"
 #include "server/http_transport.h"
 
 namespace sluice::server {
@@ -31,7 +31,7 @@ struct ServerOptions {
 
 class HttpServer {
  public:
-  HttpServer(const Model& model, const ChatCodec& codec, ServerOptions opts);
+  HttpServer(const Model& model, const chat::ChatCodec& codec, ServerOptions opts);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/generation_counters.h"
 #include "compute/expert_source.h"
 
 namespace sluice::server {
@@ -18,22 +19,23 @@ enum class Route { ChatCompletions, Completions, Messages, CountTokens, Models, 
 Route route_of(const std::string& path);
 const char* route_label(Route r);
 
-class Metrics {
+// Also the conversation layer's counters (chat::GenerationCounters).
+class Metrics : public chat::GenerationCounters {
  public:
   Metrics();
   void count_request(Route route, int status);
-  void add_prompt(int64_t tokens, int64_t reused, double prefill_seconds);
-  void add_token(double seconds);  // one generated token and the time it took
+  void add_prompt(int64_t tokens, int64_t reused, double prefill_seconds) override;
+  void add_token(double seconds) override;  // one generated token and the time it took
   // The prompt being prefilled now: positions in the state of `total` (0, 0: none).
-  void set_prefill_progress(int64_t done, int64_t total);
+  void set_prefill_progress(int64_t done, int64_t total) override;
   void set_queue(std::function<int64_t()> waiting, std::function<int64_t()> running);
   std::string render() const;
   double mean_request_seconds() const;
   void add_request_seconds(double s);
   // The routed-expert source's counters, as of the generation thread's last snapshot.
-  void set_expert_stats(const ExpertStats& s);
+  void set_expert_stats(const ExpertStats& s) override;
   // One request's speculation: verification passes, draft tokens proposed and accepted.
-  void add_speculation(int64_t passes, int64_t proposed, int64_t accepted);
+  void add_speculation(int64_t passes, int64_t proposed, int64_t accepted) override;
 
  private:
   mutable std::mutex mu_;

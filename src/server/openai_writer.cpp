@@ -4,6 +4,12 @@
 
 namespace sluice::server {
 
+using chat::ChatCodec;
+using chat::LogprobEntry;
+using chat::Outcome;
+using chat::ReplyDelta;
+using chat::Request;
+
 using nlohmann::json;
 
 namespace {

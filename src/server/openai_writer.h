@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "server/chat_codec.h"
+#include "chat/chat_codec.h"
 #include "server/reply_writer.h"
 #include "server/request.h"
 #include "server/response.h"
@@ -12,7 +12,7 @@
 namespace sluice::server {
 
 // echo_text: the prompt's text when a completion request asked for echo.
-std::unique_ptr<ReplyWriter> make_openai_writer(const Request& req, const ResponseMeta& meta, const ChatCodec& codec,
+std::unique_ptr<ReplyWriter> make_openai_writer(const chat::Request& req, const ResponseMeta& meta, const chat::ChatCodec& codec,
                                                 std::string echo_text);
 
 }  // namespace sluice::server

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "server/reply_stream.h"
+#include "chat/reply_stream.h"
 
 namespace sluice::server {
 
@@ -21,8 +21,8 @@ class ReplyWriter {
   virtual std::string begin() = 0;
   // A released part of the reply; streamed writers return the events for it,
   // others keep it for end() and return "".
-  virtual std::string delta(const ReplyDelta& d, const std::vector<LogprobEntry>& logprobs) = 0;
-  virtual std::string end(const Outcome& o) = 0;
+  virtual std::string delta(const chat::ReplyDelta& d, const std::vector<chat::LogprobEntry>& logprobs) = 0;
+  virtual std::string end(const chat::Outcome& o) = 0;
   // A failure after begin() (the status line is gone): the API's error event or body.
   virtual std::string error(const std::string& message, const std::string& type, const std::string& code) = 0;
   // Sent between prefill chunks and tokens when no socket can be polled, to find a gone client.

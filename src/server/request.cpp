@@ -5,11 +5,17 @@
 #include <limits>
 #include <set>
 
+#include "chat/output_grammar.h"
 #include "format/generation_config.h"
 #include "server/api_error.h"
-#include "server/output_grammar.h"
 
 namespace sluice::server {
+
+using chat::ApiError;
+using chat::Request;
+using chat::bad_field;
+using chat::json_object_grammar;
+using chat::json_schema_grammar;
 
 using nlohmann::json;
 

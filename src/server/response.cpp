@@ -2,7 +2,15 @@
 
 #include <random>
 
+#include "text/utf8.h"
+
 namespace sluice::server {
+
+using chat::ChatCodec;
+using chat::LogprobEntry;
+using chat::Outcome;
+using chat::ReplyDelta;
+using chat::ToolCall;
 
 using nlohmann::json;
 
@@ -51,9 +59,9 @@ json chat_logprobs_json(const std::vector<LogprobEntry>& entries, const ChatCode
     json top = json::array();
     for (const auto& t : e.top) {
       const std::string tb = codec.token_bytes(t.token);
-      top.push_back({{"token", sanitize_utf8(tb)}, {"logprob", t.logprob}, {"bytes", bytes_json(tb)}});
+      top.push_back({{"token", text::utf8_sanitize(tb)}, {"logprob", t.logprob}, {"bytes", bytes_json(tb)}});
     }
-    content.push_back({{"token", sanitize_utf8(b)}, {"logprob", e.logprob}, {"bytes", bytes_json(b)}, {"top_logprobs", top}});
+    content.push_back({{"token", text::utf8_sanitize(b)}, {"logprob", e.logprob}, {"bytes", bytes_json(b)}, {"top_logprobs", top}});
   }
   return {{"content", content}, {"refusal", nullptr}};
 }
@@ -61,11 +69,11 @@ json chat_logprobs_json(const std::vector<LogprobEntry>& entries, const ChatCode
 json completion_logprobs_json(const std::vector<LogprobEntry>& entries, const ChatCodec& codec, size_t offset) {
   json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
   for (const auto& e : entries) {
-    const std::string b = sanitize_utf8(codec.token_bytes(e.token));
+    const std::string b = text::utf8_sanitize(codec.token_bytes(e.token));
     tokens.push_back(b);
     lps.push_back(e.logprob);
     json top = json::object();
-    for (const auto& t : e.top) top[sanitize_utf8(codec.token_bytes(t.token))] = t.logprob;
+    for (const auto& t : e.top) top[text::utf8_sanitize(codec.token_bytes(t.token))] = t.logprob;
     tops.push_back(top);
     offs.push_back(offset);
     offset += b.size();

@@ -3,8 +3,14 @@
 #include <algorithm>
 
 #include "server/api_error.h"
+#include "text/utf8.h"
 
 namespace sluice::server {
+
+using chat::ChatCodec;
+using chat::ChatOptions;
+using chat::Request;
+using chat::bad_field;
 
 using nlohmann::json;
 
@@ -40,7 +46,7 @@ json tokenize_reply(const ChatCodec& codec, const json& body) {
   const auto ids = codec.encode(body["content"].get<std::string>(), flag(body, "add_special"));
   if (!flag(body, "with_pieces")) return {{"tokens", ids}};
   json tokens = json::array();
-  for (int32_t id : ids) tokens.push_back({{"id", id}, {"piece", sanitize_utf8(codec.token_bytes(id))}});
+  for (int32_t id : ids) tokens.push_back({{"id", id}, {"piece", text::utf8_sanitize(codec.token_bytes(id))}});
   return {{"tokens", tokens}};
 }
 

@@ -8,15 +8,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/chat_codec.h"
+#include "chat/chat_codec.h"
 #include "server/request.h"
 
 namespace sluice::server {
 
-nlohmann::json tokenize_reply(const ChatCodec& codec, const nlohmann::json& body);
-nlohmann::json detokenize_reply(const ChatCodec& codec, const nlohmann::json& body, int64_t vocab);
+nlohmann::json tokenize_reply(const chat::ChatCodec& codec, const nlohmann::json& body);
+nlohmann::json detokenize_reply(const chat::ChatCodec& codec, const nlohmann::json& body, int64_t vocab);
 // `model_name` stands in for a missing "model" field.
-nlohmann::json apply_template_reply(const ChatCodec& codec, nlohmann::json body, const RequestLimits& limits,
+nlohmann::json apply_template_reply(const chat::ChatCodec& codec, nlohmann::json body, const RequestLimits& limits,
                                     const std::string& model_name);
 
 }  // namespace sluice::server

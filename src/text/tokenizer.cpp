@@ -134,18 +134,4 @@ bool Tokenizer::is_special(int32_t id) const {
   return false;
 }
 
-std::string IncrementalDecoder::push(int32_t id) {
-  held_.append(tok_.token_bytes(id));
-  size_t n = utf8_complete_prefix(held_);
-  std::string out = utf8_sanitize(std::string_view(held_).substr(0, n));
-  held_.erase(0, n);
-  return out;
-}
-
-std::string IncrementalDecoder::flush() {
-  std::string out = utf8_sanitize(held_);
-  held_.clear();
-  return out;
-}
-
 }  // namespace sluice::text

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "text/utf8.h"
+
 namespace sluice::text {
 
 struct AddedToken {
@@ -81,13 +83,13 @@ class Tokenizer {
 class IncrementalDecoder {
  public:
   explicit IncrementalDecoder(const Tokenizer& tok) : tok_(tok) {}
-  std::string push(int32_t id);
-  std::string flush();
-  bool pending() const { return !held_.empty(); }
+  std::string push(int32_t id) { return utf8_.push(tok_.token_bytes(id)); }
+  std::string flush() { return utf8_.flush(); }
+  bool pending() const { return utf8_.pending(); }
 
  private:
   const Tokenizer& tok_;
-  std::string held_;
+  Utf8Assembler utf8_;
 };
 
 }  // namespace sluice::text

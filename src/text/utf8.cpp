@@ -109,6 +109,20 @@ size_t utf8_complete_prefix(std::string_view s) {
   return n;
 }
 
+std::string Utf8Assembler::push(std::string_view bytes) {
+  held_.append(bytes);
+  const size_t n = utf8_complete_prefix(held_);
+  std::string out = utf8_sanitize(std::string_view(held_).substr(0, n));
+  held_.erase(0, n);
+  return out;
+}
+
+std::string Utf8Assembler::flush() {
+  std::string out = utf8_sanitize(held_);
+  held_.clear();
+  return out;
+}
+
 size_t utf8_count(std::string_view s) {
   size_t i = 0, len = 0, c = 0;
   while (i < s.size()) {

@@ -31,6 +31,22 @@ std::string utf8_sanitize(std::string_view s);
 // (at most 3 bytes). Used by streaming decoders.
 size_t utf8_complete_prefix(std::string_view s);
 
+// Streaming assembly: bytes in as they come (a token's bytes may end inside a
+// character), complete text out. An incomplete but so far valid sequence at
+// the end is held for the next push(); ill-formed bytes are replaced as above,
+// so the concatenated output equals utf8_sanitize(all bytes). flush() replaces
+// a sequence left unfinished at the end. The one assembler of the engine: the
+// tokenizers' IncrementalDecoder and the byte-level codec both use it.
+class Utf8Assembler {
+ public:
+  std::string push(std::string_view bytes);
+  std::string flush();
+  bool pending() const { return !held_.empty(); }
+
+ private:
+  std::string held_;
+};
+
 // Number of code points (after sanitising, each replaced subpart counts one).
 size_t utf8_count(std::string_view s);
 

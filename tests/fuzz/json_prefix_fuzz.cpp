@@ -6,15 +6,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/json_prefix.h"
+#include "chat/json_prefix.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  sluice::server::JsonPrefix p;
+  sluice::chat::JsonPrefix p;
   size_t accepted = 0;
   // Byte by byte on a copy, as the server tries a candidate token.
   for (; accepted < text.size(); ++accepted) {
-    sluice::server::JsonPrefix trial = p;
+    sluice::chat::JsonPrefix trial = p;
     if (!trial.feed(std::string_view(text).substr(accepted, 1))) break;
     p = trial;
   }

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "server/api_error.h"
+#include "chat/api_error.h"
 #include "server/request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& [id, bias] : r.logit_bias)
       if (id < 0 || id >= limits.vocab || !(bias >= -100 && bias <= 100)) __builtin_trap();
     if (r.max_tokens && *r.max_tokens <= 0) __builtin_trap();
-  } catch (const sluice::server::ApiError& e) {
+  } catch (const sluice::chat::ApiError& e) {
     if (e.status() < 400 || e.status() > 499) __builtin_trap();
   }
   return 0;

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/api_error.h"
-#include "server/output_grammar.h"
+#include "chat/api_error.h"
+#include "chat/output_grammar.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
@@ -16,14 +16,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (nul == std::string_view::npos) return 0;
   const nlohmann::json schema = nlohmann::json::parse(in.substr(0, nul), nullptr, false);
   if (schema.is_discarded()) return 0;
-  std::shared_ptr<const sluice::server::Grammar> g;
+  std::shared_ptr<const sluice::chat::Grammar> g;
   try {
-    g = sluice::server::json_schema_grammar(schema, "schema");
-  } catch (const sluice::server::ApiError& e) {
+    g = sluice::chat::json_schema_grammar(schema, "schema");
+  } catch (const sluice::chat::ApiError& e) {
     if (e.status() != 400 || e.param().empty()) __builtin_trap();
     return 0;
   }
-  sluice::server::GrammarCursor c(g);
+  sluice::chat::GrammarCursor c(g);
   const std::string_view text = in.substr(nul + 1);
   for (size_t i = 0; i < text.size(); ++i) {
     if (!c.feed(text.substr(i, 1))) return 0;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "server/reply_parser.h"
+#include "chat/reply_parser.h"
 
 namespace {
 
@@ -14,10 +14,10 @@ struct Result {
   std::string content, reasoning, calls;
 };
 
-Result run(const sluice::server::ReplySyntax& syn, bool tools, std::string_view text, const uint8_t* cuts, size_t ncuts) {
-  sluice::server::ReplyParser p(syn, tools);
+Result run(const sluice::chat::ReplySyntax& syn, bool tools, std::string_view text, const uint8_t* cuts, size_t ncuts) {
+  sluice::chat::ReplyParser p(syn, tools);
   Result r;
-  auto take = [&](sluice::server::ReplyDelta d) {
+  auto take = [&](sluice::chat::ReplyDelta d) {
     r.content += d.content;
     r.reasoning += d.reasoning;
     for (const auto& c : d.tool_calls) r.calls += c.name + "\x1f" + c.arguments + "\x1e";
@@ -42,10 +42,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 3 + ncuts) return 0;
   const uint8_t* cuts = data + 3;
   const std::string_view text(reinterpret_cast<const char*>(data) + 3 + ncuts, size - 3 - ncuts);
-  sluice::server::ReplySyntax syn = family == 0   ? sluice::server::deepseek_v3_syntax()
-                                    : family == 1 ? sluice::server::kimi_k2_syntax()
-                                    : family == 2 ? sluice::server::qwen3_syntax()
-                                                  : sluice::server::kimi_k3_syntax();
+  sluice::chat::ReplySyntax syn = family == 0   ? sluice::chat::deepseek_v3_syntax()
+                                    : family == 1 ? sluice::chat::kimi_k2_syntax()
+                                    : family == 2 ? sluice::chat::qwen3_syntax()
+                                                  : sluice::chat::kimi_k3_syntax();
   syn.starts_in_reasoning = in_reasoning;
   const Result a = run(syn, tools, text, cuts, ncuts);
   const Result b = run(syn, tools, text, nullptr, 0);

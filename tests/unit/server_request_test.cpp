@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include "server/api_error.h"
-#include "server/chat_codec.h"
 #include "server/queue.h"
 #include "server/request.h"
 
@@ -22,7 +21,7 @@ json chat(json extra = json::object()) {
 std::string bad_param(const json& body, bool completion = false) {
   try {
     completion ? parse_completion_request(body, kLimits) : parse_chat_request(body, kLimits);
-  } catch (const ApiError& e) {
+  } catch (const chat::ApiError& e) {
     EXPECT_EQ(e.status(), 400) << e.what();
     return e.param();
   }
@@ -31,7 +30,7 @@ std::string bad_param(const json& body, bool completion = false) {
 }
 
 TEST(ServerRequest, ParsesAFullChatRequest) {
-  Request r = parse_chat_request(
+  chat::Request r = parse_chat_request(
       chat({{"max_completion_tokens", 9},
             {"temperature", 0.5},
             {"top_p", 0.9},
@@ -61,7 +60,7 @@ TEST(ServerRequest, ParsesAFullChatRequest) {
 }
 
 TEST(ServerRequest, FlattensContentPartsAndMapsDeveloper) {
-  Request r = parse_chat_request(
+  chat::Request r = parse_chat_request(
       chat({{"messages",
              {{{"role", "developer"}, {"content", "be brief"}},
               {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}},
@@ -82,17 +81,17 @@ TEST(ServerRequest, FlattensContentPartsAndMapsDeveloper) {
 TEST(ServerRequest, ForcedToolCallsAndSchemas) {
   const json tools = json::parse(R"([{"type": "function", "function": {"name": "f", "strict": true,
       "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}}])");
-  Request r = parse_chat_request(chat({{"tools", tools}, {"tool_choice", "required"}}), kLimits);
-  EXPECT_EQ(r.tool_choice, Request::ToolChoice::Required);
+  chat::Request r = parse_chat_request(chat({{"tools", tools}, {"tool_choice", "required"}}), kLimits);
+  EXPECT_EQ(r.tool_choice, chat::Request::ToolChoice::Required);
   r = parse_chat_request(chat({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}), kLimits);
-  EXPECT_EQ(r.tool_choice, Request::ToolChoice::Named);
+  EXPECT_EQ(r.tool_choice, chat::Request::ToolChoice::Named);
   EXPECT_EQ(r.tool_choice_name, "f");
   EXPECT_EQ(bad_param(chat({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}})),
             "tool_choice.function.name");
   r = parse_chat_request(chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"strict", true},
       {"schema", {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}, {"required", {"a"}}}}}}}}}), kLimits);
   ASSERT_TRUE(r.grammar);
-  GrammarCursor c(r.grammar);
+  chat::GrammarCursor c(r.grammar);
   EXPECT_TRUE(c.feed("{\"a\": 12}") && c.complete());
   EXPECT_EQ(bad_param(chat({{"tools", tools}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}})),
             "response_format");
@@ -147,7 +146,7 @@ TEST(ServerRequest, TypesAndRanges) {
 }
 
 TEST(ServerRequest, CompletionPrompts) {
-  Request r = parse_completion_request({{"model", "m"}, {"prompt", {"abc"}}}, kLimits);
+  chat::Request r = parse_completion_request({{"model", "m"}, {"prompt", {"abc"}}}, kLimits);
   EXPECT_EQ(r.prompt_text, "abc");
   EXPECT_EQ(*r.max_tokens, 16);
   r = parse_completion_request({{"model", "m"}, {"prompt", {{1, 2, 3}}}, {"logprobs", 0}}, kLimits);
@@ -160,7 +159,7 @@ TEST(ServerRequest, BodyParsing) {
   auto status = [](const std::string& s) {
     try {
       parse_json_body(s);
-    } catch (const ApiError& e) {
+    } catch (const chat::ApiError& e) {
       return e.status();
     }
     return 200;
@@ -171,16 +170,6 @@ TEST(ServerRequest, BodyParsing) {
   EXPECT_EQ(status(std::string(1000, '[') + std::string(1000, ']')), 400);
   EXPECT_EQ(status("{\"a\":\"\xff\"}"), 400);
   EXPECT_EQ(status("{\"a\":1e999}"), 400);
-}
-
-TEST(ServerUtf8, AssemblesAndReplaces) {
-  Utf8Assembler a;
-  EXPECT_EQ(a.push("\xE4\xBD"), "");
-  EXPECT_EQ(a.push("\xA0!"), "\xE4\xBD\xA0!");
-  EXPECT_EQ(a.push("\xFF" "a"), "\xEF\xBF\xBD" "a");
-  EXPECT_EQ(a.push("\xC3"), "");
-  EXPECT_EQ(a.flush(), "\xEF\xBF\xBD");
-  EXPECT_EQ(sanitize_utf8("\xC0\xAF" "ok\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBDok\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 TEST(ServerQueue, FifoWithALimit) {

@@ -195,6 +195,16 @@ TEST(HfTokenizer, MalformedFilesNameTheField) {
   EXPECT_THROW(text::Tokenizer::load(tmp.file("missing")), Error);
 }
 
+TEST(Utf8Assembler, AssemblesAndReplaces) {
+  text::Utf8Assembler a;
+  EXPECT_EQ(a.push("\xE4\xBD"), "");
+  EXPECT_EQ(a.push("\xA0!"), "\xE4\xBD\xA0!");
+  EXPECT_EQ(a.push("\xFF" "a"), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(a.push("\xC3"), "");
+  EXPECT_EQ(a.flush(), "\xEF\xBF\xBD");
+  EXPECT_EQ(text::utf8_sanitize("\xC0\xAF" "ok\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBDok\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
 TEST(IncrementalDecoder, HoldsPartialUtf8) {
   test::TempDir tmp;
   auto t = text::Tokenizer::load(tiny_dir(tmp, "t", tiny_tokenizer(false)));

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace sluice::server {
+namespace sluice::chat {
 
 class Grammar {
  public:
@@ -76,4 +76,4 @@ class GrammarCursor {
   std::vector<Thread> threads_;  // each ends in a consuming frame, or is empty (accepting)
 };
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

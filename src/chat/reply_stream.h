@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_codec.h"
+#include "chat/generation_counters.h"
+#include "chat/grammar.h"
+#include "chat/reply_parser.h"
+#include "chat/request.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_strings.h"
-#include "server/chat_codec.h"
-#include "server/grammar.h"
-#include "server/metrics.h"
-#include "server/reply_parser.h"
-#include "server/request.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 
 struct LogprobEntry {
   int32_t token = 0;
@@ -42,7 +42,7 @@ class ReplyStream {
  public:
   // stop_ids: ids that end the reply (never shown). `alive` is polled once per token; false cancels.
   ReplyStream(const Request& req, const ChatCodec& codec, const std::vector<int32_t>& prompt,
-              std::vector<int32_t> stop_ids, int64_t vocab, Metrics& metrics, EmitFn emit,
+              std::vector<int32_t> stop_ids, int64_t vocab, GenerationCounters& counters, EmitFn emit,
               std::function<bool()> alive);
 
   int32_t pick(float* logits);  // a runtime TokenPicker: once per emitted token, in order
@@ -61,7 +61,7 @@ class ReplyStream {
   const ChatCodec& codec_;
   std::vector<int32_t> stop_ids_;
   int64_t vocab_;
-  Metrics& metrics_;
+  GenerationCounters& counters_;
   EmitFn emit_;
   std::function<bool()> alive_;
   Sampler sampler_;
@@ -77,4 +77,4 @@ class ReplyStream {
   std::chrono::steady_clock::time_point last_;
 };
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace sluice::server {
+namespace sluice::chat {
 
 struct ToolCall {
   std::string id, name, arguments;  // arguments: JSON text as the model wrote it
@@ -69,4 +69,4 @@ class ReplyParser {
   int calls_ = 0;
 };
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

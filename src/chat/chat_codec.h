@@ -1,4 +1,4 @@
-// What the server needs from a model's text side, behind one small interface:
+// What the conversation layer needs from a model's text side, behind one small interface:
 // conversation -> token ids, token ids -> text (incrementally, for streaming),
 // and the family's reply syntax (reasoning and tool calls).
 #pragma once
@@ -9,13 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/reply_parser.h"
+#include "chat/reply_parser.h"
 
 namespace sluice {
 struct ModelInfo;
 }
 
-namespace sluice::server {
+namespace sluice::chat {
 
 // Turns generated ids into text piece by piece; never returns a partial UTF-8
 // character (it waits for the rest) and replaces invalid bytes with U+FFFD.
@@ -54,19 +54,6 @@ class ChatCodec {
   virtual ReplySyntax reply_syntax(const std::vector<int32_t>& prompt) const = 0;
 };
 
-// UTF-8 assembly shared by detokenizers: bytes in, complete valid text out.
-class Utf8Assembler {
- public:
-  std::string push(std::string_view bytes);
-  std::string flush();  // an unfinished sequence at the end becomes U+FFFD
-
- private:
-  std::string pending_;
-};
-
-// Replaces invalid UTF-8 in s with U+FFFD.
-std::string sanitize_utf8(std::string_view s);
-
 // A byte-level codec for synthetic models without tokenizer files: ids 0-255
 // are bytes; the conversation is written ChatML-style as plain bytes and tool
 // calls use Qwen3's <tool_call> syntax.
@@ -90,4 +77,4 @@ class ByteCodec : public ChatCodec {
 // them, else the byte codec (only for vocabularies of at least 256 ids).
 std::unique_ptr<ChatCodec> make_chat_codec(const std::string& model_dir, const ModelInfo& info);
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

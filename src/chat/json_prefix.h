@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace sluice::server {
+namespace sluice::chat {
 
 class JsonPrefix {
  public:
@@ -32,4 +32,4 @@ class JsonPrefix {
   const char* literal_ = nullptr;  // rest of true/false/null to match
 };
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

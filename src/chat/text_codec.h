@@ -7,11 +7,11 @@
 #include <optional>
 #include <string>
 
-#include "server/chat_codec.h"
+#include "chat/chat_codec.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 
 class TextChatCodec : public ChatCodec {
  public:
@@ -41,4 +41,4 @@ class TextChatCodec : public ChatCodec {
   std::vector<int32_t> stop_ids_;
 };
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

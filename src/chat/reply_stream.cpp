@@ -1,17 +1,17 @@
-#include "server/reply_stream.h"
+#include "chat/reply_stream.h"
 
 #include <algorithm>
 
-namespace sluice::server {
+namespace sluice::chat {
 
 ReplyStream::ReplyStream(const Request& req, const ChatCodec& codec, const std::vector<int32_t>& prompt,
-                         std::vector<int32_t> stop_ids, int64_t vocab, Metrics& metrics, EmitFn emit,
+                         std::vector<int32_t> stop_ids, int64_t vocab, GenerationCounters& counters, EmitFn emit,
                          std::function<bool()> alive)
     : req_(req),
       codec_(codec),
       stop_ids_(std::move(stop_ids)),
       vocab_(vocab),
-      metrics_(metrics),
+      counters_(counters),
       emit_(std::move(emit)),
       alive_(std::move(alive)),
       sampler_(req.sampling),
@@ -67,7 +67,7 @@ bool ReplyStream::take(int32_t token) {
   ++completion_tokens_;
   if (req_.logprobs) pending_lp_.push_back({token, picked_.logprob, std::move(picked_.top)});
   const auto now = std::chrono::steady_clock::now();  // a verification pass is shared by its tokens
-  metrics_.add_token(std::chrono::duration<double>(now - last_).count());
+  counters_.add_token(std::chrono::duration<double>(now - last_).count());
   last_ = now;
   if (is_stop(token)) {
     stopped_ = true;
@@ -109,4 +109,4 @@ void ReplyStream::finish(Outcome& out) {
   out.finish_reason = !stopped_ ? "length" : parser_.calls_seen() > 0 ? "tool_calls" : "stop";
 }
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/api_error.h"
-#include "server/output_grammar.h"
-#include "server/reply_parser.h"
+#include "chat/api_error.h"
+#include "chat/output_grammar.h"
+#include "chat/reply_parser.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 namespace {
 
 using nlohmann::json;
@@ -187,4 +187,4 @@ TEST(OutputGrammar, ForcedCallsInEveryFamilysSyntax) {
 }
 
 }  // namespace
-}  // namespace sluice::server
+}  // namespace sluice::chat

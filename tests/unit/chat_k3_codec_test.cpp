@@ -7,13 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/api_error.h"
-#include "server/reply_parser.h"
-#include "server/text_codec.h"
+#include "chat/api_error.h"
+#include "chat/reply_parser.h"
+#include "chat/text_codec.h"
 #include "support/test_support.h"
 #include "text/tokenizer.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 namespace {
 
 using nlohmann::json;
@@ -130,4 +130,4 @@ TEST(K3Codec, ConversationsXtmlCannotWriteAre400s) {
 }
 
 }  // namespace
-}  // namespace sluice::server
+}  // namespace sluice::chat

@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/reply_parser.h"
+#include "chat/reply_parser.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 namespace {
 
 ReplyDelta run(const ReplySyntax& syn, bool tools, const std::string& text, size_t piece) {
@@ -140,4 +140,4 @@ TEST(ReplyParser, TrailingWhitespaceDoesNotDependOnHowTheTextIsCut) {
 }
 
 }  // namespace
-}  // namespace sluice::server
+}  // namespace sluice::chat

@@ -1,11 +1,11 @@
-#include "server/grammar.h"
+#include "chat/grammar.h"
 
 #include <algorithm>
 #include <cctype>
 
 #include "util/error.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 
 namespace {
 constexpr int kMaxDepth = 256;        // epsilon expansion (a repetition of something that may be empty)
@@ -300,4 +300,4 @@ bool GrammarCursor::can_continue() const {
   return std::any_of(threads_.begin(), threads_.end(), [](const Thread& t) { return !t.empty(); });
 }
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

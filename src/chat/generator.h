@@ -11,16 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_codec.h"
+#include "chat/generation_counters.h"
+#include "chat/reply_stream.h"
+#include "chat/request.h"
 #include "model/model.h"
 #include "runtime/prompt_cache.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
-#include "server/chat_codec.h"
-#include "server/metrics.h"
-#include "server/reply_stream.h"
-#include "server/request.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 
 class Generator {
  public:
@@ -28,7 +28,7 @@ class Generator {
   // drafter, its drafts are verified in batches (the output is the same).
   // `cache`: how many conversations are kept for prefix reuse, and where
   // prompt states are saved (runtime/prompt_cache.h).
-  Generator(const Model& model, const ChatCodec& codec, Metrics& metrics, int64_t context_length,
+  Generator(const Model& model, const ChatCodec& codec, GenerationCounters& counters, int64_t context_length,
             std::shared_ptr<Drafter> drafter = nullptr, const SpeculationOptions& speculation = {},
             PromptCacheOptions cache = {});
 
@@ -56,7 +56,7 @@ class Generator {
  private:
   const Model& model_;
   const ChatCodec& codec_;
-  Metrics& metrics_;
+  GenerationCounters& counters_;
   PromptCache cache_;          // conversations kept for prefix reuse
   CachedConversation current_;  // the last request's, given back to cache_ by the next
   std::vector<int32_t> stop_ids_;
@@ -65,4 +65,4 @@ class Generator {
   SpeculationOptions speculation_;
 };
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

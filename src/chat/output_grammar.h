@@ -20,10 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/grammar.h"
-#include "server/reply_parser.h"
+#include "chat/grammar.h"
+#include "chat/reply_parser.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 
 // `param`: the request field the schema came from, for errors ("response_format.json_schema.schema").
 std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::json& schema, const std::string& param);
@@ -37,4 +37,4 @@ std::shared_ptr<const Grammar> tool_call_grammar(const ReplySyntax& syntax, cons
                                                  const std::vector<std::string>& allowed, bool parallel,
                                                  int64_t reasoning_bytes = 2048);
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

@@ -1,6 +1,6 @@
-#include "server/json_prefix.h"
+#include "chat/json_prefix.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 
 namespace {
 bool is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -138,4 +138,4 @@ bool JsonPrefix::byte(unsigned char c) {
   return false;
 }
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

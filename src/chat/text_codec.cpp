@@ -1,14 +1,14 @@
-#include "server/text_codec.h"
+#include "chat/text_codec.h"
 
 #include <filesystem>
 #include <fstream>
 
+#include "chat/api_error.h"
 #include "format/generation_config.h"
-#include "server/api_error.h"
 #include "text/xtml.h"
 #include "util/error.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 
 namespace {
 
@@ -231,4 +231,4 @@ ReplySyntax TextChatCodec::reply_syntax(const std::vector<int32_t>& prompt) cons
   return s;
 }
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

@@ -1,9 +1,9 @@
 // The JSON-object prefix recogniser behind response_format json_object.
 #include <gtest/gtest.h>
 
-#include "server/json_prefix.h"
+#include "chat/json_prefix.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 namespace {
 
 bool prefix_ok(const std::string& s) { return JsonPrefix().feed(s); }
@@ -54,4 +54,4 @@ TEST(JsonPrefix, DepthIsBounded) {
 }
 
 }  // namespace
-}  // namespace sluice::server
+}  // namespace sluice::chat

@@ -1,4 +1,4 @@
-#include "server/output_grammar.h"
+#include "chat/output_grammar.h"
 
 #include <algorithm>
 #include <functional>
@@ -6,10 +6,10 @@
 #include <set>
 #include <tuple>
 
-#include "server/api_error.h"
+#include "chat/api_error.h"
 #include "text/xtml.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 
 using nlohmann::json;
 
@@ -338,4 +338,4 @@ std::shared_ptr<const Grammar> tool_call_grammar(const ReplySyntax& syn, const j
   return g;
 }
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

@@ -1,4 +1,4 @@
-#include "server/reply_parser.h"
+#include "chat/reply_parser.h"
 
 #include <atomic>
 #include <chrono>
@@ -8,7 +8,7 @@
 
 #include "text/xtml.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 
 namespace {
 
@@ -277,4 +277,4 @@ ReplyDelta ReplyParser::finish() {
   return out;
 }
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

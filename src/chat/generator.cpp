@@ -1,11 +1,11 @@
-#include "server/generator.h"
+#include "chat/generator.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include "server/api_error.h"
+#include "chat/api_error.h"
 
-namespace sluice::server {
+namespace sluice::chat {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -14,11 +14,11 @@ constexpr size_t kPrefillChunk = 64;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
-Generator::Generator(const Model& model, const ChatCodec& codec, Metrics& metrics, int64_t context_length,
+Generator::Generator(const Model& model, const ChatCodec& codec, GenerationCounters& counters, int64_t context_length,
                      std::shared_ptr<Drafter> drafter, const SpeculationOptions& speculation, PromptCacheOptions cache)
     : model_(model),
       codec_(codec),
-      metrics_(metrics),
+      counters_(counters),
       cache_(model, std::move(cache)),
       context_(context_length),
       drafter_(std::move(drafter)),
@@ -64,7 +64,7 @@ std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const 
     // then the rollback point, then the last token.
     for (size_t b = start; b + 1 < P;) {
       if (alive && !alive()) {  // the session keeps the prefix fed so far (a later request may extend it)
-        metrics_.set_prefill_progress(0, 0);
+        counters_.set_prefill_progress(0, 0);
         current_.mark = -1;
         out.cancelled = true;
         return {};
@@ -74,11 +74,11 @@ std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const 
         if (size_t(p) > b && size_t(p) < e) e = size_t(p);
       s.feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(b), prompt.begin() + std::ptrdiff_t(e)));
       if (std::find(save_at.begin(), save_at.end(), int64_t(e)) != save_at.end()) cache_.save(s);
-      metrics_.set_prefill_progress(int64_t(e), int64_t(P));
+      counters_.set_prefill_progress(int64_t(e), int64_t(P));
       if (progress) progress(int64_t(e), int64_t(P));
       b = e;
     }
-    metrics_.set_prefill_progress(0, 0);
+    counters_.set_prefill_progress(0, 0);
     cache_.save(s);  // the prompt but its last token: what a repeat of it reuses
     // Kept open over the whole generation: no per-token records (a later
     // rollback into the reply feeds the kept part again on recurrent models).
@@ -89,7 +89,7 @@ std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const 
     current_ = {};
     throw;
   }
-  metrics_.add_prompt(int64_t(P), out.cached_tokens, seconds_since(t0));
+  counters_.add_prompt(int64_t(P), out.cached_tokens, seconds_since(t0));
   return logits;
 }
 
@@ -101,11 +101,11 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
   std::vector<float> logits = prefill(prompt, alive, out, progress);
   if (out.cancelled) return out;
 
-  ReplyStream reply(req, codec_, prompt, stop_ids_, model_.info().vocab, metrics_, emit, alive);
+  ReplyStream reply(req, codec_, prompt, stop_ids_, model_.info().vocab, counters_, emit, alive);
   int64_t taken = 0;
   auto pick = [&](float* row) { return reply.pick(row); };
   auto take = [&](int32_t token) {
-    if (++taken % 16 == 0) metrics_.set_expert_stats(model_.expert_stats());
+    if (++taken % 16 == 0) counters_.set_expert_stats(model_.expert_stats());
     return reply.take(token);
   };
   if (alive && !alive()) {
@@ -118,11 +118,11 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
       current_ = {};
       throw;
     }
-    if (drafter_) metrics_.add_speculation(spec.passes, spec.proposed, spec.accepted);
+    if (drafter_) counters_.add_speculation(spec.passes, spec.proposed, spec.accepted);
   }
-  metrics_.set_expert_stats(model_.expert_stats());
+  counters_.set_expert_stats(model_.expert_stats());
   reply.finish(out);
   return out;
 }
 
-}  // namespace sluice::server
+}  // namespace sluice::chat

@@ -1,0 +1,25 @@
+// What the conversation layer reports while it generates: prompt tokens fed
+// and reused, time per generated token, prefill progress, the expert source's
+// counters and speculation. The server's Metrics renders them for /metrics;
+// `sluice chat` keeps this no-op base.
+#pragma once
+#include <cstdint>
+
+#include "compute/expert_source.h"
+
+namespace sluice::chat {
+
+class GenerationCounters {
+ public:
+  virtual ~GenerationCounters() = default;
+  virtual void add_prompt(int64_t /*tokens*/, int64_t /*reused*/, double /*prefill_seconds*/) {}
+  virtual void add_token(double /*seconds*/) {}  // one generated token and the time it took
+  // The prompt being prefilled now: positions in the state of `total` (0, 0: none).
+  virtual void set_prefill_progress(int64_t /*done*/, int64_t /*total*/) {}
+  // The routed-expert source's counters, as of the generation thread's last snapshot.
+  virtual void set_expert_stats(const ExpertStats& /*s*/) {}
+  // One request's speculation: verification passes, draft tokens proposed and accepted.
+  virtual void add_speculation(int64_t /*passes*/, int64_t /*proposed*/, int64_t /*accepted*/) {}
+};
+
+}  // namespace sluice::chat
