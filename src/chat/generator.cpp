@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "chat/api_error.h"
 
@@ -93,11 +94,46 @@ std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const 
   return logits;
 }
 
+std::vector<LogprobEntry> Generator::score(const std::vector<int32_t>& prompt, int top,
+                                          const std::function<bool()>& alive, Outcome& out) {
+  const auto t0 = Clock::now();
+  const int64_t vocab = model_.info().vocab;
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  greedy.top_logprobs = top;
+  Sampler sampler(greedy);
+  std::vector<LogprobEntry> entries;
+  entries.push_back({prompt.empty() ? 0 : prompt[0], std::numeric_limits<double>::quiet_NaN(), {}});
+  Session s(model_);
+  for (size_t b = 0; b < prompt.size(); b += kPrefillChunk) {
+    if (alive && !alive()) {
+      out.cancelled = true;
+      return {};
+    }
+    const size_t e = std::min(b + kPrefillChunk, prompt.size());
+    const std::vector<float> rows =
+        s.feed_all(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(b), prompt.begin() + std::ptrdiff_t(e)));
+    for (size_t i = b; i < e && i + 1 < prompt.size(); ++i) {
+      // The sampler's own log-softmax and ranking, with only the prompt's next token allowed.
+      const int32_t next = prompt[i + 1];
+      Sample smp = sampler.sample(rows.data() + (i - b) * size_t(vocab), vocab, [next](int32_t t) { return t == next; });
+      entries.push_back({next, smp.logprob, std::move(smp.top)});
+    }
+  }
+  counters_.add_prompt(int64_t(prompt.size()), 0, seconds_since(t0));
+  return entries;
+}
+
 Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, const EmitFn& emit,
                        const std::function<bool()>& alive, const Progress& progress) {
   Outcome out;
   out.prompt_tokens = int64_t(prompt.size());
   const int64_t max_new = max_new_tokens(req, out.prompt_tokens);
+  if (max_new == 0) {  // prompt scoring: nothing is generated
+    if (req.logprobs) out.prompt_logprobs = score(prompt, req.top_logprobs, alive, out);
+    if (!out.cancelled) out.finish_reason = "length";
+    return out;
+  }
   std::vector<float> logits = prefill(prompt, alive, out, progress);
   if (out.cancelled) return out;
 

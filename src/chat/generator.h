@@ -50,6 +50,14 @@ class Generator {
   std::vector<float> prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive, Outcome& out,
                              const Progress& progress = {});
 
+  // Prompt scoring: each prompt token's log-probability (and the `top` most likely
+  // alternatives) given the tokens before it, from the logits at every position of a
+  // fresh session fed in chunks (the same bits as any other chunking); the first
+  // token's is NaN. The kept conversation is not touched. Sets out.cancelled when
+  // `alive` said stop.
+  std::vector<LogprobEntry> score(const std::vector<int32_t>& prompt, int top, const std::function<bool()>& alive,
+                                  Outcome& out);
+
   // The ids that end a reply: the model's eos ids and the codec's end-of-turn ids.
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
 

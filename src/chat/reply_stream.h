@@ -33,6 +33,9 @@ struct Outcome {
   std::string finish_reason;  // "stop", "length", "tool_calls"; empty if cancelled
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   bool cancelled = false;
+  // Prompt scoring (max_tokens 0 with logprobs): one entry per prompt token, each
+  // token's log-probability given those before it; the first has none (NaN).
+  std::vector<LogprobEntry> prompt_logprobs;
 };
 
 // Output as it is released: returns false to cancel (client gone).

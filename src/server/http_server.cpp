@@ -18,6 +18,9 @@
 #include "server/queue.h"
 #include "server/request.h"
 #include "server/response.h"
+#include "server/response_store.h"
+#include "server/responses_api.h"
+#include "server/retry_after.h"
 #include "server/text_routes.h"
 
 namespace sluice::server {
@@ -91,6 +94,7 @@ struct HttpServer::Impl {
   Metrics metrics;
   GenerationQueue queue;
   Generator generator;
+  ResponseStore responses;  // /v1/responses kept for previous_response_id
   std::atomic<bool> stopping{false};
   HttpTransport http;  // last: its threads stop before the members above go
 
@@ -115,6 +119,7 @@ struct HttpServer::Impl {
   bool stream_reply(Job& job, httplib::DataSink& sink);   // the content provider's body
   void openai_route(const std::string& body, httplib::Response& res, Request::Kind kind);
   void anthropic_route(const std::string& body, httplib::Response& res, bool count_tokens);
+  void responses_route(const std::string& body, httplib::Response& res);
   void finish_preparation(Job& job) const;  // the forced-call grammar, the context check
   void start_reply(const std::shared_ptr<Job>& job, httplib::Response& res);
 };
@@ -236,6 +241,21 @@ void HttpServer::Impl::setup() {
   http.Post("/v1/messages", post([this](const std::string& b, httplib::Response& res) { anthropic_route(b, res, false); }));
   http.Post("/v1/messages/count_tokens",
             post([this](const std::string& b, httplib::Response& res) { anthropic_route(b, res, true); }));
+  http.Post("/v1/responses", post([this](const std::string& b, httplib::Response& res) { responses_route(b, res); }));
+  auto not_held = [](httplib::Response& res, const std::string& id) {
+    send_error(res, 404, error_body(fmt::format("Response with id '{}' not found.", id), "invalid_request_error"));
+  };
+  http.Get(R"(/v1/responses/([^/]+))", [this, not_held](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (auto e = responses.get(id)) res.set_content(to_text(e->response), kJson);
+    else not_held(res, id);
+  });
+  http.Delete(R"(/v1/responses/([^/]+))", [this, not_held](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (responses.erase(id))
+      res.set_content(to_text({{"id", id}, {"object", "response.deleted"}, {"deleted", true}}), kJson);
+    else not_held(res, id);
+  });
   // Text utilities: answered at once, never queued behind a generation.
   auto text_route = [](std::function<json(const json&)> reply) {
     return [reply](const std::string& body, httplib::Response& res) {
@@ -254,7 +274,7 @@ void HttpServer::Impl::setup() {
               limits.vocab = model.info().vocab;
               return apply_template_reply(codec, b, limits, opts.model_name);
             })));
-  for (const char* path : {"/v1/chat/completions", "/v1/completions"})
+  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/responses"})
     http.Get(path, [](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Allow", "POST");
       send_error(res, 405, error_body(fmt::format("{} takes POST", req.path), "invalid_request_error"));
@@ -350,11 +370,36 @@ void HttpServer::Impl::anthropic_route(const std::string& raw_body, httplib::Res
   }
 }
 
+void HttpServer::Impl::responses_route(const std::string& raw_body, httplib::Response& res) {
+  try {
+    RequestLimits limits;
+    limits.vocab = model.info().vocab;
+    limits.default_seed = std::random_device{}();
+    limits.defaults = opts.sampling_defaults;
+    ResponsesRequest rr = parse_responses_request(parse_json_body(raw_body), limits, &responses);
+    auto job = std::make_shared<Job>();
+    job->req = rr.req;
+    if (job->req.model != opts.model_name)
+      throw ApiError(404, "invalid_request_error", "model", "model_not_found",
+                     fmt::format("model '{}' does not exist; this server serves '{}'", job->req.model, opts.model_name));
+    job->prompt = codec.render_chat(job->req.messages, job->req.tools, ChatOptions{job->req.reasoning_effort});
+    finish_preparation(*job);
+    if (!wait_for_turn(*job, res)) return;
+    ResponsesReplyInfo info{new_response_id("resp_"), opts.model_name, unix_now(), int64_t(job->prompt.size())};
+    job->writer = make_responses_writer(rr, std::move(info), [this](const std::string& id, ResponseStore::Entry e) {
+      responses.put(id, std::move(e));
+    });
+    start_reply(job, res);
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  }
+}
+
 bool HttpServer::Impl::wait_for_turn(Job& job, httplib::Response& res) {
   auto turn = queue.join();
   if (!turn) {
-    const double wait = metrics.mean_request_seconds() * double(queue.waiting() + 1);
-    res.set_header("Retry-After", std::to_string(std::max<int64_t>(1, int64_t(std::ceil(wait)))));
+    const int64_t ahead = queue.running() + queue.waiting();
+    res.set_header("Retry-After", std::to_string(retry_after_seconds(ahead, metrics.service_rates())));
     throw ApiError(429, "rate_limit_error", "", "queue_full",
                    fmt::format("the server is busy: {} requests are already waiting", opts.max_queue));
   }

@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace sluice::server {
@@ -12,6 +14,8 @@ Route route_of(const std::string& path) {
   if (path == "/v1/completions") return Route::Completions;
   if (path == "/v1/messages") return Route::Messages;
   if (path == "/v1/messages/count_tokens") return Route::CountTokens;
+  if (path == "/v1/responses") return Route::Responses;
+  if (path.rfind("/v1/responses/", 0) == 0) return Route::Response;
   if (path == "/v1/models") return Route::Models;
   if (path.rfind("/v1/models/", 0) == 0) return Route::Model;
   if (path == "/health") return Route::Health;
@@ -28,6 +32,8 @@ const char* route_label(Route r) {
     case Route::Completions: return "completions";
     case Route::Messages: return "messages";
     case Route::CountTokens: return "count_tokens";
+    case Route::Responses: return "responses";
+    case Route::Response: return "response";
     case Route::Models: return "models";
     case Route::Model: return "model";
     case Route::Health: return "health";
@@ -92,9 +98,17 @@ void Metrics::add_request_seconds(double s) {
   ++request_count_;
 }
 
-double Metrics::mean_request_seconds() const {
+ServiceRates Metrics::service_rates() const {
   std::lock_guard lk(mu_);
-  return request_count_ ? request_seconds_ / double(request_count_) : 1.0;
+  ServiceRates r;
+  const uint64_t fed = prompt_tokens_ - std::min(reused_tokens_, prompt_tokens_);
+  if (fed) r.prefill_seconds_per_token = prefill_seconds_ / double(fed);
+  if (generated_tokens_) r.decode_seconds_per_token = decode_seconds_ / double(generated_tokens_);
+  if (request_count_) {
+    r.prompt_tokens_per_request = double(fed) / double(request_count_);
+    r.completion_tokens_per_request = double(generated_tokens_) / double(request_count_);
+  }
+  return r;
 }
 
 std::string Metrics::render() const {

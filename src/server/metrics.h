@@ -10,12 +10,13 @@
 
 #include "chat/generation_counters.h"
 #include "compute/expert_source.h"
+#include "server/retry_after.h"
 
 namespace sluice::server {
 
 // The route a request was for, by template: metric labels come only from this
 // fixed set (never from the request's path, which a client chooses).
-enum class Route { ChatCompletions, Completions, Messages, CountTokens, Models, Model, Health, Metrics, Tokenize, Detokenize, ApplyTemplate, Other, Connection };
+enum class Route { ChatCompletions, Completions, Messages, CountTokens, Responses, Response, Models, Model, Health, Metrics, Tokenize, Detokenize, ApplyTemplate, Other, Connection };
 Route route_of(const std::string& path);
 const char* route_label(Route r);
 
@@ -30,7 +31,8 @@ class Metrics : public chat::GenerationCounters {
   void set_prefill_progress(int64_t done, int64_t total) override;
   void set_queue(std::function<int64_t()> waiting, std::function<int64_t()> running);
   std::string render() const;
-  double mean_request_seconds() const;
+  // Measured time per prompt and generated token and tokens per request, for Retry-After.
+  ServiceRates service_rates() const;
   void add_request_seconds(double s);
   // The routed-expert source's counters, as of the generation thread's last snapshot.
   void set_expert_stats(const ExpertStats& s) override;

@@ -485,7 +485,9 @@ Request parse_completion_request(const json& body, const RequestLimits& limits) 
   } else {
     bad_field("prompt", "'prompt' must be a string, an array of token ids, or a one-element array of either");
   }
-  r.max_tokens = present(body, "max_tokens") ? token_limit(body, "max_tokens") : 16;  // OpenAI's default
+  // 0 is prompt scoring (with echo): the prompt back, with its tokens' logprobs when asked, nothing generated.
+  r.max_tokens = present(body, "max_tokens") ? integer_in(body, "max_tokens", 0, std::numeric_limits<int32_t>::max())
+                                              : 16;  // OpenAI's default
   if (present(body, "best_of") && integer_in(body, "best_of", 1, std::numeric_limits<int64_t>::max()) != 1)
     bad_field("best_of", "only best_of=1 is supported");
   if (present(body, "logprobs")) {
@@ -494,6 +496,10 @@ Request parse_completion_request(const json& body, const RequestLimits& limits) 
     r.sampling.top_logprobs = r.top_logprobs;
   }
   if (present(body, "echo")) r.echo = boolean(body, "echo");
+  if (*r.max_tokens == 0 && !r.echo)
+    bad_field("max_tokens", "'max_tokens' 0 returns nothing without 'echo' (prompt scoring is echo + logprobs + max_tokens 0)");
+  if (*r.max_tokens == 0 && r.stream && r.logprobs)
+    bad_field("stream", "prompt scoring (max_tokens 0 with logprobs) is not streamed: send it without 'stream'");
   if (present(body, "suffix")) bad_field("suffix", "'suffix' (fill-in-the-middle) is not supported");
   return r;
 }

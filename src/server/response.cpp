@@ -1,5 +1,6 @@
 #include "server/response.h"
 
+#include <cmath>
 #include <random>
 
 #include "text/utf8.h"
@@ -71,6 +72,13 @@ json completion_logprobs_json(const std::vector<LogprobEntry>& entries, const Ch
   for (const auto& e : entries) {
     const std::string b = text::utf8_sanitize(codec.token_bytes(e.token));
     tokens.push_back(b);
+    if (std::isnan(e.logprob)) {  // a scored prompt's first token: nothing before it
+      lps.push_back(nullptr);
+      tops.push_back(nullptr);
+      offs.push_back(offset);
+      offset += b.size();
+      continue;
+    }
     lps.push_back(e.logprob);
     json top = json::object();
     for (const auto& t : e.top) top[text::utf8_sanitize(codec.token_bytes(t.token))] = t.logprob;
@@ -107,7 +115,9 @@ json completion_json(const ResponseMeta& m, const std::string& text, const Reply
                      bool logprobs, const ChatCodec& codec, size_t echo_bytes) {
   json choice = {{"text", text},
                  {"index", 0},
-                 {"logprobs", logprobs ? completion_logprobs_json(acc.logprobs, codec, echo_bytes) : json()},
+                 {"logprobs", !logprobs                    ? json()
+                              : !o.prompt_logprobs.empty() ? completion_logprobs_json(o.prompt_logprobs, codec, 0)
+                                                           : completion_logprobs_json(acc.logprobs, codec, echo_bytes)},
                  {"finish_reason", o.finish_reason}};
   return {{"id", m.id},         {"object", "text_completion"}, {"created", m.created}, {"model", m.model},
           {"choices", json::array({choice})}, {"usage", usage_json(o)},       {"system_fingerprint", nullptr}};

@@ -1,10 +1,12 @@
 // The OpenAI Agents SDK (pinned in tests/node) running an agent loop with two
-// tools to completion against `sluice serve` through the chat completions API:
-// on the shipped model (a ChatML template with no tool syntax: Qwen3-style calls
+// tools to completion against `sluice serve`, through the Responses API (the
+// SDK's default model, OpenAIResponsesModel: function_call items, outputs sent
+// back as function_call_output) and through the chat completions API: on the shipped model (a ChatML template with no tool syntax: Qwen3-style calls
 // as text) and on the K3-format model (XTML). The first turn forces a call
 // (modelSettings.toolChoice "required", which the server enforces with its
 // grammar); the SDK then resets tool choice to auto and the model answers. The
-// transcript is printed; the same loop on a --speculate server gives the same items.
+// transcript is printed; the same loop on a --speculate server gives the same items
+// (each API against itself).
 //   node agents_sdk.mjs SLUICE_BINARY K3_MINI_DIR
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -13,7 +15,7 @@ import { makeK3FormatModel } from './k3_format_model.mjs';
 
 const require = createRequire(new URL('../node/package.json', import.meta.url));
 const { default: OpenAI } = require('openai');
-const { Agent, run, tool, setTracingDisabled, OpenAIChatCompletionsModel } = require('@openai/agents');
+const { Agent, run, tool, setTracingDisabled, OpenAIChatCompletionsModel, OpenAIResponsesModel } = require('@openai/agents');
 const { z } = require('zod');
 const [binary, k3Mini] = process.argv.slice(2);
 setTracingDisabled(true);
@@ -26,11 +28,11 @@ const tools = [
     execute: async ({ a, b }) => { calls.push(['add', a, b]); return String(a + b); } }),
 ];
 
-async function agentLoop(url, modelName) {
+async function agentLoop(url, modelName, api) {
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 });
   const agent = new Agent({
     name: 'helper', instructions: 'Answer with the tools.', tools,
-    model: new OpenAIChatCompletionsModel(client, modelName),
+    model: api === 'responses' ? new OpenAIResponsesModel(client, modelName) : new OpenAIChatCompletionsModel(client, modelName),
     modelSettings: { toolChoice: 'required', temperature: 0, maxTokens: 200 },
   });
   calls.length = 0;
@@ -47,22 +49,24 @@ async function agentLoop(url, modelName) {
 
 for (const [what, dirOf] of [['shipped model (sluice-k3-mini)', () => ({ dir: k3Mini, remove() {} })], ['K3-format model', () => makeK3FormatModel(k3Mini)]]) {
   const model = dirOf();
-  let first;
+  const first = {};
   for (const extra of [[], ['--speculate']]) {
     const server = await startServer(binary, model.dir, ['--served-model-name', 'm', ...extra]);
     try {
-      await t.test(`Agents SDK loop on the ${what}${extra.length ? ' with --speculate' : ''}`, async () => {
-        const r = await agentLoop(server.url, 'm');
-        assert.ok(r.calls.length >= 1, JSON.stringify(r));
-        for (const [name, x, y] of r.calls) {
-          if (name === 'get_weather') assert.ok(typeof x === 'string' && [...x].length <= 12 && typeof y === 'number');
-          else assert.ok(typeof x === 'number' && typeof y === 'number');
-        }
-        assert.equal(typeof r.final, 'string');
-        console.log(`agent loop transcript (@openai/agents, ${what}${extra.join(' ')}):\n  ${r.items.join('\n  ')}`);
-        if (first) assert.deepEqual(r, first);
-        else first = r;
-      });
+      for (const api of ['responses', 'chat']) {
+        await t.test(`Agents SDK loop (${api}) on the ${what}${extra.length ? ' with --speculate' : ''}`, async () => {
+          const r = await agentLoop(server.url, 'm', api);
+          assert.ok(r.calls.length >= 1, JSON.stringify(r));
+          for (const [name, x, y] of r.calls) {
+            if (name === 'get_weather') assert.ok(typeof x === 'string' && [...x].length <= 12 && typeof y === 'number');
+            else assert.ok(typeof x === 'number' && typeof y === 'number');
+          }
+          assert.equal(typeof r.final, 'string');
+          console.log(`agent loop transcript (@openai/agents via ${api}, ${what}${extra.join(' ')}):\n  ${r.items.join('\n  ')}`);
+          if (first[api]) assert.deepEqual(r, first[api]);
+          else first[api] = r;
+        });
+      }
     } finally {
       assert.equal((await server.stop()).code, 0);
     }

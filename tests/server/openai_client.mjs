@@ -1,9 +1,14 @@
 // Drives `sluice serve` with the official openai npm client (pinned in
 // tests/node/package.json): chat and completions, streamed and not, seeds,
+// the Responses API (plain, streamed, tools, previous_response_id, errors),
+// prompt scoring (echo + logprobs + max_tokens 0, against `sluice logits`),
 // stop strings, logprobs, usage, prefix reuse, tools, errors and auth.
 //   node openai_client.mjs SLUICE_BINARY MODEL_DIR
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { startServer, runner, printableBias, metric } from './harness.mjs';
 
@@ -204,6 +209,133 @@ await t.test('response_format json_object: the reply is one JSON object', async 
     }
   }
   assert.ok(stopped >= 1, 'no object was ever closed');
+});
+
+await t.test('prompt scoring: echo + logprobs + max_tokens 0 gives the logits sluice logits computes', async () => {
+  const ids = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100];
+  const r = await client.completions.create({ model: MODEL, prompt: ids, echo: true, logprobs: 2, max_tokens: 0 });
+  const c = r.choices[0];
+  assert.equal(c.text, 'Hello, world');
+  assert.equal(c.finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 0);
+  assert.equal(c.logprobs.tokens.join(''), 'Hello, world');
+  assert.equal(c.logprobs.token_logprobs[0], null);
+  assert.equal(c.logprobs.top_logprobs[0], null);
+  assert.deepEqual(c.logprobs.text_offset, ids.map((_, i) => i));
+  // The engine's own logits at every position (sluice logits), log-softmaxed here in float64.
+  const out = path.join(os.tmpdir(), `sluice-score-${process.pid}.safetensors`);
+  execFileSync(binary, ['logits', '--model', modelDir, '--tokens', ids.join(','), '--output', out]);
+  const buf = fs.readFileSync(out);
+  fs.rmSync(out);
+  const hlen = Number(buf.readBigUInt64LE(0));
+  const meta = JSON.parse(buf.subarray(8, 8 + hlen).toString()).logits;
+  const [T, V] = meta.shape;
+  assert.equal(T, ids.length);
+  const f = new Float32Array(buf.buffer.slice(buf.byteOffset + 8 + hlen + meta.data_offsets[0], buf.byteOffset + 8 + hlen + meta.data_offsets[1]));
+  for (let i = 1; i < T; i++) {
+    const row = f.subarray((i - 1) * V, i * V);
+    const mx = Math.max(...row);
+    let z = 0;
+    for (const x of row) z += Math.exp(x - mx);
+    const lp = row[ids[i]] - mx - Math.log(z);
+    assert.ok(Math.abs(c.logprobs.token_logprobs[i] - lp) < 1e-9, `position ${i}: ${c.logprobs.token_logprobs[i]} vs ${lp}`);
+    const n = Object.keys(c.logprobs.top_logprobs[i]).length;  // two, unless both are bytes shown as U+FFFD
+    assert.ok(n === 2 || n === 1, `${n} alternatives`);
+    const best = Math.max(...Object.values(c.logprobs.top_logprobs[i]));
+    if (n === 2) assert.ok(Math.abs(best - (mx - mx - Math.log(z))) < 1e-9);  // the most likely token's
+  }
+  await assert.rejects(client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 0 }), (e) => e.status === 400 && e.param === 'max_tokens');
+});
+
+// The Responses API: the same conversation as chat completions gives the same reply.
+await t.test('responses.create: string input and instructions reply as chat completions does', async () => {
+  const r = await client.responses.create({ model: MODEL, instructions: 'Be brief.', input: 'Hello there', max_output_tokens: 12, temperature: 0 });
+  assert.match(r.id, /^resp_/);
+  assert.equal(r.object, 'response');
+  assert.equal(r.model, MODEL);
+  assert.equal(r.instructions, 'Be brief.');
+  assert.ok(['completed', 'incomplete'].includes(r.status));
+  const msg = r.output.find((o) => o.type === 'message');
+  assert.equal(msg.role, 'assistant');
+  assert.equal(msg.content[0].type, 'output_text');
+  const c = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'system', content: 'Be brief.' }, ...user('Hello there')], max_tokens: 12, temperature: 0 });
+  assert.equal(r.output_text, c.choices[0].message.content);
+  assert.equal(r.usage.input_tokens, c.usage.prompt_tokens);
+  assert.equal(r.usage.output_tokens, c.usage.completion_tokens);
+  assert.equal(r.status === 'incomplete', c.choices[0].finish_reason === 'length');
+  if (r.status === 'incomplete') assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+  const got = await client.responses.retrieve(r.id);  // held for previous_response_id
+  assert.deepEqual(got.output, r.output);
+  await client.responses.delete(r.id);
+  await assert.rejects(client.responses.retrieve(r.id), (e) => e.status === 404);
+});
+
+await t.test('responses stream: events in order, deltas add up to the response', async () => {
+  const plain = await client.responses.create({ model: MODEL, input: 'Stream me', max_output_tokens: 16, temperature: 0, store: false });
+  const stream = await client.responses.create({ model: MODEL, input: 'Stream me', max_output_tokens: 16, temperature: 0, stream: true });
+  const types = [];
+  let text = '', last = null, seq = -1;
+  for await (const ev of stream) {
+    types.push(ev.type);
+    assert.equal(ev.sequence_number, seq + 1);
+    seq = ev.sequence_number;
+    if (ev.type === 'response.output_text.delta') text += ev.delta;
+    if (ev.type === 'response.completed' || ev.type === 'response.incomplete') last = ev.response;
+  }
+  assert.deepEqual(types.slice(0, 2), ['response.created', 'response.in_progress']);
+  assert.ok(['response.completed', 'response.incomplete'].includes(types.at(-1)), types.join());
+  assert.equal(text, plain.output_text);
+  assert.deepEqual(last.output.map((o) => o.content[0].text), plain.output.map((o) => o.content[0].text));
+});
+
+await t.test('responses with tools: a forced call, its output sent back through previous_response_id', async () => {
+  const tools = [{ type: 'function', name: 'get_weather', strict: true, parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 8 } }, required: ['city'], additionalProperties: false } }];
+  const r = await client.responses.create({ model: MODEL, input: 'Weather in Paris?', tools, tool_choice: 'required', parallel_tool_calls: false, max_output_tokens: 200, temperature: 0 });
+  const calls = r.output.filter((o) => o.type === 'function_call');
+  assert.equal(calls.length, 1, JSON.stringify(r.output));
+  assert.equal(calls[0].name, 'get_weather');
+  assert.match(calls[0].call_id, /^call_/);
+  assert.ok([...JSON.parse(calls[0].arguments).city].length <= 8);
+  const next = await client.responses.create({ model: MODEL, previous_response_id: r.id, tools, max_output_tokens: 6, temperature: 0,
+    input: [{ type: 'function_call_output', call_id: calls[0].call_id, output: '18 C, sunny' }] });
+  assert.equal(next.previous_response_id, r.id);
+  // The same turn with the whole conversation sent again renders the same prompt.
+  const full = await client.responses.create({ model: MODEL, tools, max_output_tokens: 6, temperature: 0, store: false,
+    input: [{ role: 'user', content: 'Weather in Paris?' }, ...r.output, { type: 'function_call_output', call_id: calls[0].call_id, output: '18 C, sunny' }] });
+  assert.equal(full.usage.input_tokens, next.usage.input_tokens);
+  assert.equal(full.output_text, next.output_text);
+  // Streamed, the call comes as function_call_arguments events.
+  const stream = await client.responses.create({ model: MODEL, input: 'Weather in Paris?', tools, tool_choice: 'required', parallel_tool_calls: false, max_output_tokens: 200, temperature: 0, stream: true });
+  let args = '', done = null;
+  for await (const ev of stream) {
+    if (ev.type === 'response.function_call_arguments.delta') args += ev.delta;
+    if (ev.type === 'response.function_call_arguments.done') done = ev;
+  }
+  assert.equal(args, calls[0].arguments);
+  assert.equal(done.name, 'get_weather');
+  // Not stored: nothing to continue from.
+  await assert.rejects(client.responses.create({ model: MODEL, previous_response_id: full.id, input: 'x' }),
+    (e) => e.status === 400 && e.param === 'previous_response_id' && e.code === 'previous_response_not_found');
+});
+
+await t.test('responses errors: status and the Responses field named', async () => {
+  const cases = [
+    [{ model: MODEL, input: 'x', temperature: 5 }, 400, 'temperature'],
+    [{ model: MODEL, input: 'x', max_output_tokens: 0 }, 400, 'max_output_tokens'],
+    [{ model: MODEL, input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] }, 400, 'input[0].content[0].type'],
+    [{ model: MODEL, input: 'x', tools: [{ type: 'web_search' }] }, 400, 'tools[0].type'],
+    [{ model: MODEL, input: 'x', text: { format: { type: 'json_schema', name: 'x', schema: { type: 'string', pattern: 'a+' } } } }, 400, 'text.format.schema.pattern'],
+    [{ model: MODEL, input: 'x', bogus_field: 1 }, 400, 'bogus_field'],
+    [{ model: 'no-such-model', input: 'x' }, 404, 'model'],
+  ];
+  for (const [body, status, param] of cases) {
+    await assert.rejects(client.responses.create(body), (e) => {
+      assert.equal(e.status, status, JSON.stringify(body));
+      assert.equal(e.param, param, JSON.stringify(body));
+      assert.ok(e.message.length > 0);
+      return true;
+    });
+  }
 });
 
 await t.test('errors: status, type and the field named', async () => {

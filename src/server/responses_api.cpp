@@ -1,0 +1,544 @@
+#include "server/responses_api.h"
+
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "chat/api_error.h"
+#include "server/response.h"
+
+namespace sluice::server {
+
+using chat::bad_field;
+using nlohmann::json;
+
+namespace {
+
+bool present(const json& o, const char* key) { return o.contains(key) && !o[key].is_null(); }
+
+void only_known(const json& obj, const std::set<std::string>& known, const std::string& prefix) {
+  for (const auto& [k, v] : obj.items())
+    if (!known.count(k)) bad_field(prefix + k, "unknown field '{}{}': this server does not support it", prefix, k);
+}
+
+std::string string_at(const json& v, const std::string& where) {
+  if (!v.is_string()) bad_field(where, "'{}' must be a string", where);
+  return v.get<std::string>();
+}
+
+const json& object_at(const json& v, const std::string& where) {
+  if (!v.is_object()) bad_field(where, "'{}' must be an object", where);
+  return v;
+}
+
+// Text parts -> one string. `types`: the part types this role may send.
+std::string flatten_parts(const json& c, const std::string& where, const std::set<std::string>& types) {
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) bad_field(where, "'{}' must be a string or an array of content parts", where);
+  std::string text;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const std::string pw = fmt::format("{}[{}]", where, i);
+    const json& p = object_at(c[i], pw);
+    if (!present(p, "type")) bad_field(pw + ".type", "'{}.type' is required", pw);
+    const std::string type = string_at(p["type"], pw + ".type");
+    if (!types.count(type))
+      bad_field(pw + ".type", "content part type '{}' is not supported here: this model takes text only", type);
+    if (type == "refusal") {
+      only_known(p, {"type", "refusal"}, pw + ".");
+      text += string_at(p.value("refusal", json()), pw + ".refusal");
+      continue;
+    }
+    // output_text parts come back from this server's own replies with their annotations and logprobs.
+    only_known(p, type == "output_text" ? std::set<std::string>{"type", "text", "annotations", "logprobs"}
+                                        : std::set<std::string>{"type", "text"},
+               pw + ".");
+    if (!p.contains("text")) bad_field(pw + ".text", "'{}.text' is required", pw);
+    text += string_at(p["text"], pw + ".text");
+  }
+  return text;
+}
+
+// Reasoning item -> its text (content when given, else the summaries).
+std::string reasoning_text(const json& item, const std::string& w) {
+  only_known(item, {"type", "id", "summary", "content", "encrypted_content", "status"}, w + ".");
+  if (present(item, "encrypted_content"))
+    bad_field(w + ".encrypted_content", "'{}.encrypted_content' cannot be read: this server sends reasoning in the clear",
+              w);
+  std::string text;
+  auto collect = [&](const char* key, const char* part_type) {
+    if (!present(item, key)) return;
+    const json& a = item[key];
+    if (!a.is_array()) bad_field(w + "." + key, "'{}.{}' must be an array", w, key);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const std::string pw = fmt::format("{}.{}[{}]", w, key, i);
+      const json& p = object_at(a[i], pw);
+      only_known(p, {"type", "text"}, pw + ".");
+      if (string_at(p.value("type", json()), pw + ".type") != part_type)
+        bad_field(pw + ".type", "'{}.type' must be \"{}\"", pw, part_type);
+      text += string_at(p.value("text", json()), pw + ".text");
+    }
+  };
+  collect("content", "reasoning_text");
+  if (text.empty()) collect("summary", "summary_text");
+  else if (present(item, "summary") && !item["summary"].is_array())
+    bad_field(w + ".summary", "'{}.summary' must be an array", w);
+  return text;
+}
+
+// input (a string or items) -> chat messages appended to `out`.
+void convert_input(const json& input, json& out) {
+  if (input.is_string()) {
+    out.push_back({{"role", "user"}, {"content", input}});
+    return;
+  }
+  if (!input.is_array()) bad_field("input", "'input' must be a string or an array of items");
+  std::string reasoning;  // a reasoning item's text, replayed with the assistant turn after it
+  bool in_assistant_turn = false;  // out.back() is this input's assistant turn (calls join it)
+  for (size_t i = 0; i < input.size(); ++i) {
+    const std::string w = fmt::format("input[{}]", i);
+    const json& item = object_at(input[i], w);
+    const std::string type = present(item, "type") ? string_at(item["type"], w + ".type") : "message";
+    if (type == "message") {
+      only_known(item, {"type", "role", "content", "id", "status", "phase"}, w + ".");
+      if (!present(item, "role")) bad_field(w + ".role", "'{}.role' is required", w);
+      const std::string role = string_at(item["role"], w + ".role");
+      if (!item.contains("content")) bad_field(w + ".content", "'{}.content' is required", w);
+      if (role == "assistant") {
+        const std::string text = flatten_parts(item["content"], w + ".content", {"output_text", "input_text", "refusal"});
+        if (in_assistant_turn && reasoning.empty()) {
+          // One reply's items (text and calls, in any order) are one assistant turn, as
+          // chat completions and a stored response hold it: its text, then its calls.
+          json& m = out.back();
+          m["content"] = (m["content"].is_string() ? m["content"].get<std::string>() : std::string()) + text;
+          continue;
+        }
+        json m = {{"role", "assistant"}, {"content", text}};
+        if (!reasoning.empty()) m["reasoning_content"] = std::exchange(reasoning, "");
+        out.push_back(std::move(m));
+        in_assistant_turn = true;
+        continue;
+      }
+      if (role != "user" && role != "system" && role != "developer")
+        bad_field(w + ".role", "'{}.role' must be user, system, developer or assistant, got '{}'", w, role);
+      out.push_back({{"role", role == "developer" ? "system" : role},
+                     {"content", flatten_parts(item["content"], w + ".content", {"input_text"})}});
+      in_assistant_turn = false;
+    } else if (type == "function_call") {
+      only_known(item, {"type", "id", "call_id", "name", "arguments", "status", "namespace"}, w + ".");
+      for (const char* k : {"call_id", "name", "arguments"})
+        if (!item.contains(k)) bad_field(w + "." + k, "'{}.{}' is required", w, k);
+      if (present(item, "namespace")) bad_field(w + ".namespace", "'{}.namespace' is not supported", w);
+      json call = {{"id", string_at(item["call_id"], w + ".call_id")},
+                   {"type", "function"},
+                   {"function",
+                    {{"name", string_at(item["name"], w + ".name")},
+                     {"arguments", string_at(item["arguments"], w + ".arguments")}}}};
+      if (!in_assistant_turn || !reasoning.empty()) {
+        json m = {{"role", "assistant"}, {"content", nullptr}};
+        if (!reasoning.empty()) m["reasoning_content"] = std::exchange(reasoning, "");
+        out.push_back(std::move(m));
+        in_assistant_turn = true;
+      }
+      out.back()["tool_calls"].push_back(std::move(call));
+    } else if (type == "function_call_output") {
+      only_known(item, {"type", "id", "call_id", "output", "status"}, w + ".");
+      if (!item.contains("call_id")) bad_field(w + ".call_id", "'{}.call_id' is required", w);
+      if (!item.contains("output")) bad_field(w + ".output", "'{}.output' is required", w);
+      out.push_back({{"role", "tool"},
+                     {"tool_call_id", string_at(item["call_id"], w + ".call_id")},
+                     {"content", flatten_parts(item["output"], w + ".output", {"input_text"})}});
+      in_assistant_turn = false;
+    } else if (type == "reasoning") {
+      reasoning += reasoning_text(item, w);
+    } else {
+      bad_field(w + ".type",
+                "input item type '{}' is not supported (message, function_call, function_call_output and "
+                "reasoning are)",
+                type);
+    }
+  }
+}
+
+json convert_tools(const json& ts) {
+  if (!ts.is_array()) bad_field("tools", "'tools' must be an array");
+  json out = json::array();
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const std::string w = fmt::format("tools[{}]", i);
+    const json& t = object_at(ts[i], w);
+    if (!present(t, "type") || string_at(t["type"], w + ".type") != "function")
+      bad_field(w + ".type", "'{}.type': only function tools are supported", w);
+    only_known(t, {"type", "name", "description", "parameters", "strict"}, w + ".");
+    json f = json::object();
+    for (const char* k : {"name", "description", "parameters", "strict"})
+      if (present(t, k)) f[k] = t[k];
+    if (!f.contains("name")) bad_field(w + ".name", "'{}.name' is required", w);
+    out.push_back({{"type", "function"}, {"function", std::move(f)}});
+  }
+  return out;
+}
+
+// A field name of the chat body built below -> the Responses field it came from.
+std::string responses_param(const std::string& p) {
+  static const std::vector<std::pair<std::string, std::string>> renames = {
+      {"max_completion_tokens", "max_output_tokens"},
+      {"response_format.json_schema.schema", "text.format.schema"},
+      {"response_format.json_schema.", "text.format."},
+      {"response_format.json_schema", "text.format"},
+      {"response_format", "text.format"},
+      {"reasoning_effort", "reasoning.effort"},
+      {"tool_choice.function.", "tool_choice."},
+  };
+  // Items are checked here before the chat parser sees them; what it still finds is about the whole input.
+  if (p.rfind("messages", 0) == 0) return "input";
+  for (const auto& [from, to] : renames)
+    if (p.rfind(from, 0) == 0) return to + p.substr(from.size());
+  // tools[i].function.x -> tools[i].x
+  if (p.rfind("tools[", 0) == 0) {
+    const size_t f = p.find("].function");
+    if (f != std::string::npos) return p.substr(0, f + 1) + p.substr(f + 10);
+  }
+  return p;
+}
+
+}  // namespace
+
+ResponsesRequest parse_responses_request(const json& body, const RequestLimits& limits, const ResponseStore* store) {
+  only_known(body,
+             {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning",
+              "max_output_tokens", "temperature", "top_p", "stream", "stream_options", "store", "metadata",
+              "previous_response_id", "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention",
+              "service_tier", "truncation", "include", "background", "conversation", "prompt", "max_tool_calls",
+              "top_logprobs", "context_management"},
+             "");
+  ResponsesRequest rr;
+  json chat = json::object();
+  if (body.contains("model")) chat["model"] = body["model"];
+  // Accepted and without effect on a local server: who asks, cache routing hints, the tier.
+  for (const char* k : {"safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier"})
+    if (present(body, k)) string_at(body[k], k);
+  for (const char* k : {"conversation", "prompt", "max_tool_calls", "context_management"})
+    if (present(body, k)) bad_field(k, "'{}' is not supported by this server", k);
+  if (present(body, "background") && body["background"] != json(false))
+    bad_field("background", "'background' responses are not supported: only false");
+  if (present(body, "top_logprobs") && body["top_logprobs"] != json(0))
+    bad_field("top_logprobs", "'top_logprobs' is not supported on /v1/responses (use /v1/chat/completions)");
+  if (present(body, "truncation") && body["truncation"] != json("disabled"))
+    bad_field("truncation", "'truncation' must be \"disabled\": this server never drops input");
+  if (present(body, "include")) {
+    const json& inc = body["include"];
+    if (!inc.is_array()) bad_field("include", "'include' must be an array");
+    for (size_t i = 0; i < inc.size(); ++i) {
+      const std::string w = fmt::format("include[{}]", i);
+      // Reasoning is always returned in the clear (no encrypted form to add).
+      if (string_at(inc[i], w) != "reasoning.encrypted_content")
+        bad_field(w, "'{}' ('{}') is not supported", w, inc[i].get<std::string>());
+    }
+  }
+  if (present(body, "store")) {
+    if (!body["store"].is_boolean()) bad_field("store", "'store' must be a boolean");
+    rr.store = body["store"].get<bool>();
+  }
+  if (present(body, "stream_options")) {
+    const json& so = object_at(body["stream_options"], "stream_options");
+    only_known(so, {"include_obfuscation"}, "stream_options.");
+    if (present(so, "include_obfuscation") && !so["include_obfuscation"].is_boolean())
+      bad_field("stream_options.include_obfuscation", "'stream_options.include_obfuscation' must be a boolean");
+    if (body.value("stream", json(false)) != json(true))
+      bad_field("stream_options", "'stream_options' is only allowed when 'stream' is true");
+  }
+  for (const char* k : {"temperature", "top_p", "stream", "parallel_tool_calls", "user", "metadata"})
+    if (present(body, k)) chat[k] = body[k];
+  if (present(body, "max_output_tokens")) chat["max_completion_tokens"] = body["max_output_tokens"];
+
+  // The conversation: the held response's, then this input; the instructions go first and are not kept.
+  json messages = json::array();
+  if (present(body, "previous_response_id")) {
+    const std::string prev = string_at(body["previous_response_id"], "previous_response_id");
+    auto held = store ? store->get(prev) : std::nullopt;
+    if (!held)
+      throw chat::ApiError(400, "invalid_request_error", "previous_response_id", "previous_response_not_found",
+                           fmt::format("Previous response with id '{}' not found (this server holds the last {} "
+                                       "stored responses, at most {} MiB)",
+                                       prev, ResponseStore::kDefaultMaxResponses, ResponseStore::kDefaultMaxBytes >> 20));
+    messages = held->conversation;
+    rr.echo["previous_response_id"] = prev;
+  } else {
+    rr.echo["previous_response_id"] = nullptr;
+  }
+  if (!body.contains("input")) bad_field("input", "'input' is required");
+  convert_input(body["input"], messages);
+  if (messages.empty()) bad_field("input", "'input' must not be empty");
+  rr.conversation = messages;
+  rr.echo["instructions"] = nullptr;
+  if (present(body, "instructions")) {
+    const std::string ins = string_at(body["instructions"], "instructions");
+    messages.insert(messages.begin(), json{{"role", "system"}, {"content", ins}});
+    rr.echo["instructions"] = ins;
+  }
+  chat["messages"] = std::move(messages);
+
+  if (present(body, "tools")) chat["tools"] = convert_tools(body["tools"]);
+  rr.echo["tools"] = present(body, "tools") ? body["tools"] : json::array();
+  rr.echo["tool_choice"] = "auto";
+  if (present(body, "tool_choice")) {
+    const json& tc = body["tool_choice"];
+    rr.echo["tool_choice"] = tc;
+    if (tc.is_object()) {
+      only_known(tc, {"type", "name"}, "tool_choice.");
+      if (!present(tc, "type") || string_at(tc["type"], "tool_choice.type") != "function")
+        bad_field("tool_choice.type", "'tool_choice.type' must be \"function\" (or tool_choice auto, none, required)");
+      if (!present(tc, "name")) bad_field("tool_choice.name", "'tool_choice.name' is required");
+      chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc["name"]}}}};
+    } else {
+      chat["tool_choice"] = tc;
+    }
+  }
+  rr.echo["text"] = {{"format", {{"type", "text"}}}};
+  if (present(body, "text")) {
+    const json& t = object_at(body["text"], "text");
+    only_known(t, {"format", "verbosity"}, "text.");
+    if (present(t, "verbosity") && t["verbosity"] != json("medium"))
+      bad_field("text.verbosity", "'text.verbosity' must be \"medium\": replies are not shaped by verbosity");
+    if (present(t, "format")) {
+      const json& f = object_at(t["format"], "text.format");
+      if (!present(f, "type")) bad_field("text.format.type", "'text.format.type' is required");
+      const std::string type = string_at(f["type"], "text.format.type");
+      if (type == "json_schema") {
+        only_known(f, {"type", "name", "schema", "strict", "description"}, "text.format.");
+        json js = f;
+        js.erase("type");
+        chat["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};
+      } else {
+        only_known(f, {"type"}, "text.format.");
+        chat["response_format"] = {{"type", type}};
+      }
+      rr.echo["text"]["format"] = f;
+    }
+  }
+  rr.echo["reasoning"] = {{"effort", nullptr}, {"summary", nullptr}};
+  if (present(body, "reasoning")) {
+    const json& r = object_at(body["reasoning"], "reasoning");
+    only_known(r, {"effort", "summary", "generate_summary"}, "reasoning.");
+    // Summaries are not written: the reasoning item carries the whole reasoning text instead.
+    for (const char* k : {"summary", "generate_summary"})
+      if (present(r, k)) string_at(r[k], std::string("reasoning.") + k);
+    if (present(r, "effort")) {
+      std::string e = string_at(r["effort"], "reasoning.effort");
+      rr.echo["reasoning"]["effort"] = e;
+      // The Responses API's scale onto the chat field's (none, low, medium, high, max).
+      if (e == "minimal") e = "low";
+      else if (e == "xhigh") e = "max";
+      chat["reasoning_effort"] = e;
+    }
+  }
+  try {
+    rr.req = parse_chat_request(chat, limits);
+  } catch (const chat::ApiError& e) {
+    // Name the field the client sent, in the param and in the message.
+    std::string msg = e.what();
+    auto replace_all = [&msg](const std::string& from, const std::string& to) {
+      for (size_t at = 0; !from.empty() && (at = msg.find(from, at)) != std::string::npos; at += to.size())
+        msg.replace(at, from.size(), to);
+    };
+    const std::string p = responses_param(e.param());
+    replace_all(e.param(), p);
+    for (const char* chat_name : {"max_completion_tokens", "response_format", "reasoning_effort", "messages"})
+      replace_all(chat_name, responses_param(chat_name));
+    throw chat::ApiError(e.status(), e.type(), p, e.code(), msg);
+  }
+  for (const char* k : {"metadata", "user", "max_output_tokens"})
+    rr.echo[k] = present(body, k) ? body[k] : json();
+  if (!rr.echo["metadata"].is_object()) rr.echo["metadata"] = json::object();
+  rr.echo["parallel_tool_calls"] = rr.req.parallel_tool_calls;
+  rr.echo["temperature"] = rr.req.sampling.temperature;
+  rr.echo["top_p"] = rr.req.sampling.top_p;
+  rr.echo["store"] = rr.store;
+  rr.echo["truncation"] = "disabled";
+  return rr;
+}
+
+namespace {
+
+// The Response object and its output items as the reply grows; the stream's events.
+class ResponsesWriter : public ReplyWriter {
+ public:
+  ResponsesWriter(const ResponsesRequest& rr, ResponsesReplyInfo info, StoreFn on_done)
+      : stream_(rr.req.stream),
+        store_(rr.store),
+        echo_(rr.echo),
+        conversation_(rr.conversation),
+        info_(std::move(info)),
+        on_done_(std::move(on_done)) {}
+
+  bool streaming() const override { return stream_; }
+
+  std::string begin() override {
+    if (!stream_) return "";
+    json r = response("in_progress", nullptr);
+    std::string s = event("response.created", {{"response", r}});  // in this order: events are numbered
+    return s + event("response.in_progress", {{"response", r}});
+  }
+
+  std::string delta(const chat::ReplyDelta& d, const std::vector<chat::LogprobEntry>&) override {
+    std::string s;
+    if (!d.reasoning.empty()) s += text_delta(Open::Reasoning, d.reasoning);
+    if (!d.content.empty()) s += text_delta(Open::Message, d.content);
+    for (const auto& c : d.tool_calls) {
+      s += close_item();
+      const size_t idx = output_.size();
+      json item = {{"id", new_response_id("fc_")}, {"type", "function_call"}, {"status", "in_progress"},
+                   {"arguments", ""},              {"call_id", c.id},          {"name", c.name}};
+      if (stream_) s += event("response.output_item.added", {{"output_index", idx}, {"item", item}});
+      output_.push_back(item);
+      const std::string id = item["id"];
+      if (stream_) {
+        s += event("response.function_call_arguments.delta", {{"item_id", id}, {"output_index", idx}, {"delta", c.arguments}});
+        s += event("response.function_call_arguments.done",
+                   {{"item_id", id}, {"output_index", idx}, {"arguments", c.arguments}, {"name", c.name}});
+      }
+      output_.back()["arguments"] = c.arguments;
+      output_.back()["status"] = "completed";
+      if (stream_) s += event("response.output_item.done", {{"output_index", idx}, {"item", output_.back()}});
+      calls_.push_back(c);
+    }
+    return s;
+  }
+
+  std::string end(const chat::Outcome& o) override {
+    // A reply with neither text nor calls is still an (empty) message: clients read the
+    // last message as the answer (the Agents SDK loops again without one).
+    std::string s = calls_.empty() && !said_anything_ ? open_item(Open::Message) : "";
+    s += close_item();
+    const bool cut = o.finish_reason == "length";
+    json r = response(cut ? "incomplete" : "completed",
+                      cut ? json{{"reason", "max_output_tokens"}} : json(nullptr));
+    r["usage"] = {{"input_tokens", o.prompt_tokens},
+                  {"input_tokens_details", {{"cached_tokens", o.cached_tokens}}},
+                  {"output_tokens", o.completion_tokens},
+                  // Not counted apart from the rest of the reply's tokens.
+                  {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                  {"total_tokens", o.prompt_tokens + o.completion_tokens}};
+    if (store_ && on_done_) {
+      json reply = {{"role", "assistant"}, {"content", content_.empty() && !calls_.empty() ? json() : json(content_)}};
+      if (!reasoning_.empty()) reply["reasoning_content"] = reasoning_;
+      if (!calls_.empty()) reply["tool_calls"] = tool_calls_json(calls_, 0, false);
+      json conv = conversation_;
+      conv.push_back(std::move(reply));
+      on_done_(info_.id, ResponseStore::Entry{r, std::move(conv)});
+    }
+    if (!stream_) return to_text(r);
+    return s + event(cut ? "response.incomplete" : "response.completed", {{"response", r}});
+  }
+
+  std::string error(const std::string& message, const std::string& type, const std::string& code) override {
+    if (!stream_) return to_text(error_json(message, type, code));
+    return event("error", {{"code", code.empty() ? json(type) : json(code)}, {"message", message}, {"param", nullptr}});
+  }
+
+ private:
+  enum class Open { None, Reasoning, Message };
+
+  static json error_json(const std::string& message, const std::string& type, const std::string& code) {
+    json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code.empty() ? json() : json(code)}};
+    return {{"error", e}};
+  }
+
+  std::string event(const char* type, json body) {
+    body["type"] = type;
+    body["sequence_number"] = seq_++;
+    return std::string("event: ") + type + "\ndata: " + to_text(body) + "\n\n";
+  }
+
+  json response(const char* status, json incomplete) const {
+    json r = {{"id", info_.id},
+              {"object", "response"},
+              {"created_at", info_.created_at},
+              {"status", status},
+              {"error", nullptr},
+              {"incomplete_details", std::move(incomplete)},
+              {"model", info_.model},
+              {"output", output_}};
+    for (const auto& [k, v] : echo_.items()) r[k] = v;
+    return r;
+  }
+
+  // Appends text to the open reasoning or message item, opening it first.
+  std::string text_delta(Open kind, const std::string& text) {
+    std::string s = open_ != kind ? open_item(kind) : "";
+    open_text_ += text;
+    said_anything_ = said_anything_ || kind == Open::Message;
+    (open_ == Open::Message ? content_ : reasoning_) += text;
+    if (stream_) {
+      json e = {{"item_id", output_.back()["id"]}, {"output_index", output_.size() - 1}, {"content_index", 0},
+                {"delta", text}};
+      if (open_ == Open::Message) e["logprobs"] = json::array();
+      s += event(open_ == Open::Message ? "response.output_text.delta" : "response.reasoning_text.delta", std::move(e));
+    }
+    return s;
+  }
+
+  std::string open_item(Open kind) {
+    std::string s = close_item();
+    {
+      open_ = kind;
+      const bool msg = kind == Open::Message;
+      json item = msg ? json{{"id", new_response_id("msg_")}, {"type", "message"}, {"role", "assistant"},
+                             {"status", "in_progress"}, {"content", json::array()}}
+                      : json{{"id", new_response_id("rs_")}, {"type", "reasoning"}, {"summary", json::array()},
+                             {"content", json::array()}, {"status", "in_progress"}};
+      output_.push_back(item);
+      open_text_.clear();
+      if (stream_) {
+        s += event("response.output_item.added", {{"output_index", output_.size() - 1}, {"item", item}});
+        s += event("response.content_part.added", {{"item_id", item["id"]}, {"output_index", output_.size() - 1},
+                                                   {"content_index", 0}, {"part", part("")}});
+      }
+    }
+    return s;
+  }
+
+  json part(const std::string& text) const {
+    if (open_ == Open::Message)
+      return {{"type", "output_text"}, {"text", text}, {"annotations", json::array()}, {"logprobs", json::array()}};
+    return {{"type", "reasoning_text"}, {"text", text}};
+  }
+
+  std::string close_item() {
+    if (open_ == Open::None) return "";
+    std::string s;
+    json& item = output_.back();
+    const size_t idx = output_.size() - 1;
+    const json p = part(open_text_);
+    if (stream_) {
+      json done = {{"item_id", item["id"]}, {"output_index", idx}, {"content_index", 0}, {"text", open_text_}};
+      if (open_ == Open::Message) done["logprobs"] = json::array();
+      s += event(open_ == Open::Message ? "response.output_text.done" : "response.reasoning_text.done", std::move(done));
+      s += event("response.content_part.done", {{"item_id", item["id"]}, {"output_index", idx}, {"content_index", 0}, {"part", p}});
+    }
+    item["content"] = json::array({p});
+    item["status"] = "completed";
+    if (stream_) s += event("response.output_item.done", {{"output_index", idx}, {"item", item}});
+    open_ = Open::None;
+    return s;
+  }
+
+  const bool stream_, store_;
+  const json echo_, conversation_;
+  const ResponsesReplyInfo info_;
+  StoreFn on_done_;
+  json output_ = json::array();
+  Open open_ = Open::None;
+  std::string open_text_, content_, reasoning_;
+  bool said_anything_ = false;  // a message item was written
+  std::vector<chat::ToolCall> calls_;
+  int64_t seq_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ReplyWriter> make_responses_writer(const ResponsesRequest& rr, ResponsesReplyInfo info,
+                                                   StoreFn on_done) {
+  return std::make_unique<ResponsesWriter>(rr, std::move(info), std::move(on_done));
+}
+
+}  // namespace sluice::server
