@@ -10,8 +10,8 @@ namespace sluice::cli {
 namespace {
 void add_verify_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
-      "verify", "Check a prepared checkpoint against sluice-manifest.json: shard sizes and every routed expert's XXH3-64 "
-                "(exit status 1 on any mismatch)");
+      "verify", "Check a prepared checkpoint against sluice-manifest.json: shard sizes, every routed expert's XXH3-64, "
+                "and the XXH3-64 of the shards' other bytes and of the spine file (exit status 1 on any mismatch)");
   struct Opts {
     std::string model;
     bool quiet = false;
@@ -23,8 +23,10 @@ void add_verify_command(CLI::App& app, Action& action) {
     action = [o] {
       const VerifyReport r = verify_checkpoint(o->model, !o->quiet);
       for (const auto& p : r.problems) std::printf("MISMATCH %s\n", p.c_str());
-      std::printf("%s: %lld files, %lld experts (%.1f MB) checked, %zu mismatches\n", o->model.c_str(),
-                  (long long)r.files, (long long)r.experts, double(r.bytes) / 1e6, r.problems.size());
+      for (const auto& u : r.unchecked) std::printf("NOT CHECKED %s\n", u.c_str());
+      std::printf("%s: %lld files, %lld experts (%.1f MB) and the spine (%.1f MB) checked, %zu mismatches\n",
+                  o->model.c_str(), (long long)r.files, (long long)r.experts, double(r.bytes) / 1e6,
+                  double(r.spine_bytes) / 1e6, r.problems.size());
       return r.ok() ? 0 : 1;
     };
   });

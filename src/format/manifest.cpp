@@ -1,5 +1,6 @@
 #include "format/manifest.h"
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,12 +11,32 @@
 
 namespace sluice {
 
+namespace {
+// A 64-bit checksum written as hex; std::invalid_argument / std::out_of_range as std::stoull.
+uint64_t hex64(const std::string& s) {
+  size_t used = 0;
+  const uint64_t v = std::stoull(s, &used, 16);
+  if (used != s.size() || s.empty() || s[0] == '-' || s[0] == '+' || std::isspace((unsigned char)s[0]))
+    throw std::invalid_argument(s);
+  return v;
+}
+}  // namespace
+
 void Manifest::save(const std::string& path) const {
   nlohmann::json j;
   j["version"] = version;
   j["spine"] = {{"file", kSpineFile}, {"format", spine_format}};
+  if (spine_file) {
+    j["spine"]["size"] = spine_file->size;
+    j["spine"]["xxh3"] = fmt::format("{:016x}", spine_file->checksum);
+  }
+  if (!rest_checksums.empty() && rest_checksums.size() != files.size())
+    fail("{}: {} rest checksums for {} files", path, rest_checksums.size(), files.size());
   j["files"] = nlohmann::json::array();
-  for (const auto& [n, sz] : files) j["files"].push_back({{"name", n}, {"size", sz}});
+  for (size_t i = 0; i < files.size(); ++i) {
+    j["files"].push_back({{"name", files[i].first}, {"size", files[i].second}});
+    if (!rest_checksums.empty()) j["files"].back()["rest_xxh3"] = fmt::format("{:016x}", rest_checksums[i]);
+  }
   j["packs"] = packs;
   j["experts"] = nlohmann::json::array();
   for (const auto& e : experts) {
@@ -40,8 +61,17 @@ Manifest Manifest::load(const std::string& path) {
     nlohmann::json j = nlohmann::json::parse(in);
     m.version = j.at("version").get<int>();
     if (m.version != 1) fail("{}: manifest version {} is not supported", path, m.version);
-    m.spine_format = j.at("spine").at("format").get<std::string>();
-    for (const auto& f : j.at("files")) m.files.push_back({f.at("name").get<std::string>(), f.at("size").get<uint64_t>()});
+    const auto& spine = j.at("spine");
+    m.spine_format = spine.at("format").get<std::string>();
+    if (spine.contains("xxh3"))
+      m.spine_file = Manifest::SpineFile{spine.at("size").get<uint64_t>(), hex64(spine.at("xxh3").get<std::string>())};
+    bool rest = false;
+    for (const auto& f : j.at("files")) {
+      m.files.push_back({f.at("name").get<std::string>(), f.at("size").get<uint64_t>()});
+      if (m.files.size() == 1) rest = f.contains("rest_xxh3");
+      if (rest != f.contains("rest_xxh3")) fail("{}: files[{}]: rest_xxh3 on some files only", path, m.files.size() - 1);
+      if (rest) m.rest_checksums.push_back(hex64(f.at("rest_xxh3").get<std::string>()));
+    }
     if (j.contains("packs"))
       for (const auto& p : j.at("packs")) m.packs.push_back(p.get<std::string>());
     for (const auto& e : j.at("experts")) {
@@ -49,7 +79,7 @@ Manifest Manifest::load(const std::string& path) {
       me.layer = e.at(0).get<int32_t>();
       me.expert = e.at(1).get<int32_t>();
       for (const auto& x : e.at(2)) me.extents.push_back({x.at(0).get<int32_t>(), x.at(1).get<uint64_t>(), x.at(2).get<uint64_t>()});
-      me.checksum = std::stoull(e.at(3).get<std::string>(), nullptr, 16);
+      me.checksum = hex64(e.at(3).get<std::string>());
       m.experts.push_back(std::move(me));
     }
   } catch (const nlohmann::json::exception& e) {

@@ -1,6 +1,9 @@
 // The prepared-store manifest written by `sluice prepare` next to a
 // checkpoint (sluice-manifest.json): the spine file, the shard sizes it was
-// made from, and every routed expert's extents and XXH3-64 checksum.
+// made from, and every routed expert's extents and XXH3-64 checksum; also the
+// XXH3-64 of each shard's bytes outside the experts and of the spine file, so
+// that `sluice verify` covers every byte (store/file_checksum.h). Manifests
+// written before those two existed load without them.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -26,6 +29,12 @@ struct Manifest {
   std::vector<std::pair<std::string, uint64_t>> files;  // shard name, size in bytes
   std::vector<ManifestExpert> experts;
   std::vector<std::string> packs;  // expert pack files (prepare --pack-experts), in checkpoint file order
+  // Per entry of `files` (or empty): XXH3-64 of the file's bytes outside every expert extent.
+  std::vector<uint64_t> rest_checksums;
+  struct SpineFile {
+    uint64_t size = 0, checksum = 0;
+  };
+  std::optional<SpineFile> spine_file;  // kSpineFile when it is not one of `files` (it is with packs)
 
   void save(const std::string& path) const;  // atomic (temp file + rename)
   static Manifest load(const std::string& path);

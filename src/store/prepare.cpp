@@ -18,6 +18,7 @@
 #include "format/config.h"
 #include "format/expert_index.h"
 #include "format/manifest.h"
+#include "store/file_checksum.h"
 #include "util/atomic_file.h"
 #include "util/disk_space.h"
 #include "util/error.h"
@@ -182,6 +183,33 @@ std::vector<std::string> write_packs(const Checkpoint& ck, const ExpertIndex& in
   return packs;
 }
 
+// The rest of the manifest's checksums (store/file_checksum.h): each file's bytes
+// outside the experts, and the spine file unless it is one of the files already.
+void record_spine_checksums(const Checkpoint& ck, const PrepareOptions& o, Manifest& man) {
+  std::vector<ExpertExtent> extents;
+  for (const auto& e : man.experts) extents.insert(extents.end(), e.extents.begin(), e.extents.end());
+  std::vector<std::vector<ExpertExtent>> rest(ck.files().size());
+  uint64_t total = 0;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    rest[i] = bytes_outside(extents, int32_t(i), ck.files()[i]->file_size());
+    for (const auto& r : rest[i]) total += r.length;
+  }
+  const std::string spine_path = (fs::path(o.dir) / kSpineFile).string();
+  const bool spine_listed = std::any_of(man.files.begin(), man.files.end(),
+                                        [](const auto& f) { return f.first == kSpineFile; });
+  const uint64_t spine_size = spine_listed ? 0 : fs::file_size(spine_path);
+  Progress progress("prepare: spine checksums", total + spine_size, o.progress);
+  uint64_t before = 0;
+  auto on_bytes = [&](uint64_t n) { progress.update(before + n); };
+  for (size_t i = 0; i < rest.size(); ++i) {
+    man.rest_checksums.push_back(xxh3_of_ranges(ck.files()[i]->path(), rest[i], on_bytes));
+    for (const auto& r : rest[i]) before += r.length;
+  }
+  if (!spine_listed)
+    man.spine_file = Manifest::SpineFile{spine_size, xxh3_of_ranges(spine_path, {{0, 0, spine_size}}, on_bytes)};
+  progress.finish();
+}
+
 }  // namespace
 
 PrepareResult prepare(const PrepareOptions& o) {
@@ -289,6 +317,7 @@ PrepareResult prepare(const PrepareOptions& o) {
   }
   progress.finish();
   res.experts = int64_t(man.experts.size());
+  record_spine_checksums(ck, o, man);
   man.save((fs::path(o.dir) / kManifestFile).string());
   std::error_code ec;
   fs::remove(partial_path, ec);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -14,12 +15,75 @@
 
 #include "io/expert_disk_cache.h"
 #include "format/manifest.h"
+#include "store/file_checksum.h"
 #include "util/error.h"
 #include "util/progress.h"
 
 namespace sluice {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Each file's bytes outside the experts and the spine file (store/file_checksum.h);
+// `opened[i]` < 0 marks a file already reported missing or of the wrong size.
+void verify_spine(const std::string& dir, const Manifest& man, const std::vector<int>& opened, bool progress,
+                  VerifyReport& r) {
+  const bool spine_listed = std::any_of(man.files.begin(), man.files.end(),
+                                        [](const auto& f) { return f.first == kSpineFile; });
+  if (man.rest_checksums.empty() || (!man.spine_file && !spine_listed)) {
+    r.unchecked.push_back(fmt::format("the spine and shard headers: {} was written by an older sluice prepare "
+                                      "(run `sluice prepare --model {}` again to record their checksums)",
+                                      kManifestFile, dir));
+    if (man.rest_checksums.empty()) return;
+  }
+  std::vector<ExpertExtent> extents;
+  for (const auto& e : man.experts) extents.insert(extents.end(), e.extents.begin(), e.extents.end());
+  std::vector<std::pair<std::string, std::vector<ExpertExtent>>> todo;  // path, ranges
+  std::vector<uint64_t> want;
+  for (size_t i = 0; i < man.files.size(); ++i) {
+    if (opened[i] < 0) continue;
+    todo.push_back({(fs::path(dir) / man.files[i].first).string(),
+                    bytes_outside(extents, int32_t(i), man.files[i].second)});
+    want.push_back(man.rest_checksums[i]);
+  }
+  const std::string spine_path = (fs::path(dir) / kSpineFile).string();
+  if (man.spine_file) {
+    std::error_code ec;
+    const auto size = fs::file_size(spine_path, ec);
+    if (ec) {
+      r.problems.push_back(fmt::format("{}: cannot read: {}", spine_path, ec.message()));
+    } else if (size != man.spine_file->size) {
+      r.problems.push_back(fmt::format("{}: {} bytes, the manifest says {}", spine_path, size, man.spine_file->size));
+    } else {
+      todo.push_back({spine_path, {{0, 0, size}}});
+      want.push_back(man.spine_file->checksum);
+    }
+  }
+  uint64_t total = 0;
+  for (const auto& [path, ranges] : todo)
+    for (const auto& x : ranges) total += x.length;
+  Progress bar("verify: spine", total, progress);
+  uint64_t before = 0;
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const auto& [path, ranges] = todo[i];
+    const bool whole = path == spine_path && man.spine_file;
+    try {
+      const uint64_t h = xxh3_of_ranges(path, ranges, [&](uint64_t n) { bar.update(before + n); });
+      if (h != want[i])
+        r.problems.push_back(fmt::format("{}: {} XXH3 {:016x}, the manifest says {:016x}", path,
+                                         whole ? "the spine file's" : "the bytes outside the experts (header, spine):",
+                                         h, want[i]));
+    } catch (const Error& e) {
+      r.problems.push_back(e.what());
+    }
+    for (const auto& x : ranges) before += x.length;
+  }
+  r.spine_bytes = total;
+  bar.finish();
+}
+
+}  // namespace
 
 VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
   if (is_stream_dir(dir))
@@ -97,6 +161,7 @@ VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
   bar.finish();
   for (int fd : fds)
     if (fd >= 0) ::close(fd);
+  verify_spine(dir, *man, fds, progress, r);
   return r;
 }
 

@@ -136,5 +136,94 @@ TEST(Verify, PreparedCheckpointPassesAndDamageIsNamed) {
   EXPECT_NE(r.problems[0].find("bytes, the manifest says"), std::string::npos) << r.problems[0];
 }
 
+void flip_byte(const std::string& path, uint64_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(std::streamoff(offset));
+  char c;
+  f.read(&c, 1);
+  c ^= 0x01;
+  f.seekp(std::streamoff(offset));
+  f.write(&c, 1);
+}
+
+// Every byte outside the experts is covered too: the shards' headers and spine
+// tensors (the weights as released) and the prepared spine file.
+TEST(Verify, SpineBytesAndSpineFileAreChecksummed) {
+  test::TempDir tmp;
+  const std::string dir = test::copy_golden(tmp, "qwen3_moe_tiny");
+  ASSERT_EQ(test::run_sluice({"prepare", "--model", dir}).exit_code, 0);
+  const Manifest man = *find_manifest(dir);
+  ASSERT_EQ(man.rest_checksums.size(), man.files.size());
+  ASSERT_TRUE(man.spine_file.has_value());
+  VerifyReport r = verify_checkpoint(dir, false);
+  ASSERT_TRUE(r.ok()) << r.problems[0];
+  EXPECT_TRUE(r.unchecked.empty());
+  // Every byte is hashed exactly once: experts + the rest of the shards + the spine file.
+  uint64_t shard_bytes = 0;
+  for (const auto& f : man.files) shard_bytes += f.second;
+  EXPECT_EQ(r.bytes + r.spine_bytes, shard_bytes + man.spine_file->size);
+
+  // A byte of the last shard's spine region (its last byte: the experts of this
+  // fixture are not at the very end) or of its header, then of the spine file.
+  const std::string shard = dir + "/" + man.files.back().first;
+  uint64_t in_experts_end = 0;
+  for (const auto& e : man.experts)
+    for (const auto& x : e.extents)
+      if (size_t(x.file) + 1 == man.files.size()) in_experts_end = std::max(in_experts_end, x.offset + x.length);
+  ASSERT_LT(in_experts_end, man.files.back().second) << "fixture changed: experts end the shard";
+  flip_byte(shard, man.files.back().second - 1);
+  r = verify_checkpoint(dir, false);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find(man.files.back().first), std::string::npos) << r.problems[0];
+  EXPECT_NE(r.problems[0].find("outside the experts"), std::string::npos) << r.problems[0];
+  flip_byte(shard, man.files.back().second - 1);  // repaired
+  flip_byte(shard, 12);                            // the safetensors header
+  r = verify_checkpoint(dir, false);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find("outside the experts"), std::string::npos) << r.problems[0];
+  flip_byte(shard, 12);
+  ASSERT_TRUE(verify_checkpoint(dir, false).ok());
+  flip_byte(dir + "/" + kSpineFile, man.spine_file->size / 2);
+  r = verify_checkpoint(dir, false);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find("the spine file's XXH3"), std::string::npos) << r.problems[0];
+  auto cli = test::run_sluice({"verify", "--model", dir, "--quiet"});
+  EXPECT_EQ(cli.exit_code, 1);
+  EXPECT_NE(cli.out.find("MISMATCH"), std::string::npos) << cli.out;
+}
+
+// A manifest written before the spine checksums existed still verifies its
+// experts, and says what it could not check.
+TEST(Verify, OlderManifestSaysTheSpineIsNotChecked) {
+  test::TempDir tmp;
+  const std::string dir = test::copy_golden(tmp, "qwen3_moe_tiny");
+  ASSERT_EQ(test::run_sluice({"prepare", "--model", dir}).exit_code, 0);
+  const std::string path = dir + "/" + kManifestFile;
+  nlohmann::json j;
+  std::ifstream(path) >> j;
+  j["spine"].erase("xxh3");
+  j["spine"].erase("size");
+  for (auto& f : j["files"]) f.erase("rest_xxh3");
+  std::ofstream(path) << j.dump();
+  const VerifyReport r = verify_checkpoint(dir, false);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.spine_bytes, 0u);
+  ASSERT_EQ(r.unchecked.size(), 1u);
+  EXPECT_NE(r.unchecked[0].find("older sluice prepare"), std::string::npos) << r.unchecked[0];
+  auto cli = test::run_sluice({"verify", "--model", dir, "--quiet"});
+  EXPECT_EQ(cli.exit_code, 0);
+  EXPECT_NE(cli.out.find("NOT CHECKED the spine"), std::string::npos) << cli.out;
+  // Checksums on some files only is a malformed manifest, named.
+  std::ifstream(path) >> j;
+  j["files"][0]["rest_xxh3"] = "0123456789abcdef";
+  std::ofstream(path) << j.dump();
+  try {
+    (void)Manifest::load(path);
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rest_xxh3 on some files only"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace sluice

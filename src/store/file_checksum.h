@@ -1,0 +1,28 @@
+// XXH3-64 over byte ranges of a file, read with pread (the page cache, not a
+// mapping: a damaged or shortened file is an error naming the offset, not a
+// SIGBUS). `sluice prepare` records, and `sluice verify` recomputes:
+//   - each routed expert's extents (one checksum per expert),
+//   - the rest of each checkpoint file: every byte outside all expert extents
+//     (the safetensors header and the spine tensors as released), and
+//   - the whole prepared spine file.
+// Together they cover every byte the engine reads.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "format/extent.h"
+
+namespace sluice {
+
+// The ranges of [0, file_size) that none of `extents` covers (those with file == `file`), in order.
+std::vector<ExpertExtent> bytes_outside(const std::vector<ExpertExtent>& extents, int32_t file, uint64_t file_size);
+
+// XXH3-64 of the concatenated ranges of the file at `path`. `on_bytes` (optional)
+// is told how many bytes were hashed so far. Throws sluice::Error naming the
+// file and offset when it cannot be opened or ends early.
+uint64_t xxh3_of_ranges(const std::string& path, const std::vector<ExpertExtent>& ranges,
+                        const std::function<void(uint64_t)>& on_bytes = {});
+
+}  // namespace sluice
