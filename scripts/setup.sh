@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh Debian 12 machine: installs the Debian packages the
 # build and tests need, then builds the release tree (build/), the
-# AddressSanitizer + UndefinedBehaviorSanitizer tree (build-asan/), an ARM64
-# cross build of the test binaries (build-aarch64/, run under qemu-aarch64 so
-# the NEON kernels are tested on this x86 machine), the ThreadSanitizer tree
-# (build-tsan/: only what its tests need) and the libFuzzer tree (build-fuzz/:
-# clang, only the fuzz targets).
+# AddressSanitizer + UndefinedBehaviorSanitizer tree (build-asan/: clang, which
+# also links the fuzz targets with libFuzzer), an ARM64 cross build of the kernel
+# and golden tests (build-aarch64/, run under qemu-aarch64 so the NEON kernels
+# are tested on this x86 machine) and the ThreadSanitizer tree (build-tsan/:
+# only what its tests need). Each step prints how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,16 +43,21 @@ if [ -f tests/node/package.json ]; then
 fi
 
 JOBS=$(nproc)
+step() {  # step NAME COMMAND...: runs it and says how long it took
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "setup: $name took $((SECONDS - start)) s"
+}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$JOBS"
-# The CUDA backend is compiled in build/ (where nvcc exists); the sanitizer tree checks the CPU code.
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_CUDA=OFF >/dev/null
-cmake --build build-asan -j "$JOBS"
-cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_BENCH=OFF -DSLUICE_CUDA=OFF \
-  -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake >/dev/null
-cmake --build build-aarch64 -j "$JOBS" --target sluice_unit_tests sluice_golden_tests
+step "release tree" cmake --build build -j "$JOBS"
+# The CUDA backend is compiled in build/ (where nvcc exists); the sanitizer trees check the CPU code.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=ON -DSLUICE_FUZZ=ON \
+  -DSLUICE_CUDA=OFF -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+step "sanitizer tree" cmake --build build-asan -j "$JOBS"
+cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_OPT_FLAGS=-O2 -DSLUICE_BENCH=OFF \
+  -DSLUICE_CUDA=OFF -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake >/dev/null
+step "ARM64 tree" cmake --build build-aarch64 -j "$JOBS" --target sluice_unit_tests sluice_golden_tests
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TSAN=ON -DSLUICE_CUDA=OFF >/dev/null
-cmake --build build-tsan -j "$JOBS" --target sluice sluice_unit_tests server_test_model
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_FUZZ=ON -DSLUICE_CUDA=OFF -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-cmake --build build-fuzz -j "$JOBS" --target fuzz_targets
+step "ThreadSanitizer tree" cmake --build build-tsan -j "$JOBS" --target sluice sluice_unit_tests server_test_model
 echo "setup: done. Binary: build/src/sluice"

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Runs every test: the include-graph check, the release build's CTest suite (unit, golden, CLI, the
 # node-reference and server suites, stream mode), then under AddressSanitizer + UndefinedBehaviorSanitizer
-# the unit, golden, server and stream-mode tests and the fuzz targets' seed corpora, the kernel and
-# golden tests built for ARM64 under qemu-aarch64 (NEON), under ThreadSanitizer the thread pool,
-# streaming, remote-fetch and server tests, and each libFuzzer target for SLUICE_FUZZ_SECONDS (a new
-# seed every run). A skipped test fails the run unless it is a SIMD test of an instruction set this
-# CPU lacks. Run scripts/setup.sh first.
+# (clang) the unit, golden, server and stream-mode tests and each libFuzzer target for
+# SLUICE_FUZZ_SECONDS (its seed corpus first, then a new random seed every run), the kernel and golden
+# tests built for ARM64 under qemu-aarch64 (NEON), and under ThreadSanitizer the thread pool,
+# streaming, remote-fetch and server tests. A skipped test fails the run unless it is a SIMD test of
+# an instruction set this CPU lacks. Each stage prints how long it took. Run scripts/setup.sh first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
+stage_start=$SECONDS
+took() {  # took NAME: how long the stage that just ended took
+  echo "test: $1 took $((SECONDS - stage_start)) s"
+  stage_start=$SECONDS
+}
 
 # The include graph first: no folder includes from a folder above it.
 python3 scripts/check_layers.py
@@ -19,24 +24,26 @@ echo "test: kernels on this CPU: $(build/src/sluice info | grep '^isa:')"
 echo "test: CUDA tests (ctest label cuda) are not run here; scripts/test-gpu.sh runs them on a GPU machine"
 (cd build && ctest -j "$JOBS" --output-on-failure --timeout 900 -LE cuda)
 python3 scripts/check_skips.py build
+took "release tree"
 
 cmake --build build-asan -j "$JOBS"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-(cd build-asan && ctest -j "$JOBS" --output-on-failure --timeout 1800 -L 'unit|golden|asan')
+(cd build-asan && ctest -j "$JOBS" --output-on-failure --timeout 1800 -L 'unit|golden|asan|fuzz')
 python3 scripts/check_skips.py build-asan
+took "sanitizer tree (ASan + UBSan, libFuzzer)"
 
 cmake --build build-aarch64 -j "$JOBS" --target sluice_unit_tests sluice_golden_tests
 echo "test: ARM64 under qemu: $(qemu-aarch64 build-aarch64/tests/sluice_unit_tests --gtest_filter='Isa.*' | grep '\[ kernels \]')"
 (cd build-aarch64 && ctest -j "$JOBS" --output-on-failure --timeout 1800 \
   -R '^(Isa/|Isa\.|Decode\.|Models/Golden\.)')
 python3 scripts/check_skips.py build-aarch64
+took "ARM64 tree under qemu"
 
 cmake --build build-tsan -j "$JOBS" --target sluice sluice_unit_tests server_test_model
 TSAN_TESTS='^(ThreadPool|Streaming|SpineStreaming|ReadFaults|Pull|ExpertDiskCache|ServerQueue)\.|^server\.(robustness|connections|shutdown)$|^remote\.(stream|faults)\.'
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/../scripts/tsan-suppressions.txt \
   ctest -j "$JOBS" --output-on-failure --timeout 1800 -R "$TSAN_TESTS")
 python3 scripts/check_skips.py build-tsan
-
-cmake --build build-fuzz -j "$JOBS" --target fuzz_targets
-(cd build-fuzz && ctest -j "$JOBS" --output-on-failure -L fuzz)
+took "ThreadSanitizer tree"
+echo "test: all stages passed in $SECONDS s"

@@ -1,10 +1,10 @@
 # Fuzz targets (tests/fuzz/*_fuzz.cpp, written against libFuzzer's API), each
 # with a seed corpus in tests/fuzz/corpus/<target without _fuzz>:
-# - the fuzz tree (-DSLUICE_FUZZ=ON, clang): linked with libFuzzer and run
+# - the sanitizer tree built with clang and -DSLUICE_FUZZ=ON (CI's): linked with libFuzzer and run
 #   coverage-guided for SLUICE_FUZZ_SECONDS each (label "fuzz"), with a seed that
 #   changes every run (libFuzzer picks and prints it; `-seed=N` repeats a run);
 #   new inputs go to the build tree, crashes to fuzz-<target>-crash-*;
-# - the sanitizer tree: linked with fuzz_driver.cpp, run over the seed corpus
+# - a sanitizer tree without SLUICE_FUZZ (g++): linked with fuzz_driver.cpp, run over the seed corpus
 #   and a fixed count of random mutations from a fixed seed (label "asan");
 # - the release tree: built only.
 file(GLOB SLUICE_FUZZ_TARGETS CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*_fuzz.cpp)
@@ -22,11 +22,12 @@ foreach(src ${SLUICE_FUZZ_TARGETS})
   endif()
   if(SLUICE_FUZZ)
     add_executable(${name} ${src})
+    target_compile_options(${name} PRIVATE -fsanitize=fuzzer-no-link)
     target_link_options(${name} PRIVATE -fsanitize=fuzzer)
   else()
     add_executable(${name} ${src} ${CMAKE_CURRENT_LIST_DIR}/fuzz_driver.cpp)
   endif()
-  target_link_libraries(${name} PRIVATE sluice_core)
+  target_link_libraries(${name} PRIVATE sluice_serve)
   target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_LIST_DIR})
   target_compile_definitions(${name} PRIVATE SLUICE_FIXTURES="${CMAKE_CURRENT_LIST_DIR}/../fixtures")
   add_dependencies(fuzz_targets ${name})
