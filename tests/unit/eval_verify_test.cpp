@@ -216,6 +216,7 @@ TEST(Verify, OlderManifestSaysTheSpineIsNotChecked) {
   // Checksums on some files only is a malformed manifest, named.
   std::ifstream(path) >> j;
   j["files"][0]["rest_xxh3"] = "0123456789abcdef";
+  j["files"].push_back({{"name", "other.safetensors"}, {"size", 10}});  // without one
   std::ofstream(path) << j.dump();
   try {
     (void)Manifest::load(path);
