@@ -78,18 +78,11 @@ void add_serve_command(CLI::App& app, Action& action) {
   add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
-      if (o->s.port < 0 || o->s.port > 65535) fail("--port must be in 0..65535, got {}", o->s.port);
-      if (o->s.max_request_bytes < 1024) fail("--max-request-bytes must be at least 1024, got {}", o->s.max_request_bytes);
       if (o->ngram < 1) fail("--ngram must be >= 1, got {}", o->ngram);
-      if (o->s.speculation.max_draft < 1) fail("--draft-max must be >= 1, got {}", o->s.speculation.max_draft);
-      if (o->s.max_queue > 4096) fail("--max-queue must be at most 4096, got {}", o->s.max_queue);
       if (!(o->header_timeout_s > 0 && o->header_timeout_s <= 3600))
         fail("--header-timeout must be in (0, 3600] seconds, got {}", o->header_timeout_s);
       o->s.transport.head_timeout = std::chrono::milliseconds(int64_t(o->header_timeout_s * 1000));
-      if (o->s.transport.max_connections_per_client < 1)
-        fail("--max-connections-per-client must be >= 1, got {}", o->s.transport.max_connections_per_client);
-      if (o->s.cache.slots < 1 || o->s.cache.slots > 1024)
-        fail("--cache-slots must be in 1..1024, got {}", o->s.cache.slots);
+      server::check_options(o->s);
       if (!(o->prompt_cache_gb > 0)) fail("--prompt-cache-max must be positive, got {}", o->prompt_cache_gb);
       o->s.cache.disk_bytes = uint64_t(o->prompt_cache_gb * 1e9);
       apply_memory_options(o->mem);
@@ -104,14 +97,7 @@ void add_serve_command(CLI::App& app, Action& action) {
       if (model->plan().budget > 0) o->s.cache.memory_bytes = model->plan().state;  // what the plan set aside
       if (!o->s.cache.dir.empty()) o->s.cache.identity = model_identity(*model);
       o->s.drafter = choose_drafter(o->draft_model, o->speculate, o->ngram, *model);
-      const int64_t model_ctx = model->context_length();
-      if (o->context < 0) fail("--context-length must be positive, got {}", o->context);
-      if (model_ctx > 0 && o->context > model_ctx)
-        fail("--context-length {} is more than the model's {} positions (max_position_embeddings)", o->context,
-             model_ctx);
-      o->s.context_length = o->context > 0 ? o->context : model_ctx;
-      if (o->s.context_length <= 0)
-        fail("{}/config.json has no max_position_embeddings: pass --context-length", o->model);
+      o->s.context_length = server::served_context(o->context, model->context_length(), o->model);
       auto codec = chat::make_chat_codec(o->model, model->info());
       o->s.sampling_defaults = server::sampling_defaults(o->model);
       server::HttpServer srv(*model, *codec, o->s);

@@ -22,6 +22,7 @@
 #include "server/responses_api.h"
 #include "server/retry_after.h"
 #include "server/text_routes.h"
+#include "util/error.h"
 
 namespace sluice::server {
 
@@ -479,6 +480,26 @@ void HttpServer::Impl::openai_route(const std::string& raw_body, httplib::Respon
   } catch (const ApiError& e) {
     send_error(res, e);
   }
+}
+
+void check_options(const ServerOptions& o) {
+  if (o.port < 0 || o.port > 65535) fail("--port must be in 0..65535, got {}", o.port);
+  if (o.max_request_bytes < 1024) fail("--max-request-bytes must be at least 1024, got {}", o.max_request_bytes);
+  if (o.speculation.max_draft < 1) fail("--draft-max must be >= 1, got {}", o.speculation.max_draft);
+  if (o.max_queue > 4096) fail("--max-queue must be at most 4096, got {}", o.max_queue);
+  if (o.transport.max_connections_per_client < 1)
+    fail("--max-connections-per-client must be >= 1, got {}", o.transport.max_connections_per_client);
+  if (o.cache.slots < 1 || o.cache.slots > 1024) fail("--cache-slots must be in 1..1024, got {}", o.cache.slots);
+}
+
+int64_t served_context(int64_t requested, int64_t model_positions, const std::string& model_dir) {
+  if (requested < 0) fail("--context-length must be positive, got {}", requested);
+  if (model_positions > 0 && requested > model_positions)
+    fail("--context-length {} is more than the model's {} positions (max_position_embeddings)", requested,
+         model_positions);
+  const int64_t n = requested > 0 ? requested : model_positions;
+  if (n <= 0) fail("{}/config.json has no max_position_embeddings: pass --context-length", model_dir);
+  return n;
 }
 
 HttpServer::HttpServer(const Model& model, const ChatCodec& codec, ServerOptions opts)

@@ -29,6 +29,12 @@ struct ServerOptions {
   PromptCacheOptions cache;  // conversations kept for prefix reuse, prompt states saved on disk
 };
 
+// Refuses options no server can run with, naming the `sluice serve` flag.
+void check_options(const ServerOptions& o);
+// The positions a conversation may use: `requested` (--context-length; 0: the
+// model's), at most the model's `model_positions`; an error when neither is known.
+int64_t served_context(int64_t requested, int64_t model_positions, const std::string& model_dir);
+
 class HttpServer {
  public:
   HttpServer(const Model& model, const chat::ChatCodec& codec, ServerOptions opts);
