@@ -27,7 +27,7 @@ class ByteDetokenizer : public Detokenizer {
 
 }  // namespace
 
-ByteCodec::ByteCodec(int64_t vocab) : vocab_(vocab) {
+ByteCodec::ByteCodec(int64_t vocab) {
   if (vocab < 256) fail("the byte-level codec needs a vocabulary of at least 256 ids, the model has {}", vocab);
 }
 

@@ -59,7 +59,7 @@ class ChatCodec {
 // calls use Qwen3's <tool_call> syntax.
 class ByteCodec : public ChatCodec {
  public:
-  explicit ByteCodec(int64_t vocab);
+  explicit ByteCodec(int64_t vocab);  // checks the model has the 256 byte ids
   std::string describe() const override { return "byte-level codec (no tokenizer files)"; }
   std::vector<int32_t> render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
                                    const ChatOptions& opts = {}) const override;
@@ -68,9 +68,6 @@ class ByteCodec : public ChatCodec {
   std::string token_bytes(int32_t id) const override;
   std::vector<int32_t> stop_ids() const override { return {}; }
   ReplySyntax reply_syntax(const std::vector<int32_t>& prompt) const override;
-
- private:
-  int64_t vocab_;
 };
 
 // The codec for a model directory: its tokenizer and chat template when it has
