@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include <xxhash.h>
 
 #include "util/error.h"
 
@@ -28,6 +27,20 @@ std::vector<ExpertExtent> bytes_outside(const std::vector<ExpertExtent>& extents
   return gaps;
 }
 
+std::string xxh3_add_range(XXH3_state_t* st, int fd, uint64_t offset, uint64_t length, std::vector<uint8_t>& buf,
+                           const std::function<void(uint64_t)>& on_bytes) {
+  for (uint64_t done = 0; done < length;) {
+    const size_t n = size_t(std::min<uint64_t>(buf.size(), length - done));
+    const ssize_t got = ::pread(fd, buf.data(), n, off_t(offset + done));
+    if (got <= 0)
+      return fmt::format("at offset {}: {}", offset + done, got < 0 ? std::strerror(errno) : "end of file");
+    XXH3_64bits_update(st, buf.data(), size_t(got));
+    done += uint64_t(got);
+    if (on_bytes) on_bytes(done);
+  }
+  return "";
+}
+
 uint64_t xxh3_of_ranges(const std::string& path, const std::vector<ExpertExtent>& ranges,
                         const std::function<void(uint64_t)>& on_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -35,28 +48,19 @@ uint64_t xxh3_of_ranges(const std::string& path, const std::vector<ExpertExtent>
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
   std::vector<uint8_t> buf(8 << 20);
-  uint64_t hashed = 0;
+  uint64_t before = 0;
   std::string problem;
   for (const auto& r : ranges) {
-    for (uint64_t done = 0; done < r.length && problem.empty();) {
-      const size_t n = size_t(std::min<uint64_t>(buf.size(), r.length - done));
-      const ssize_t got = ::pread(fd, buf.data(), n, off_t(r.offset + done));
-      if (got <= 0) {
-        problem = fmt::format("{}: read at offset {}: {}", path, r.offset + done,
-                              got < 0 ? std::strerror(errno) : "end of file");
-        break;
-      }
-      XXH3_64bits_update(st, buf.data(), size_t(got));
-      done += uint64_t(got);
-      hashed += uint64_t(got);
-      if (on_bytes) on_bytes(hashed);
-    }
+    problem = xxh3_add_range(st, fd, r.offset, r.length, buf, [&](uint64_t n) {
+      if (on_bytes) on_bytes(before + n);
+    });
     if (!problem.empty()) break;
+    before += r.length;
   }
   const uint64_t h = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   ::close(fd);
-  if (!problem.empty()) fail("{}", problem);
+  if (!problem.empty()) fail("{}: read {}", path, problem);
   return h;
 }
 

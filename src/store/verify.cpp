@@ -131,19 +131,12 @@ VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
         problem = fmt::format("its file {} is missing or has the wrong size", man->files[size_t(x.file)].first);
         break;
       }
-      for (uint64_t done = 0; done < x.length && problem.empty();) {
-        const size_t n = size_t(std::min<uint64_t>(buf.size(), x.length - done));
-        const ssize_t got = ::pread(fd, buf.data(), n, off_t(x.offset + done));
-        if (got <= 0) {
-          problem = fmt::format("read of {} at offset {}: {}", man->files[size_t(x.file)].first, x.offset + done,
-                                got < 0 ? std::strerror(errno) : "end of file");
-          break;
-        }
-        XXH3_64bits_update(st, buf.data(), size_t(got));
-        done += uint64_t(got);
-        r.bytes += uint64_t(got);
+      const uint64_t before = r.bytes;
+      const std::string failed = xxh3_add_range(st, fd, x.offset, x.length, buf, [&](uint64_t n) {
+        r.bytes = before + n;
         bar.update(r.bytes);
-      }
+      });
+      if (!failed.empty()) problem = fmt::format("read of {} {}", man->files[size_t(x.file)].first, failed);
       if (!problem.empty()) break;
     }
     if (problem.empty()) {
