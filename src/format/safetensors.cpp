@@ -48,6 +48,8 @@ std::map<std::string, TensorInfo> SafetensorsFile::parse_header(const uint8_t* b
     j = nlohmann::json::parse(reinterpret_cast<const char*>(bytes + 8), reinterpret_cast<const char*>(bytes + 8 + n));
   } catch (const nlohmann::json::parse_error& e) {
     fail("{}: header is not valid JSON (byte {} of the header): {}", path, e.byte, e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+    fail("{}: header is not valid JSON: {}", path, e.what());
   }
   if (!j.is_object()) fail("{}: header must be a JSON object", path);
 

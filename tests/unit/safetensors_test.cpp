@@ -63,6 +63,7 @@ TEST(Safetensors, RejectsMalformedFilesWithNamedErrors) {
       {"short length", std::string(5, '\0'), "truncated"},
       {"header past end", raw_file(ok, 8).substr(0, 20), "past the end"},
       {"not json", raw_file("{nope", 0), "not valid JSON"},
+      {"number beyond double", raw_file(R"({"x":1e999})", 0), "not valid JSON"},
       {"not object", raw_file("[1,2]", 0), "JSON object"},
       {"unknown dtype", raw_file(R"({"w":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", 8), "'w'"},
       {"byte count", raw_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "need 12"},
