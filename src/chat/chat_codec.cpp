@@ -4,7 +4,6 @@
 
 #include "chat/api_error.h"
 #include "chat/text_codec.h"
-#include "model/model.h"
 #include "text/utf8.h"
 #include "util/error.h"
 
@@ -66,11 +65,11 @@ std::string ByteCodec::token_bytes(int32_t id) const {
 
 ReplySyntax ByteCodec::reply_syntax(const std::vector<int32_t>&) const { return qwen3_syntax(); }
 
-std::unique_ptr<ChatCodec> make_chat_codec(const std::string& model_dir, const ModelInfo& info) {
+std::unique_ptr<ChatCodec> make_chat_codec(const std::string& model_dir, int64_t model_vocab) {
   namespace fs = std::filesystem;
   if (fs::exists(fs::path(model_dir) / "tokenizer.json") || fs::exists(fs::path(model_dir) / "tiktoken.model"))
-    return std::make_unique<TextChatCodec>(model_dir, info.vocab);
-  return std::make_unique<ByteCodec>(info.vocab);
+    return std::make_unique<TextChatCodec>(model_dir, model_vocab);
+  return std::make_unique<ByteCodec>(model_vocab);
 }
 
 }  // namespace sluice::chat

@@ -11,10 +11,6 @@
 
 #include "chat/reply_parser.h"
 
-namespace sluice {
-struct ModelInfo;
-}
-
 namespace sluice::chat {
 
 // Turns generated ids into text piece by piece; never returns a partial UTF-8
@@ -30,7 +26,8 @@ class Detokenizer {
 struct ChatOptions {
   // "" (the model's default), "none" (no reasoning) or low / medium / high / max.
   // K3 renders it as its thinking-effort message (none: thinking off); a Jinja
-  // template sees it as the variable `reasoning_effort`.
+  // template sees it as the variable `reasoning_effort`, and "none" also as
+  // `enable_thinking` = false (the switch of Qwen3-style templates).
   std::string reasoning_effort;
 };
 
@@ -72,6 +69,7 @@ class ByteCodec : public ChatCodec {
 
 // The codec for a model directory: its tokenizer and chat template when it has
 // them, else the byte codec (only for vocabularies of at least 256 ids).
-std::unique_ptr<ChatCodec> make_chat_codec(const std::string& model_dir, const ModelInfo& info);
+// model_vocab: the model's output size (ModelInfo::vocab).
+std::unique_ptr<ChatCodec> make_chat_codec(const std::string& model_dir, int64_t model_vocab);
 
 }  // namespace sluice::chat

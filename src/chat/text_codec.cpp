@@ -134,6 +134,8 @@ std::vector<int32_t> TextChatCodec::render_chat(const nlohmann::json& messages, 
     try {
       nlohmann::json extra = nlohmann::json::object();
       if (!opts.reasoning_effort.empty()) extra["reasoning_effort"] = opts.reasoning_effort;
+      // Templates of the Qwen3 kind switch reasoning off with enable_thinking.
+      if (opts.reasoning_effort == "none") extra["enable_thinking"] = false;
       return tmpl_->render(m, tools_arg, true, extra);
     } catch (const Error& e) {
       throw ApiError(400, "invalid_request_error", "messages", "",

@@ -48,7 +48,7 @@ void add_chat_command(CLI::App& app, Action& action) {
       auto model = Engine::open(dir, o->mem);
       print_plan(o->gen, *model);
       make_drafter(o->gen, *model);
-      auto codec = chat::make_chat_codec(dir, model->info());
+      auto codec = chat::make_chat_codec(dir, model->info().vocab);
       chat::GenerationCounters counters;  // nothing reads them on the terminal
       SpeculationOptions spec;
       spec.max_draft = o->gen.draft_max;

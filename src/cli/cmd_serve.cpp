@@ -98,7 +98,7 @@ void add_serve_command(CLI::App& app, Action& action) {
       if (!o->s.cache.dir.empty()) o->s.cache.identity = model_identity(*model);
       o->s.drafter = choose_drafter(o->draft_model, o->speculate, o->ngram, *model);
       o->s.context_length = server::served_context(o->context, model->context_length(), o->model);
-      auto codec = chat::make_chat_codec(o->model, model->info());
+      auto codec = chat::make_chat_codec(o->model, model->info().vocab);
       o->s.sampling_defaults = server::sampling_defaults(o->model);
       server::HttpServer srv(*model, *codec, o->s);
       const int port = srv.bind();

@@ -95,6 +95,15 @@ std::unique_ptr<PrefillMeter> prefill_meter(const Session& s, int64_t tokens, bo
 }
 }  // namespace
 
+namespace {
+// An end-of-sequence id of the model, or one of the options' stop ids.
+bool ends_text(const Model& m, const TextGenOptions& o, int32_t t) {
+  const auto& eos = m.info().eos_ids;
+  return std::find(eos.begin(), eos.end(), t) != eos.end() ||
+         std::find(o.stop_ids.begin(), o.stop_ids.end(), t) != o.stop_ids.end();
+}
+}  // namespace
+
 std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& prompt, const TextGenOptions& o,
                                      const std::function<void(int32_t)>& on_token) {
   if (o.max_new <= 0) return {};
@@ -128,8 +137,14 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
     }
     if (on_token) on_token(t);
   };
-  std::vector<int32_t> out =
-      generate(s, prompt, o.max_new, o.ignore_eos, pick, o.speculate ? o.drafter.get() : nullptr, so, &st, seen);
+  std::vector<int32_t> out;
+  std::vector<float> logits = s.feed(prompt);
+  auto take = [&](int32_t t) {
+    out.push_back(t);
+    seen(t);
+    return o.ignore_eos || !ends_text(s.model(), o, t);
+  };
+  decode(s, std::move(logits), s.tokens(), o.max_new, pick, take, o.speculate ? o.drafter.get() : nullptr, so, &st);
   if (o.stats) {
     const ExpertStats after = s.model().expert_stats();
     if (o.speculate)
@@ -151,24 +166,42 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
   return out;
 }
 
-std::vector<int32_t> stream_text(Session& s, const text::Tokenizer& tok, const std::vector<int32_t>& prompt,
-                                 const TextGenOptions& o, std::FILE* out) {
-  const auto& eos = s.model().info().eos_ids;
-  text::IncrementalDecoder dec(tok);
+namespace {
+// Decodes as generate_tokens does and writes each token's text as it comes
+// (`piece` turns an id into text, `rest` returns what it still holds at the end);
+// the stop token ends the text and is not part of it.
+std::vector<int32_t> stream(Session& s, const std::vector<int32_t>& prompt, const TextGenOptions& o, std::FILE* out,
+                            const std::function<std::string(int32_t)>& piece, const std::function<std::string()>& rest) {
   std::vector<int32_t> kept;
   auto on_token = [&](int32_t id) {
-    // the stop token ends the text; it is not part of it
-    if (!o.ignore_eos && std::find(eos.begin(), eos.end(), id) != eos.end()) return;
-    if (!tok.valid_id(id)) fail("generated token {} is not in the tokenizer's vocabulary", id);
+    if (!o.ignore_eos && ends_text(s.model(), o, id)) return;
     kept.push_back(id);
-    std::string piece = dec.push(id);
-    std::fwrite(piece.data(), 1, piece.size(), out);
+    const std::string p = piece(id);
+    std::fwrite(p.data(), 1, p.size(), out);
     std::fflush(out);
   };
   generate_tokens(s, prompt, o, on_token);
-  std::string rest = dec.flush();
-  std::fwrite(rest.data(), 1, rest.size(), out);
+  const std::string r = rest();
+  std::fwrite(r.data(), 1, r.size(), out);
   return kept;
+}
+}  // namespace
+
+std::vector<int32_t> stream_text(Session& s, const text::Tokenizer& tok, const std::vector<int32_t>& prompt,
+                                 const TextGenOptions& o, std::FILE* out) {
+  text::IncrementalDecoder dec(tok);
+  auto piece = [&](int32_t id) {
+    if (!tok.valid_id(id)) fail("generated token {} is not in the tokenizer's vocabulary", id);
+    return dec.push(id);
+  };
+  return stream(s, prompt, o, out, piece, [&] { return dec.flush(); });
+}
+
+std::vector<int32_t> stream_reply(Session& s, const chat::ChatCodec& codec, const std::vector<int32_t>& prompt,
+                                  TextGenOptions o, std::FILE* out) {
+  for (int32_t id : codec.stop_ids()) o.stop_ids.push_back(id);
+  auto dec = codec.detokenizer();
+  return stream(s, prompt, o, out, [&](int32_t id) { return dec->push(id); }, [&] { return dec->flush(); });
 }
 
 }  // namespace sluice::cli

@@ -15,13 +15,15 @@
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
+#include "chat/chat_codec.h"
 #include "text/tokenizer.h"
 
 namespace sluice::cli {
 
 struct TextGenOptions {
   int64_t max_new = 256;
-  bool ignore_eos = false;
+  bool ignore_eos = false;    // also ignores stop_ids
+  std::vector<int32_t> stop_ids;  // ids that end the text besides the model's eos ids (a chat's end of turn)
   bool speculate = false;
   int64_t draft_max = 8;
   bool stats = false;  // speculation / expert statistics to stderr
@@ -47,6 +49,11 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
 // Returns the generated ids, stop token excluded.
 std::vector<int32_t> stream_text(Session& s, const text::Tokenizer& tok, const std::vector<int32_t>& prompt,
                                  const TextGenOptions& o, std::FILE* out);
+// The same for a conversation the codec rendered: decoded by the codec, ending
+// at its end-of-turn ids as well (generate --chat; the text is the raw reply,
+// reasoning markers included).
+std::vector<int32_t> stream_reply(Session& s, const chat::ChatCodec& codec, const std::vector<int32_t>& prompt,
+                                  TextGenOptions o, std::FILE* out);
 
 // Text -> ids, checking that the tokenizer fits the model.
 std::vector<int32_t> encode_prompt(const text::Tokenizer& tok, const Model& model, const std::string& text);

@@ -384,6 +384,60 @@ TEST(CliText, GeneratePromptAndChatStreamDecodedText) {
   EXPECT_NE(bad.exit_code, 0);
 }
 
+// generate --chat renders through the conversation layer: --reasoning-effort reaches a
+// Jinja template as reasoning_effort, and none (or --no-think) also as enable_thinking=false.
+TEST(CliText, GenerateChatPassesReasoningEffortToTheTemplate) {
+  test::TempDir tmp;
+  json cfg = {{"chat_template",
+               "{% for m in messages %}<|end|>{{ m.content }}{% endfor %}[R]"
+               "{% if reasoning_effort is defined %}{{ reasoning_effort }}{% endif %}"
+               "{% if enable_thinking is defined and not enable_thinking %}X{% endif %}"}};
+  std::string d = tiny_dir(tmp, "t", tiny_tokenizer(false), cfg);
+  const std::string model = test::fixture("golden/qwen3_moe_tiny");
+  auto tok = text::Tokenizer::load(d);
+  auto ids_of = [&](const std::string& rendered) {
+    std::string list;
+    for (int32_t id : tok->encode(rendered)) list += (list.empty() ? "" : ",") + std::to_string(id);
+    auto r = test::run_sluice({"generate", "--model", model, "--tokens", list, "--max-new", "5", "--ignore-eos"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out).get<std::vector<int32_t>>();
+  };
+  auto chat_text = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"generate", "--model", model, "--tokenizer", d, "--prompt", "abc",
+                                     "--chat", "--max-new", "5", "--ignore-eos"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return test::run_sluice(args);
+  };
+  struct Case {
+    std::vector<std::string> args;
+    std::string rendered;
+  };
+  // The options change the last tokens of the prompt, and the tiny model continues those
+  // differently (checked here, so a lost enable_thinking cannot pass unnoticed).
+  ASSERT_NE(ids_of("<|end|>abc[R]noneX"), ids_of("<|end|>abc[R]none"));
+  for (const Case& c : {Case{{}, "<|end|>abc[R]"}, Case{{"--no-think"}, "<|end|>abc[R]noneX"},
+                        Case{{"--reasoning-effort", "none"}, "<|end|>abc[R]noneX"},
+                        Case{{"--reasoning-effort", "high"}, "<|end|>abc[R]high"}}) {
+    const auto gen = ids_of(c.rendered);
+    bool in_vocab = true;
+    for (int32_t id : gen) in_vocab = in_vocab && tok->valid_id(id);
+    auto r = chat_text(c.args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Ids beyond this tokenizer decode to nothing through the codec.
+    std::vector<int32_t> shown;
+    for (int32_t id : gen)
+      if (tok->valid_id(id)) shown.push_back(id);
+    EXPECT_EQ(r.out, tok->decode(shown) + "\n") << c.rendered << (in_vocab ? "" : " (some ids outside the tokenizer)");
+  }
+  // Options that only mean something with --chat, and contradictions, are refused.
+  auto no_chat = test::run_sluice({"generate", "--model", model, "--tokenizer", d, "--prompt", "abc", "--no-think"});
+  EXPECT_EQ(no_chat.exit_code, 1);
+  EXPECT_NE(no_chat.err.find("need --chat"), std::string::npos) << no_chat.err;
+  auto both = chat_text({"--no-think", "--reasoning-effort", "high"});
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.err.find("contradicts"), std::string::npos) << both.err;
+}
+
 }  // namespace
 }  // namespace sluice
 
@@ -408,6 +462,11 @@ TEST(CliText, GenerateTextWithShippedModel) {
     ASSERT_EQ(r_ids.exit_code, 0) << r_ids.err;
     auto gen = json::parse(r_ids.out).get<std::vector<int32_t>>();
     if (!gen.empty() && (gen.back() == *tok->eos_id() || gen.back() == *tok->token_id("<|endoftext|>"))) gen.pop_back();
+    if (chat) {  // a rendered conversation's reply also ends at the end-of-turn marker
+      const auto end_turn = tok->token_id("<|im_end|>");
+      ASSERT_TRUE(end_turn.has_value());
+      if (auto at = std::find(gen.begin(), gen.end(), *end_turn); at != gen.end()) gen.erase(at, gen.end());
+    }
     std::vector<std::string> args = {"generate", "--model", model, "--prompt", prompt, "--max-new", "40"};
     if (chat) args.push_back("--chat");
     auto r_txt = test::run_sluice(args);
