@@ -54,6 +54,7 @@ class ReplyParser {
   ReplyDelta push(std::string_view text);
   ReplyDelta finish();  // end of generation: releases held text, closes open blocks
   int calls_seen() const { return calls_; }
+  bool in_reasoning() const { return mode_ == Mode::Reasoning; }  // inside the reasoning block now
 
  private:
   enum class Mode { Content, Reasoning, Section, Call };

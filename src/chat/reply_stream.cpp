@@ -73,13 +73,21 @@ bool ReplyStream::take(int32_t token) {
     stopped_ = true;
     return false;
   }
+  // A token counts as reasoning when the reply is in its reasoning block before or after it.
+  const bool reasoning_before = parser_.in_reasoning();
   const std::string text = stops_.push(detok_->push(token));
+  auto count_reasoning = [&] {
+    if (reasoning_before || parser_.in_reasoning()) ++reasoning_tokens_;
+  };
   if (stops_.stopped()) {
     stopped_ = true;
     if (!release(text, false)) cancelled_ = true;
+    count_reasoning();
     return false;
   }
-  if (!release(text, false) || (alive_ && !alive_())) {
+  const bool released = release(text, false);
+  count_reasoning();
+  if (!released || (alive_ && !alive_())) {
     cancelled_ = true;
     return false;
   }
@@ -92,6 +100,7 @@ bool ReplyStream::take(int32_t token) {
 
 void ReplyStream::finish(Outcome& out) {
   out.completion_tokens = completion_tokens_;
+  out.reasoning_tokens = reasoning_tokens_;
   if (cancelled_) {
     out.cancelled = true;
     return;

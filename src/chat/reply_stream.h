@@ -32,6 +32,8 @@ struct LogprobEntry {
 struct Outcome {
   std::string finish_reason;  // "stop", "length", "tool_calls"; empty if cancelled
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  // Of completion_tokens, those generated inside the reasoning block (its end marker included).
+  int64_t reasoning_tokens = 0;
   bool cancelled = false;
   // Prompt scoring (max_tokens 0 with logprobs): one entry per prompt token, each
   // token's log-probability given those before it; the first has none (NaN).
@@ -76,6 +78,7 @@ class ReplyStream {
   Sample picked_;
   int calls_emitted_ = 0;
   int64_t completion_tokens_ = 0;
+  int64_t reasoning_tokens_ = 0;
   bool stopped_ = false, cancelled_ = false;
   std::chrono::steady_clock::time_point last_;
 };

@@ -30,7 +30,8 @@ json usage_json(const Outcome& o) {
   return {{"prompt_tokens", o.prompt_tokens},
           {"completion_tokens", o.completion_tokens},
           {"total_tokens", o.prompt_tokens + o.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}},
+          {"completion_tokens_details", {{"reasoning_tokens", o.reasoning_tokens}}}};
 }
 
 json tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, bool for_delta) {

@@ -416,7 +416,7 @@ class ResponsesWriter : public ReplyWriter {
                   {"input_tokens_details", {{"cached_tokens", o.cached_tokens}}},
                   {"output_tokens", o.completion_tokens},
                   // Not counted apart from the rest of the reply's tokens.
-                  {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                  {"output_tokens_details", {{"reasoning_tokens", o.reasoning_tokens}}},
                   {"total_tokens", o.prompt_tokens + o.completion_tokens}};
     if (store_ && on_done_) {
       json reply = {{"role", "assistant"}, {"content", content_.empty() && !calls_.empty() ? json() : json(content_)}};

@@ -73,6 +73,8 @@ try {
   await t.test('thinking on by default: the reply starts in reasoning; streamed equals whole', async () => {
     const a = await ask({});
     assert.ok(a.choices[0].message.reasoning_content, JSON.stringify(a.choices[0].message));
+    const rt = a.usage.completion_tokens_details.reasoning_tokens;
+    assert.ok(rt > 0 && rt <= a.usage.completion_tokens, JSON.stringify(a.usage));
     let reasoning = '', content = '';
     for await (const ch of await ask({ stream: true })) {
       reasoning += ch.choices[0]?.delta?.reasoning_content ?? '';
@@ -85,6 +87,7 @@ try {
     const on = await ask({ reasoning_effort: 'low' }), off = await ask({ reasoning_effort: 'none' });
     assert.ok(off.usage.prompt_tokens < on.usage.prompt_tokens, `${off.usage.prompt_tokens} vs ${on.usage.prompt_tokens}`);
     assert.equal(off.choices[0].message.reasoning_content, undefined);
+    assert.equal(off.usage.completion_tokens_details.reasoning_tokens, 0, JSON.stringify(off.usage));
     assert.ok(off.choices[0].message.content.length > 0);
     await assert.rejects(ask({ reasoning_effort: 'extreme' }), (e) => e.status === 400 && e.param === 'reasoning_effort');
   });
