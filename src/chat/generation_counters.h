@@ -20,6 +20,10 @@ class GenerationCounters {
   virtual void set_expert_stats(const ExpertStats& /*s*/) {}
   // One request's speculation: verification passes, draft tokens proposed and accepted.
   virtual void add_speculation(int64_t /*passes*/, int64_t /*proposed*/, int64_t /*accepted*/) {}
+  // The prompt cache after a prefill: conversations kept in memory (the running one
+  // included) and their state's bytes; saved state files and their bytes.
+  virtual void set_prompt_cache(int64_t /*slots*/, uint64_t /*memory_bytes*/, int64_t /*files*/,
+                                uint64_t /*disk_bytes*/) {}
 };
 
 }  // namespace sluice::chat

@@ -80,6 +80,14 @@ void Metrics::set_queue(std::function<int64_t()> waiting, std::function<int64_t(
   running_ = std::move(running);
 }
 
+void Metrics::set_prompt_cache(int64_t slots, uint64_t memory_bytes, int64_t files, uint64_t disk_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_slots_ = slots;
+  cache_memory_bytes_ = memory_bytes;
+  cache_files_ = files;
+  cache_disk_bytes_ = disk_bytes;
+}
+
 void Metrics::set_expert_stats(const ExpertStats& s) {
   std::lock_guard lk(mu_);
   experts_ = s;
@@ -133,6 +141,14 @@ std::string Metrics::render() const {
          "Prompt tokens not prefilled again because the previous conversation's state was reused.", reused_tokens_);
   single("sluice_generation_tokens_total", "counter", "Tokens generated.", generated_tokens_);
   single("sluice_prefill_seconds_total", "counter", "Seconds spent prefilling prompts.", prefill_seconds_);
+  single("sluice_prompt_cache_slots", "gauge",
+         "Conversations kept in memory for prefix reuse, the running one included (at most --cache-slots).",
+         cache_slots_);
+  single("sluice_prompt_cache_memory_bytes", "gauge", "Bytes of the state of the conversations kept in memory.",
+         cache_memory_bytes_);
+  single("sluice_prompt_cache_files", "gauge", "Prompt state files in the --prompt-cache directory.", cache_files_);
+  single("sluice_prompt_cache_disk_bytes", "gauge", "Bytes of the prompt state files (at most --prompt-cache-max).",
+         cache_disk_bytes_);
   single("sluice_prefill_progress_tokens", "gauge", "Prompt positions in the state of the prompt being prefilled now.",
          prefill_done_);
   single("sluice_prefill_prompt_tokens", "gauge", "Length of the prompt being prefilled now (0: none).", prefill_total_);

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { startServer, runner } from './harness.mjs';
+import { startServer, runner, metric } from './harness.mjs';
 
 const require = createRequire(new URL('../node/package.json', import.meta.url));
 const { default: OpenAI } = require('openai');
@@ -27,7 +27,7 @@ async function withServer(args, fn) {
   let log = '';
   s.child.stderr.on('data', (d) => { log += d.toString(); });
   try {
-    return await fn(new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 }), () => log);
+    return await fn(new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 }), () => log, s.url);
   } finally {
     assert.equal((await s.stop()).code, 0);
   }
@@ -40,7 +40,7 @@ for (const q of questions)
   await withServer([], async (c) => { fresh[q] = (await ask(c, conv(q))).choices[0].message.content; });
 
 await t.test('two alternating conversations both reuse with --cache-slots 2', async () => {
-  await withServer(['--cache-slots', '2'], async (c) => {
+  await withServer(['--cache-slots', '2'], async (c, _log, url) => {
     const a1 = [{ role: 'user', content: 'In the beginning' }], b1 = [{ role: 'user', content: 'Blessed are the meek' }];
     const ra = await ask(c, a1), rb = await ask(c, b1);
     const a2 = [...a1, ra.choices[0].message, { role: 'user', content: 'And then?' }];
@@ -48,6 +48,9 @@ await t.test('two alternating conversations both reuse with --cache-slots 2', as
     const ra2 = await ask(c, a2), rb2 = await ask(c, b2);
     assert.ok(ra2.usage.prompt_tokens_details.cached_tokens >= ra.usage.prompt_tokens, JSON.stringify(ra2.usage));
     assert.ok(rb2.usage.prompt_tokens_details.cached_tokens >= rb.usage.prompt_tokens, JSON.stringify(rb2.usage));
+    assert.equal(await metric(url, 'sluice_prompt_cache_slots'), 2);
+    assert.ok(await metric(url, 'sluice_prompt_cache_memory_bytes') > 0);
+    assert.equal(await metric(url, 'sluice_prompt_cache_files'), 0);
   });
 });
 
@@ -60,7 +63,12 @@ await t.test('the system prompt state survives a restart: fewer tokens prefilled
     assert.equal(r1.choices[0].message.content, fresh[questions[1]]);
   });
   assert.ok(fs.readdirSync(dir).filter((f) => f.endsWith('.state')).length >= 2, fs.readdirSync(dir).join(' '));
-  await withServer(['--prompt-cache', dir], async (c) => {
+  const saved = fs.readdirSync(dir).filter((f) => f.endsWith('.state'));
+  await withServer(['--prompt-cache', dir], async (c, _log, url) => {
+    // The files found at start-up, before any request.
+    assert.equal(await metric(url, 'sluice_prompt_cache_files'), saved.length);
+    const bytes = saved.reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
+    assert.equal(await metric(url, 'sluice_prompt_cache_disk_bytes'), bytes);
     // Departs before the first two questions' departure point: starts at a periodic save.
     const r = await ask(c, conv(questions[2]));
     assert.ok(r.usage.prompt_tokens_details.cached_tokens >= 256, JSON.stringify(r.usage));
