@@ -2,8 +2,8 @@
 // tiktoken tokenizer carrying the XTML markers: k3_format_model.mjs), driven by
 // the openai client: reasoning split per reasoning_effort, forced tool calls
 // (tool_choice required / named) whose arguments match their schemas, an agent
-// loop with two tools run to completion, json_schema output, and the same
-// replies with --speculate.
+// loop with two tools run to completion (also on the shipped model), json_schema
+// output, and the same replies with --speculate.
 //   node k3_format.mjs SLUICE_BINARY K3_MINI_DIR
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -42,12 +42,12 @@ const checkCall = (c, allowed) => {
 };
 
 // The agent loop: forced calls for two steps, then a free answer; returns the transcript.
-async function agentLoop(client) {
+async function agentLoop(client, extra = {}) {
   const messages = [{ role: 'system', content: 'You can call tools.' }, { role: 'user', content: 'What is the weather in Oslo, and what is 2 + 3?' }];
   const transcript = [];
   const choices = ['required', { type: 'function', function: { name: 'add' } }, 'none'];
   for (const tool_choice of choices) {
-    const r = await client.chat.completions.create({ model: MODEL, messages, tools, tool_choice, max_tokens: 160, temperature: 0 });
+    const r = await client.chat.completions.create({ model: MODEL, messages, tools, tool_choice, max_tokens: 160, temperature: 0, ...extra });
     const m = r.choices[0].message;
     transcript.push({ tool_choice, finish_reason: r.choices[0].finish_reason, reasoning: m.reasoning_content, content: m.content, tool_calls: m.tool_calls?.map((c) => `${c.function.name}(${c.function.arguments})`) });
     messages.push({ role: 'assistant', content: m.content ?? null, reasoning_content: m.reasoning_content, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}) });
@@ -55,7 +55,7 @@ async function agentLoop(client) {
       assert.equal(m.tool_calls, undefined);
       break;
     }
-    assert.equal(r.choices[0].finish_reason, 'tool_calls');
+    assert.equal(r.choices[0].finish_reason, 'tool_calls', JSON.stringify(r.choices[0]));
     for (const c of m.tool_calls) {
       const result = impl[c.function.name](checkCall(c, tool_choice === 'required' ? ['get_weather', 'add'] : ['add']));
       transcript.push({ tool: c.function.name, result });
@@ -135,5 +135,19 @@ try {
 } finally {
   assert.equal((await spec.stop()).code, 0);
   model.remove();
+}
+
+// The same loop on the shipped model (ChatML template without tool syntax: Qwen3-style calls as text),
+// one call per turn.
+const shipped = await startServer(binary, k3Mini, ['--served-model-name', MODEL]);
+try {
+  await t.test('the agent loop on the shipped model runs to completion', async () => {
+    const sc = new OpenAI({ baseURL: `${shipped.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 });
+    // One call per turn: this model, forced to call, goes on to write further calls until max_tokens.
+    const steps = await agentLoop(sc, { parallel_tool_calls: false });
+    console.log(`agent loop transcript (openai chat completions, shipped model):\n${steps.map((s) => JSON.stringify(s)).join('\n')}`);
+  });
+} finally {
+  assert.equal((await shipped.stop()).code, 0);
 }
 t.finish();
