@@ -225,6 +225,13 @@ void GrammarCursor::step(const Thread& t0, unsigned char c, std::vector<Thread>&
           const int64_t v = ((f.i >> 32) & 0xFFFF) * 16 + d;
           f.i = count | high | (v << 32);
           if (st < 43) {
+            // Refuse a digit as soon as no completion of the escape can be valid
+            // (the low half of a pair after a high one; never a lone low half), so
+            // every accepted prefix can still be finished.
+            const int shift = 4 * (43 - st);
+            const int64_t lo = v << shift, hi = ((v + 1) << shift) - 1;
+            const bool meets_low = lo <= 0xDFFF && hi >= 0xDC00, inside_low = lo >= 0xDC00 && hi <= 0xDFFF;
+            if (high ? !meets_low : inside_low) return;
             ++st;
           } else if (high) {  // the low half of a pair must follow a high one
             if (v < 0xDC00 || v > 0xDFFF) return;

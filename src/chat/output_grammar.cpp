@@ -313,6 +313,9 @@ std::shared_ptr<const Grammar> tool_call_grammar(const ReplySyntax& syn, const j
       calls.push_back(g->seq({g->lit("<|open|>call tool=\"" + text::xtml_escape(name) + "\" index=\""),
                               index_digits(*g), g->lit("\"<|sep|>"), k3_arguments(*g, sc, params, path),
                               g->lit("<|close|>call<|sep|>")}));
+    } else if (fam == "gpt_oss") {  // the <|call|> stop token follows, once the arguments are complete
+      calls.push_back(g->seq({g->lit("<|channel|>commentary to=functions." + name + " <|constrain|>json<|message|>"),
+                              args}));
     } else {
       throw ApiError(400, "invalid_request_error", "tool_choice", "",
                      "this model's chat format has no tool-call syntax this server can enforce");
@@ -320,10 +323,19 @@ std::shared_ptr<const Grammar> tool_call_grammar(const ReplySyntax& syn, const j
   }
   const Grammar::Id one = g->alt(calls);  // (call indices are written as any small non-negative integer)
   const Grammar::Id sep = fam == "qwen3" ? g->lit("\n") : g->lit("");
-  const Grammar::Id many = g->repeat(one, 1, parallel ? -1 : 1, sep);
+  // Harmony calls one tool per turn.
+  const Grammar::Id many = g->repeat(one, 1, parallel && fam != "gpt_oss" ? -1 : 1, sep);
   std::vector<Grammar::Id> root;
   if (syn.starts_in_reasoning) root.push_back(g->seq({g->text(reasoning_bytes), g->lit(syn.think_end)}));
-  if (fam == "deepseek_v3")
+  if (fam == "gpt_oss") {
+    // Reasoning in the analysis channel may come first; the call is the next message.
+    const Grammar::Id next = g->lit("<|start|>assistant");
+    if (syn.starts_in_reasoning) root.push_back(next);
+    else
+      root.push_back(g->alt({g->seq({g->lit(syn.think_begin), g->text(reasoning_bytes), g->lit(syn.think_end), next}),
+                             g->lit("")}));
+    root.push_back(many);
+  } else if (fam == "deepseek_v3")
     root.insert(root.end(), {g->lit("<｜tool▁calls▁begin｜>"), many, g->lit("<｜tool▁calls▁end｜>")});
   else if (fam == "kimi_k2")
     root.insert(root.end(), {g->lit("<|tool_calls_section_begin|>"), many, g->lit("<|tool_calls_section_end|>")});

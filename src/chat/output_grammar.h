@@ -31,7 +31,7 @@ std::shared_ptr<const Grammar> json_object_grammar();
 
 // tools: the request's tools ([{type, function: {name, parameters}}]), `allowed`
 // the names the reply may call (all of them for "required"). The syntax's name
-// picks the call format (qwen3, deepseek_v3, kimi_k2, kimi_k3); a reply that
+// picks the call format (qwen3, deepseek_v3, kimi_k2, kimi_k3, gpt_oss); a reply that
 // starts inside reasoning may reason first (at most `reasoning_bytes`, no '<').
 std::shared_ptr<const Grammar> tool_call_grammar(const ReplySyntax& syntax, const nlohmann::json& tools,
                                                  const std::vector<std::string>& allowed, bool parallel,

@@ -135,6 +135,33 @@ ReplySyntax kimi_k3_syntax() {
   return s;
 }
 
+ReplySyntax gpt_oss_syntax() {
+  ReplySyntax s;
+  s.name = "gpt_oss";
+  s.think_begin = "<|channel|>analysis<|message|>";
+  s.think_end = "<|end|>";
+  // Message headers between the reasoning and the answer, and a preamble's, are not content.
+  s.drop_markers = {"<|start|>assistant", "<|channel|>final<|message|>", "<|channel|>commentary<|message|>",
+                    "<|channel|>commentary ", "<|end|>"};
+  // Both placements of the recipient share this; the call ends where generation
+  // stops (<|call|> is a stop token), or at <|call|> when it is shown.
+  s.call_begin = "to=functions.";
+  s.call_end = "<|call|>";
+  s.parse_call = [](std::string_view body) -> std::optional<ToolCall> {
+    const std::string_view msg = "<|message|>";
+    const auto m = body.find(msg);
+    if (m == std::string_view::npos) return std::nullopt;
+    const auto name_end = body.find_first_of(" <", 0);
+    if (name_end == 0 || name_end > m) return std::nullopt;
+    ToolCall c;
+    c.id = new_tool_call_id();
+    c.name = std::string(body.substr(0, name_end));
+    c.arguments = std::string(trim(body.substr(m + msg.size())));
+    return c;
+  };
+  return s;
+}
+
 ReplyParser::ReplyParser(ReplySyntax syntax, bool tools)
     : syn_(std::move(syntax)), tools_(tools && !syn_.call_begin.empty()),
       mode_(syn_.starts_in_reasoning ? Mode::Reasoning : Mode::Content) {}

@@ -43,6 +43,11 @@ ReplySyntax qwen3_syntax();        // <tool_call>\n{"name": .., "arguments": {..
 // Kimi K3 XTML: reasoning until <|close|>think<|sep|>, content in <|open|>response<|sep|>...<|close|>response<|sep|>,
 // calls in <|open|>tools<|sep|><|open|>call tool="NAME" index="K"<|sep|>typed arguments<|close|>call<|sep|>...<|close|>tools<|sep|>
 ReplySyntax kimi_k3_syntax();
+// gpt-oss harmony: reasoning in <|channel|>analysis<|message|>...<|end|>, the answer in
+// <|start|>assistant<|channel|>final<|message|>...; a call is
+// <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{..} (or with
+// " to=functions.NAME" before <|channel|>), ended by the <|call|> stop token.
+ReplySyntax gpt_oss_syntax();
 
 // A fresh "call_..." id, unique within the process.
 std::string new_tool_call_id();

@@ -43,6 +43,7 @@ TextChatCodec::TextChatCodec(const std::string& model_dir, int64_t model_vocab) 
     if (src.find("<｜tool▁calls▁begin｜>") != std::string::npos) family_ = "deepseek_v3";
     else if (src.find("<|tool_calls_section_begin|>") != std::string::npos) family_ = "kimi_k2";
     else if (src.find("<tool_call>") != std::string::npos) family_ = "qwen3";
+    else if (src.find("<|channel|>") != std::string::npos) family_ = "gpt_oss";
     template_renders_tools_ = src.find("tools") != std::string::npos;
   }
   // Kimi K3: the four XTML markers are special tokens and no Jinja template
@@ -57,7 +58,8 @@ TextChatCodec::TextChatCodec(const std::string& model_dir, int64_t model_vocab) 
   if (auto e = tok_->eos_id()) stop_ids_.push_back(*e);
   // generation_config.json's eos_token_id (an id or a list) ends a reply too.
   for (int32_t id : generation_eos_ids(model_dir)) stop_ids_.push_back(id);
-  for (const char* marker : {"<|im_end|>", "<|eot_id|>", "<|return|>"})
+  // (<|call|> ends a harmony turn that calls a tool: the call is parsed where generation stops.)
+  for (const char* marker : {"<|im_end|>", "<|eot_id|>", "<|return|>", "<|call|>"})
     if (auto id = tok_->token_id(marker); id && tok_->is_special(*id)) stop_ids_.push_back(*id);
 }
 
@@ -117,6 +119,20 @@ std::vector<int32_t> TextChatCodec::render_chat(const nlohmann::json& messages, 
         msgs[0]["content"] = msgs[0]["content"].get<std::string>() + "\n\n" + sys;
       else
         msgs.insert(msgs.begin(), nlohmann::json{{"role", "system"}, {"content", sys}});
+    }
+  } else if (family_ == "gpt_oss") {
+    // Harmony templates read the reasoning of a turn as `thinking` and write a call's
+    // arguments with tojson, so they get the arguments as an object.
+    for (auto& m : msgs) {
+      if (m.contains("reasoning_content") && !m.contains("thinking")) m["thinking"] = m["reasoning_content"];
+      if (m.contains("tool_calls"))
+        for (auto& c : m["tool_calls"]) {
+          auto& a = c["function"]["arguments"];
+          if (a.is_string()) {
+            auto parsed = nlohmann::json::parse(a.get<std::string>(), nullptr, false);
+            if (parsed.is_object()) a = parsed;
+          }
+        }
     }
   } else if (has_tools && !template_renders_tools_) {
     // The template (DeepSeek-V3's, for one) has no place for tool definitions: they go
@@ -221,6 +237,7 @@ ReplySyntax TextChatCodec::reply_syntax(const std::vector<int32_t>& prompt) cons
   else if (family_ == "kimi_k2") s = kimi_k2_syntax();
   else if (family_ == "qwen3") s = qwen3_syntax();
   else if (family_ == "kimi_k3") s = kimi_k3_syntax();
+  else if (family_ == "gpt_oss") s = gpt_oss_syntax();
   else s = qwen3_syntax();  // the calls render_chat() asks for when the template has no syntax of its own
   // A generation prompt that ends inside an opened <think> block.
   std::string tail;
@@ -229,7 +246,9 @@ ReplySyntax TextChatCodec::reply_syntax(const std::vector<int32_t>& prompt) cons
   auto ends_with = [&](std::string_view m) {
     return tail.size() >= m.size() && tail.compare(tail.size() - m.size(), m.size(), m) == 0;
   };
-  s.starts_in_reasoning = family_ == "kimi_k3" ? ends_with("<|open|>think<|sep|>") : ends_with("<think>");
+  s.starts_in_reasoning = family_ == "kimi_k3"   ? ends_with("<|open|>think<|sep|>")
+                          : family_ == "gpt_oss" ? ends_with("<|channel|>analysis<|message|>")
+                                                 : ends_with("<think>");
   return s;
 }
 

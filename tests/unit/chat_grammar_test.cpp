@@ -49,7 +49,7 @@ std::string random_walk(const std::shared_ptr<const Grammar>& g, std::mt19937_64
     out += char(b);
     EXPECT_TRUE(c.feed(std::string(1, char(b))));
   }
-  ADD_FAILURE() << "walk did not end: " << out.substr(0, 200);
+  ADD_FAILURE() << "walk did not end: " << out.substr(0, 200) << " ... (" << out.size() << " bytes) " << out.substr(out.size() > 200 ? out.size() - 200 : 0);
   return out;
 }
 
@@ -73,6 +73,11 @@ TEST(OutputGrammar, SchemaAcceptsMatchingObjectsOnly) {
   EXPECT_TRUE(accepts(g, R"({"city": "\ud83d\ude00\u00e9abcdefghij")"));  // a pair is one character: 12 in all
   EXPECT_FALSE(accepts(g, R"({"city": "\ud83d\ude00\u00e9abcdefghijk)"));  // maxLength 12
   EXPECT_FALSE(accepts(g, R"({"city": "\ud83d\u0041)"));                    // a high surrogate needs a low one
+  // A \u escape is refused at the first digit no completion can make valid: no dead end.
+  EXPECT_TRUE(accepts(g, R"({"city": "\uD7)"));
+  EXPECT_FALSE(accepts(g, R"({"city": "\uDC)"));       // only lone low surrogates start so
+  EXPECT_FALSE(accepts(g, R"({"city": "\ud83d\u0)"));  // after a high one, only DC00-DFFF
+  EXPECT_TRUE(accepts(g, R"({"city": "\ud83d\uD)"));
   EXPECT_FALSE(accepts(g, R"({"city": "x", "days": 1234567890123456789)"));  // an integer that fits int64
 }
 
@@ -169,7 +174,7 @@ void check_forced_calls(ReplySyntax syn, const std::vector<std::string>& allowed
 }
 
 TEST(OutputGrammar, ForcedCallsInEveryFamilysSyntax) {
-  for (ReplySyntax syn : {qwen3_syntax(), deepseek_v3_syntax(), kimi_k2_syntax(), kimi_k3_syntax()}) {
+  for (ReplySyntax syn : {qwen3_syntax(), deepseek_v3_syntax(), kimi_k2_syntax(), kimi_k3_syntax(), gpt_oss_syntax()}) {
     check_forced_calls(syn, {"get_weather", "add"}, true);
     check_forced_calls(syn, {"add"}, false);
   }
@@ -181,6 +186,16 @@ TEST(OutputGrammar, ForcedCallsInEveryFamilysSyntax) {
                           "<|open|>call tool=\"get_weather\" index=\"0\"<|sep|><|open|>argument key=\"city\" type=\"string\"<|sep|>"
                           "Oslo<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>"));
   EXPECT_FALSE(accepts(g, "ok<|close|>think<|sep|><|open|>response<|sep|>Hello"));  // no free content
+  // Harmony: reasoning in the analysis channel may come first; one call per turn.
+  auto h = tool_call_grammar(gpt_oss_syntax(), kTools, {"add"}, true);
+  const std::string call = "<|channel|>commentary to=functions.add <|constrain|>json<|message|>{\"a\": 1, \"b\": 2}";
+  EXPECT_TRUE(complete(h, call));
+  EXPECT_TRUE(complete(h, "<|channel|>analysis<|message|>Adding.<|end|><|start|>assistant" + call));
+  EXPECT_FALSE(accepts(h, "<|channel|>final<|message|>"));  // no free answer
+  EXPECT_FALSE(accepts(h, call + "<|start|>assistant"));      // no second call
+  ReplySyntax hr = gpt_oss_syntax();
+  hr.starts_in_reasoning = true;
+  check_forced_calls(hr, {"get_weather"}, false);
   auto q = tool_call_grammar(qwen3_syntax(), kTools, {"add"}, false);
   EXPECT_TRUE(complete(q, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2.5}}\n</tool_call>"));
   EXPECT_FALSE(accepts(q, "<tool_call>\n{\"name\": \"get_weather\""));  // only the named function

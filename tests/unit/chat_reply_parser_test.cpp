@@ -93,6 +93,35 @@ TEST(ReplyParser, QwenToolCalls) {
   EXPECT_EQ(r.content, "");  // the newline between calls is not content
 }
 
+// gpt-oss harmony: the analysis channel is reasoning, the final channel content;
+// a call (either placement of its recipient) ends where generation stops at <|call|>.
+TEST(ReplyParser, HarmonyChannelsAndCalls) {
+  auto r = both(gpt_oss_syntax(), true,
+                "<|channel|>analysis<|message|>User greets.<|end|><|start|>assistant<|channel|>final<|message|>Hello!");
+  EXPECT_EQ(r.reasoning, "User greets.");
+  EXPECT_EQ(r.content, "Hello!");
+  EXPECT_TRUE(r.tool_calls.empty());
+  auto c = both(gpt_oss_syntax(), true,
+                "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+                "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}");
+  EXPECT_EQ(c.reasoning, "Need weather.");
+  EXPECT_EQ(c.content, "");
+  ASSERT_EQ(c.tool_calls.size(), 1u);
+  EXPECT_EQ(c.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(c.tool_calls[0].arguments, "{\"city\":\"Oslo\"}");
+  auto h = both(gpt_oss_syntax(), true, " to=functions.add<|channel|>commentary json<|message|>{\"a\":1}<|call|>");
+  ASSERT_EQ(h.tool_calls.size(), 1u);
+  EXPECT_EQ(h.tool_calls[0].name, "add");
+  EXPECT_EQ(h.tool_calls[0].arguments, "{\"a\":1}");
+  EXPECT_EQ(h.content, "");
+  // A preamble to the user in the commentary channel is content; without tools a call stays text.
+  auto p = both(gpt_oss_syntax(), true, "<|channel|>commentary<|message|>Checking.");
+  EXPECT_EQ(p.content, "Checking.");
+  auto t = both(gpt_oss_syntax(), false, "<|channel|>commentary to=functions.add <|constrain|>json<|message|>{}");
+  EXPECT_TRUE(t.tool_calls.empty());
+  EXPECT_NE(t.content.find("to=functions.add"), std::string::npos) << t.content;
+}
+
 TEST(ReplyParser, WithoutToolsMarkersAreContent) {
   const std::string text = "<tool_call>{\"name\": \"x\"}</tool_call>";
   auto r = both(qwen3_syntax(), false, text);
