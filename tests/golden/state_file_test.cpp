@@ -25,6 +25,9 @@ struct Arch {
   const char* name;
   const char* dir;  // under tests/fixtures
 };
+// CTest's test list names the case instead of dumping its bytes.
+void PrintTo(const Arch& a, std::ostream* os) { *os << a.name; }
+
 const Arch kArchs[] = {
     {"deepseek_v3", "golden/deepseek_v3_tiny"},      {"kimi_k2_fp8", "golden/deepseek_v3_tiny_fp8"},
     {"deepseek_v3_int4", "golden/deepseek_v3_tiny_int4"}, {"qwen3_moe", "golden/qwen3_moe_tiny"},

@@ -334,7 +334,7 @@ await t.test('responses errors: status and the Responses field named', async () 
       assert.equal(e.param, param, JSON.stringify(body));
       assert.ok(e.message.length > 0);
       return true;
-    });
+    }, `no error for ${JSON.stringify(body)}`);
   }
 });
 
@@ -358,7 +358,7 @@ await t.test('errors: status, type and the field named', async () => {
       assert.equal(e.param, param, JSON.stringify(body));
       assert.ok(e.message.length > 0);
       return true;
-    });
+    }, `no error for ${JSON.stringify(body)}`);
   }
 });
 
