@@ -36,7 +36,7 @@ Result run(const sluice::chat::ReplySyntax& syn, bool tools, std::string_view te
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 4) return 0;
-  const int family = data[0] % 4;
+  const int family = data[0] % 5;
   const bool tools = data[1] & 1, in_reasoning = data[1] & 2;
   const size_t ncuts = data[2] % 8;
   if (size < 3 + ncuts) return 0;
@@ -45,7 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   sluice::chat::ReplySyntax syn = family == 0   ? sluice::chat::deepseek_v3_syntax()
                                     : family == 1 ? sluice::chat::kimi_k2_syntax()
                                     : family == 2 ? sluice::chat::qwen3_syntax()
-                                                  : sluice::chat::kimi_k3_syntax();
+                                    : family == 3 ? sluice::chat::kimi_k3_syntax()
+                                                  : sluice::chat::gpt_oss_syntax();
   syn.starts_in_reasoning = in_reasoning;
   const Result a = run(syn, tools, text, cuts, ncuts);
   const Result b = run(syn, tools, text, nullptr, 0);
