@@ -290,13 +290,16 @@ void StreamingExperts::request(int32_t layer, const int32_t* experts, int64_t n)
   ++epoch_;
   wanted_.clear();
   for (int64_t i = 0; i < n; ++i) wanted_[key_of(layer, experts[i])] = epoch_;
+  // Every requested expert counts as a hit or a miss, also those after the
+  // cache filled up with pinned or wanted experts (they load at acquire).
+  bool full = false;
   for (int64_t i = 0; i < n; ++i) {
     if (find(key_of(layer, experts[i])) >= 0) {
       ++stats_.hits;
       continue;
     }
     ++stats_.misses;
-    if (start_load(layer, experts[i], false) < 0) break;  // cache full of pinned/wanted experts: load at acquire
+    if (!full) full = start_load(layer, experts[i], false) < 0;
   }
   queue_->flush();
 }

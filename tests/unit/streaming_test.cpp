@@ -176,3 +176,41 @@ TEST(SpineStreaming, BitwiseEqualToResident) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// A request for more distinct experts than the cache holds counts every one of
+// them: those that found no free slot are misses too (they load at acquire).
+TEST(Streaming, RequestCountsEveryExpertWhenTheCacheIsFull) {
+  const std::string dir = test::fixture("golden/deepseek_v3_tiny");
+  auto probe = load_model(dir);
+  int32_t layer = -1;
+  for (int32_t l = 0; l < probe->experts().layers() && layer < 0; ++l)
+    if (probe->experts().experts(l) >= 8) layer = l;
+  ASSERT_GE(layer, 0) << "no layer with 8 routed experts";
+  // An expert's bytes as read (each extent rounded out to 4 KiB for O_DIRECT).
+  uint64_t expert_bytes = 0;
+  for (const ExpertExtent& x : expert_extents(probe->checkpoint(), probe->experts().at(layer, 0)))
+    expert_bytes += x.length + 2 * 4096;
+  ASSERT_GT(expert_bytes, 0u);
+  LoadOptions o;
+  o.stream_experts = true;
+  o.streaming.cache_bytes = expert_bytes * 2;  // room for one or two experts of the eight
+  auto m = load_model(dir, o);
+  ExpertSource& src = m->expert_source();
+  const std::vector<int32_t> experts = {0, 1, 2, 3, 4, 5, 6, 7};
+  src.request(layer, experts.data(), int64_t(experts.size()));
+  ExpertStats st = src.stats();
+  EXPECT_EQ(st.hits + st.misses, experts.size());
+  EXPECT_EQ(st.misses, experts.size());
+  EXPECT_LT(st.reads_submitted, experts.size()) << "the cache should have had room for only some of them";
+  for (int32_t e : experts) {  // each still loads when used
+    src.acquire(layer, e);
+    src.release(layer, e);
+  }
+  EXPECT_EQ(m->expert_stats().requests, experts.size());
+}
+
+}  // namespace
+}  // namespace sluice
