@@ -10,18 +10,20 @@ namespace sluice::chat {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-// Prompt tokens fed between two checks for a gone client (the session's own chunk size).
-constexpr size_t kPrefillChunk = 64;
+// Prompt tokens per pass of prompt scoring (each returns every position's logits).
+constexpr size_t kScoreChunk = 64;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
 Generator::Generator(const Model& model, const ChatCodec& codec, GenerationCounters& counters, int64_t context_length,
-                     std::shared_ptr<Drafter> drafter, const SpeculationOptions& speculation, PromptCacheOptions cache)
+                     std::shared_ptr<Drafter> drafter, const SpeculationOptions& speculation, PromptCacheOptions cache,
+                     int64_t prefill_chunk)
     : model_(model),
       codec_(codec),
       counters_(counters),
       cache_(model, std::move(cache)),
       context_(context_length),
+      prefill_chunk_(std::max<int64_t>(1, prefill_chunk)),
       drafter_(std::move(drafter)),
       speculation_(speculation) {
   stop_ids_ = model.info().eos_ids;
@@ -56,6 +58,7 @@ std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const 
   if (current_.session) cache_.keep(std::move(current_));
   current_ = cache_.take(prompt);
   Session& s = *current_.session;
+  s.set_prefill_chunk(prefill_chunk_);
   const size_t start = s.tokens().size();  // prompt tokens already in the state
   out.cached_tokens = int64_t(start);
   const std::vector<int64_t> save_at = cache_.save_points();
@@ -71,7 +74,7 @@ std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const 
         out.cancelled = true;
         return {};
       }
-      size_t e = std::min(b + kPrefillChunk, P - 1);
+      size_t e = std::min(b + size_t(prefill_chunk_), P - 1);
       for (int64_t p : save_at)
         if (size_t(p) > b && size_t(p) < e) e = size_t(p);
       s.feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(b), prompt.begin() + std::ptrdiff_t(e)));
@@ -98,6 +101,12 @@ std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const 
   return logits;
 }
 
+CachedConversation Generator::take_conversation() {
+  CachedConversation c = std::move(current_);
+  current_ = {};
+  return c;
+}
+
 std::vector<LogprobEntry> Generator::score(const std::vector<int32_t>& prompt, int top,
                                           const std::function<bool()>& alive, Outcome& out) {
   const auto t0 = Clock::now();
@@ -109,12 +118,12 @@ std::vector<LogprobEntry> Generator::score(const std::vector<int32_t>& prompt, i
   std::vector<LogprobEntry> entries;
   entries.push_back({prompt.empty() ? 0 : prompt[0], std::numeric_limits<double>::quiet_NaN(), {}});
   Session s(model_);
-  for (size_t b = 0; b < prompt.size(); b += kPrefillChunk) {
+  for (size_t b = 0; b < prompt.size(); b += kScoreChunk) {
     if (alive && !alive()) {
       out.cancelled = true;
       return {};
     }
-    const size_t e = std::min(b + kPrefillChunk, prompt.size());
+    const size_t e = std::min(b + kScoreChunk, prompt.size());
     const std::vector<float> rows =
         s.feed_all(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(b), prompt.begin() + std::ptrdiff_t(e)));
     for (size_t i = b; i < e && i + 1 < prompt.size(); ++i) {

@@ -24,13 +24,15 @@ namespace sluice::chat {
 
 class Generator {
  public:
-  // context_length: positions a conversation may use (0: unbounded). With a
+  // context_length: positions a conversation may use (0: unbounded).
+  // prefill_chunk: prompt tokens per prefill pass (Engine::prefill_chunk(),
+  // the memory plan's; a gone client is noticed between chunks). With a
   // drafter, its drafts are verified in batches (the output is the same).
   // `cache`: how many conversations are kept for prefix reuse, and where
   // prompt states are saved (runtime/prompt_cache.h).
   Generator(const Model& model, const ChatCodec& codec, GenerationCounters& counters, int64_t context_length,
             std::shared_ptr<Drafter> drafter = nullptr, const SpeculationOptions& speculation = {},
-            PromptCacheOptions cache = {});
+            PromptCacheOptions cache = {}, int64_t prefill_chunk = 64);
 
   // Context budget checks before queueing: throws ApiError(400) when the prompt does not fit.
   int64_t max_new_tokens(const Request& req, int64_t prompt_tokens) const;
@@ -58,6 +60,11 @@ class Generator {
   std::vector<LogprobEntry> score(const std::vector<int32_t>& prompt, int top, const std::function<bool()>& alive,
                                   Outcome& out);
 
+  // The conversation prefill() left running, for a caller that decodes it
+  // itself (the batch scheduler); it goes back to the prompt cache with keep().
+  CachedConversation take_conversation();
+  void keep(CachedConversation c) { cache_.keep(std::move(c)); }
+
   // The ids that end a reply: the model's eos ids and the codec's end-of-turn ids.
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
 
@@ -69,6 +76,7 @@ class Generator {
   CachedConversation current_;  // the last request's, given back to cache_ by the next
   std::vector<int32_t> stop_ids_;
   int64_t context_;
+  int64_t prefill_chunk_;
   std::shared_ptr<Drafter> drafter_;  // null: no speculation
   SpeculationOptions speculation_;
 };

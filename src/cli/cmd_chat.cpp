@@ -52,7 +52,8 @@ void add_chat_command(CLI::App& app, Action& action) {
       chat::GenerationCounters counters;  // nothing reads them on the terminal
       SpeculationOptions spec;
       spec.max_draft = o->gen.draft_max;
-      chat::Generator gen(*model, *codec, counters, model->context_length(), o->gen.drafter, spec);
+      chat::Generator gen(*model, *codec, counters, model->context_length(), o->gen.drafter, spec, {},
+                          o->gen.prefill_chunk > 0 ? o->gen.prefill_chunk : model->prefill_chunk());
       nlohmann::json messages = nlohmann::json::array();
       if (!o->system.empty()) messages.push_back({{"role", "system"}, {"content", o->system}});
       const bool tty = isatty(STDIN_FILENO), color = isatty(STDOUT_FILENO);

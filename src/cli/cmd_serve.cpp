@@ -1,6 +1,5 @@
 // sluice serve: the OpenAI-compatible HTTP server.
 #include <cstdio>
-#include <filesystem>
 
 #include "chat/chat_codec.h"
 #include "cli/commands.h"
@@ -16,12 +15,6 @@
 namespace sluice::cli {
 
 namespace {
-
-// The id clients send as "model" by default: the directory's name ("dir/" and "dir/." too).
-std::string directory_name(const std::string& dir) {
-  const auto p = std::filesystem::path(dir).lexically_normal();
-  return p.has_filename() ? p.filename().string() : p.parent_path().filename().string();
-}
 
 void add_serve_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat completions, completions, models)");
@@ -42,8 +35,14 @@ void add_serve_command(CLI::App& app, Action& action) {
   cmd->add_option("--api-key", o->s.api_key, "Require 'Authorization: Bearer KEY' on every request but /health");
   cmd->add_option("--max-request-bytes", o->s.max_request_bytes, "Larger request bodies get 413")
       ->capture_default_str();
-  cmd->add_option("--max-queue", o->s.max_queue, "Requests that may wait for the running one; more get 429")
+  cmd->add_option("--max-queue", o->s.max_queue, "Requests that may wait for the running ones; more get 429")
       ->capture_default_str();
+  cmd->add_option("--parallel", o->s.parallel,
+                  "Requests decoded together, one forward pass for all (each reply the same as alone; a joining "
+                  "request's prompt is prefilled alone between passes; with --ram the plan holds state for each)")
+      ->capture_default_str();
+  cmd->add_option("--prefill-chunk", o->s.prefill_chunk,
+                  "Prompt tokens per prefill pass (0: as many as the memory plan allows)")->capture_default_str();
   cmd->add_option("--served-model-name", o->name, "Model id clients send (default: the directory's name)");
   cmd->add_flag("--speculate", o->speculate,
                 "n-gram speculative decoding: drafts from the conversation are verified in one pass (same output, "
@@ -82,19 +81,21 @@ void add_serve_command(CLI::App& app, Action& action) {
       if (!(o->header_timeout_s > 0 && o->header_timeout_s <= 3600))
         fail("--header-timeout must be in (0, 3600] seconds, got {}", o->header_timeout_s);
       o->s.transport.head_timeout = std::chrono::milliseconds(int64_t(o->header_timeout_s * 1000));
-      server::check_options(o->s);
+      server::check_options(o->s, o->speculate || !o->draft_model.empty());
       if (!(o->prompt_cache_gb > 0)) fail("--prompt-cache-max must be positive, got {}", o->prompt_cache_gb);
       o->s.cache.disk_bytes = uint64_t(o->prompt_cache_gb * 1e9);
       apply_memory_options(o->mem);
-      o->mem.sequences = std::max<int64_t>(o->mem.sequences, o->s.cache.slots);  // each kept conversation has its state
+      // State for each kept conversation, and for each running request beyond the one that is among them.
+      o->mem.sequences = std::max<int64_t>(o->mem.sequences, o->s.cache.slots + o->s.parallel - 1);
       o->model = model_or_default(o->model);
-      o->s.model_name = o->name.empty() ? directory_name(o->model) : o->name;
-
+      o->s.model_name = server::served_model_name(o->name, o->model);
       const server::StopSignals stop_signals;  // before the engine starts its threads
       if (o->context > 0) o->mem.context_tokens = o->context;  // the plan's state is for the served context
       auto model = Engine::open(o->model, o->mem);
       if (model->plan().budget > 0) std::fprintf(stderr, "%s\n", model->plan().describe().c_str());
-      if (model->plan().budget > 0) o->s.cache.memory_bytes = model->plan().state;  // what the plan set aside
+      const uint64_t others = model->plan().state / uint64_t(o->mem.sequences) * uint64_t(o->s.parallel - 1);
+      if (model->plan().budget > 0) o->s.cache.memory_bytes = model->plan().state - others;  // for kept ones
+      if (o->s.prefill_chunk == 0) o->s.prefill_chunk = model->prefill_chunk();
       if (!o->s.cache.dir.empty()) o->s.cache.identity = model_identity(*model);
       o->s.drafter = choose_drafter(o->draft_model, o->speculate, o->ngram, *model);
       o->s.context_length = server::served_context(o->context, model->context_length(), o->model);

@@ -84,9 +84,9 @@ MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device) 
   p.reserve = std::min<uint64_t>(budget / 5, 768ull << 20);
   const uint64_t fixed = p.reserve + p.state;
   if (fixed >= budget)
-    fail("--ram {} leaves nothing after {} of working memory ({} reserve, {} state for {} positions)",
-         gib(budget), gib(fixed), gib(p.reserve),
-         gib(p.state), f.context_tokens);
+    fail("--ram {} leaves nothing after {} of working memory ({} reserve, {} state for {} positions{})",
+         gib(budget), gib(fixed), gib(p.reserve), gib(p.state), f.context_tokens,
+         f.sequences > 1 ? fmt::format(" in each of {} sequences", f.sequences) : std::string());
   if (f.spine_bytes + fixed <= budget / 4 * 3) {
     p.expert_cache = budget - f.spine_bytes - fixed;
   } else {

@@ -3,13 +3,18 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
 #include <strings.h>
 
 #include <httplib.h>
 
+#include "chat/batch_scheduler.h"
 #include "chat/generator.h"
 #include "chat/output_grammar.h"
 #include "server/anthropic_api.h"
+#include "server/batch_runner.h"
 #include "server/api_error.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
@@ -82,7 +87,7 @@ bool same_secret(const std::string& a, const std::string& b) {
 TransportOptions transport_options(const ServerOptions& o, Metrics& metrics) {
   TransportOptions t = o.transport;
   // Every generation request holds a worker while it waits or runs; the rest answer at once.
-  t.workers = o.max_queue + 1 + 8;
+  t.workers = o.max_queue + size_t(o.parallel) + 8;
   t.max_connections = std::max(t.max_connections, o.max_queue + 64);
   t.on_refused = [&metrics](int status) { metrics.count_request(Route::Connection, status); };
   return t;
@@ -95,6 +100,9 @@ struct HttpServer::Impl {
   Metrics metrics;
   GenerationQueue queue;
   Generator generator;
+  // --parallel > 1: the scheduler that decodes the running requests together, on the runner's thread.
+  std::unique_ptr<chat::BatchScheduler> scheduler;
+  std::unique_ptr<BatchRunner> runner;
   ResponseStore responses;  // /v1/responses kept for previous_response_id
   std::atomic<bool> stopping{false};
   HttpTransport http;  // last: its threads stop before the members above go
@@ -103,8 +111,12 @@ struct HttpServer::Impl {
       : model(m),
         codec(c),
         opts(std::move(o)),
-        queue(opts.max_queue),
-        generator(m, c, metrics, opts.context_length, opts.drafter, opts.speculation, opts.cache),
+        queue(opts.max_queue, size_t(opts.parallel)),
+        generator(m, c, metrics, opts.context_length, opts.drafter, opts.speculation, opts.cache,
+                  opts.prefill_chunk > 0 ? opts.prefill_chunk : 64),
+        scheduler(opts.parallel > 1 ? std::make_unique<chat::BatchScheduler>(m, c, generator, metrics, opts.parallel)
+                                    : nullptr),
+        runner(scheduler ? std::make_unique<BatchRunner>(*scheduler) : nullptr),
         http(transport_options(opts, metrics)) {
     metrics.set_queue([this] { return queue.waiting(); }, [this] { return queue.running(); });
     setup();
@@ -118,6 +130,9 @@ struct HttpServer::Impl {
   std::shared_ptr<Job> prepare_openai(const std::string& body, Request::Kind kind) const;
   bool wait_for_turn(Job& job, httplib::Response& res);  // false: the client left while waiting
   bool stream_reply(Job& job, httplib::DataSink& sink);   // the content provider's body
+  // --parallel > 1: the generation on the scheduler's thread; this worker writes what it
+  // releases and watches the client. `write` returns false once the client is gone.
+  Outcome run_batched(Job& job, const std::function<bool(const std::string&)>& write);
   void openai_route(const std::string& body, httplib::Response& res, Request::Kind kind);
   void anthropic_route(const std::string& body, httplib::Response& res, bool count_tokens);
   void responses_route(const std::string& body, httplib::Response& res);
@@ -400,7 +415,7 @@ bool HttpServer::Impl::wait_for_turn(Job& job, httplib::Response& res) {
   auto turn = queue.join();
   if (!turn) {
     const int64_t ahead = queue.running() + queue.waiting();
-    res.set_header("Retry-After", std::to_string(retry_after_seconds(ahead, metrics.service_rates())));
+    res.set_header("Retry-After", std::to_string(retry_after_seconds(ahead, metrics.service_rates(), queue.slots())));
     throw ApiError(429, "rate_limit_error", "", "queue_full",
                    fmt::format("the server is busy: {} requests are already waiting", opts.max_queue));
   }
@@ -441,10 +456,13 @@ bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
   EmitFn emit = [&](const ReplyDelta& d, const std::vector<LogprobEntry>& lp) { return write(w.delta(d, lp)); };
   Outcome o;
   try {
-    o = generator.run(job.req, job.prompt, emit, alive, [&](int64_t done, int64_t total) {
-      const std::string p = w.progress(done, total);
-      if (!p.empty()) write(p);
-    });
+    if (runner)
+      o = run_batched(job, write);
+    else
+      o = generator.run(job.req, job.prompt, emit, alive, [&](int64_t done, int64_t total) {
+        const std::string p = w.progress(done, total);
+        if (!p.empty()) write(p);
+      });
   } catch (const std::exception& e) {
     write(w.error(fmt::format("generation failed: {}", e.what()), "server_error", ""));
     sink.done();
@@ -469,6 +487,71 @@ bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
   return ok;
 }
 
+Outcome HttpServer::Impl::run_batched(Job& job, const std::function<bool(const std::string&)>& write) {
+  // What the scheduler's thread hands over: the writer's calls to make here, in order, and the end.
+  struct Channel {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::function<std::string(ReplyWriter&)>> pieces;
+    bool finished = false;
+    Outcome outcome;
+    std::exception_ptr error;
+    std::atomic<bool> gone{false};  // the client left (or a write failed)
+  };
+  auto ch = std::make_shared<Channel>();
+  auto hand_over = [ch](std::function<std::string(ReplyWriter&)> piece) {
+    std::lock_guard lk(ch->mu);
+    ch->pieces.push_back(std::move(piece));
+    ch->cv.notify_all();
+  };
+  chat::BatchScheduler::Job b;
+  b.req = &job.req;
+  b.prompt = job.prompt;
+  b.alive = [this, ch] { return !stopping && !ch->gone; };
+  b.emit = [this, ch, hand_over](const ReplyDelta& d, const std::vector<LogprobEntry>& lp) {
+    hand_over([d, lp](ReplyWriter& w) { return w.delta(d, lp); });
+    return !stopping && !ch->gone;
+  };
+  b.progress = [hand_over](int64_t done, int64_t total) {
+    hand_over([done, total](ReplyWriter& w) { return w.progress(done, total); });
+  };
+  b.done = [ch](const Outcome& o, std::exception_ptr e) {
+    std::lock_guard lk(ch->mu);
+    ch->outcome = o;
+    ch->error = e;
+    ch->finished = true;
+    ch->cv.notify_all();
+  };
+  runner->submit(std::move(b));
+  // Until the scheduler is done with the request (the queue's turn is held that long).
+  auto last_write = std::chrono::steady_clock::now();
+  for (bool finished = false; !finished;) {
+    std::vector<std::function<std::string(ReplyWriter&)>> pieces;
+    {
+      std::unique_lock lk(ch->mu);
+      ch->cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return !ch->pieces.empty() || ch->finished; });
+      pieces.swap(ch->pieces);
+      finished = ch->finished;
+    }
+    for (auto& piece : pieces) {
+      const std::string text = piece(*job.writer);
+      if (text.empty()) continue;
+      if (!write(text)) ch->gone = true;
+      last_write = std::chrono::steady_clock::now();
+    }
+    if (finished || ch->gone) continue;
+    if (job.fd >= 0) {
+      if (peer_closed(job.fd)) ch->gone = true;
+    } else if (std::chrono::steady_clock::now() - last_write > std::chrono::seconds(1)) {
+      // No socket to poll: a write is how a vanished client shows up.
+      if (!write(job.writer->keep_alive())) ch->gone = true;
+      last_write = std::chrono::steady_clock::now();
+    }
+  }
+  if (ch->error) std::rethrow_exception(ch->error);
+  return ch->outcome;
+}
+
 void HttpServer::Impl::openai_route(const std::string& raw_body, httplib::Response& res, Request::Kind kind) {
   try {
     auto job = prepare_openai(raw_body, kind);
@@ -482,7 +565,7 @@ void HttpServer::Impl::openai_route(const std::string& raw_body, httplib::Respon
   }
 }
 
-void check_options(const ServerOptions& o) {
+void check_options(const ServerOptions& o, bool speculating) {
   if (o.port < 0 || o.port > 65535) fail("--port must be in 0..65535, got {}", o.port);
   if (o.max_request_bytes < 1024) fail("--max-request-bytes must be at least 1024, got {}", o.max_request_bytes);
   if (o.speculation.max_draft < 1) fail("--draft-max must be >= 1, got {}", o.speculation.max_draft);
@@ -490,6 +573,11 @@ void check_options(const ServerOptions& o) {
   if (o.transport.max_connections_per_client < 1)
     fail("--max-connections-per-client must be >= 1, got {}", o.transport.max_connections_per_client);
   if (o.cache.slots < 1 || o.cache.slots > 1024) fail("--cache-slots must be in 1..1024, got {}", o.cache.slots);
+  if (o.parallel < 1 || o.parallel > 256) fail("--parallel must be in 1..256, got {}", o.parallel);
+  if (o.parallel > 1 && speculating)
+    fail("--speculate and --draft-model verify drafts one request at a time: use them with --parallel 1 "
+         "(got --parallel {})", o.parallel);
+  if (o.prefill_chunk < 0) fail("--prefill-chunk must be >= 1 (or 0: as the memory plan allows), got {}", o.prefill_chunk);
 }
 
 int64_t served_context(int64_t requested, int64_t model_positions, const std::string& model_dir) {
@@ -500,6 +588,12 @@ int64_t served_context(int64_t requested, int64_t model_positions, const std::st
   const int64_t n = requested > 0 ? requested : model_positions;
   if (n <= 0) fail("{}/config.json has no max_position_embeddings: pass --context-length", model_dir);
   return n;
+}
+
+std::string served_model_name(const std::string& requested, const std::string& model_dir) {
+  if (!requested.empty()) return requested;
+  const auto p = std::filesystem::path(model_dir).lexically_normal();
+  return p.has_filename() ? p.filename().string() : p.parent_path().filename().string();
 }
 
 HttpServer::HttpServer(const Model& model, const ChatCodec& codec, ServerOptions opts)

@@ -1,5 +1,6 @@
 // The HTTP front end: OpenAI-compatible routes over cpp-httplib, API-key
-// check, body limits, the FIFO generation queue and JSON errors for everything.
+// check, body limits, the FIFO generation queue (one generation at a time, or
+// up to --parallel decoded together by the batch scheduler) and JSON errors for everything.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -27,13 +28,20 @@ struct ServerOptions {
   SpeculationOptions speculation;
   SamplingParams sampling_defaults;  // for requests that do not set them (sampling_defaults(model_dir))
   PromptCacheOptions cache;  // conversations kept for prefix reuse, prompt states saved on disk
+  // Requests decoded together in one forward pass (chat/batch_scheduler.h); 1: one at a time.
+  int64_t parallel = 1;
+  int64_t prefill_chunk = 0;  // prompt tokens per prefill pass (0: the sessions' 64; serve sets the plan's)
 };
 
-// Refuses options no server can run with, naming the `sluice serve` flag.
-void check_options(const ServerOptions& o);
+// Refuses options no server can run with, naming the `sluice serve` flag;
+// `speculating`: --speculate or --draft-model was given.
+void check_options(const ServerOptions& o, bool speculating = false);
 // The positions a conversation may use: `requested` (--context-length; 0: the
 // model's), at most the model's `model_positions`; an error when neither is known.
 int64_t served_context(int64_t requested, int64_t model_positions, const std::string& model_dir);
+// The id clients send as "model": `requested` (--served-model-name), else the
+// directory's name ("dir/" and "dir/." too).
+std::string served_model_name(const std::string& requested, const std::string& model_dir);
 
 class HttpServer {
  public:

@@ -100,6 +100,13 @@ void Metrics::add_speculation(int64_t passes, int64_t proposed, int64_t accepted
   spec_accepted_ += uint64_t(accepted);
 }
 
+void Metrics::add_batch_pass(int64_t sequences) {
+  std::lock_guard lk(mu_);
+  ++batch_passes_;
+  batch_sequences_ += uint64_t(sequences);
+  last_batch_ = sequences;
+}
+
 void Metrics::add_request_seconds(double s) {
   std::lock_guard lk(mu_);
   request_seconds_ += s;
@@ -184,7 +191,14 @@ std::string Metrics::render() const {
   single("sluice_expert_stall_seconds_total", "counter",
          "Seconds generation waited for expert reads.", experts_.stall_seconds);
   single("sluice_queue_waiting", "gauge", "Generation requests waiting for their turn.", waiting_ ? waiting_() : 0);
-  single("sluice_queue_running", "gauge", "Generation requests running (at most 1).", running_ ? running_() : 0);
+  single("sluice_queue_running", "gauge", "Generation requests running (at most --parallel).",
+         running_ ? running_() : 0);
+  single("sluice_batch_passes_total", "counter",
+         "Decode passes of the batch scheduler, several requests' tokens in one pass (--parallel > 1).", batch_passes_);
+  single("sluice_batch_sequences_total", "counter",
+         "Requests' tokens decoded in those passes (divided by sluice_batch_passes_total: the mean batch size).",
+         batch_sequences_);
+  single("sluice_batch_size", "gauge", "Requests decoded together in the last batched pass.", last_batch_);
   return o;
 }
 

@@ -39,6 +39,8 @@ class Metrics : public chat::GenerationCounters {
   // One request's speculation: verification passes, draft tokens proposed and accepted.
   void add_speculation(int64_t passes, int64_t proposed, int64_t accepted) override;
   void set_prompt_cache(int64_t slots, uint64_t memory_bytes, int64_t files, uint64_t disk_bytes) override;
+  // One decode pass of the batch scheduler (--parallel > 1) over `sequences` requests.
+  void add_batch_pass(int64_t sequences) override;
 
  private:
   mutable std::mutex mu_;
@@ -48,6 +50,8 @@ class Metrics : public chat::GenerationCounters {
   std::vector<double> bucket_bounds_;
   std::vector<uint64_t> buckets_;  // cumulative counts are computed when rendering
   uint64_t spec_passes_ = 0, spec_proposed_ = 0, spec_accepted_ = 0;
+  uint64_t batch_passes_ = 0, batch_sequences_ = 0;
+  int64_t last_batch_ = 0;
   double request_seconds_ = 0;
   int64_t prefill_done_ = 0, prefill_total_ = 0;
   uint64_t request_count_ = 0;

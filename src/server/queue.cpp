@@ -7,18 +7,23 @@ namespace sluice::server {
 
 std::unique_ptr<GenerationQueue::Turn> GenerationQueue::join() {
   std::lock_guard lk(mu_);
-  if (order_.size() >= max_waiting_ + 1) return nullptr;
+  if (order_.size() >= max_waiting_ + running_) return nullptr;
   const uint64_t id = next_id_++;
   order_.push_back(id);
   return std::unique_ptr<Turn>(new Turn(*this, id));
 }
 
+bool GenerationQueue::started(uint64_t id) const {
+  const size_t n = std::min(order_.size(), running_);
+  return std::find(order_.begin(), order_.begin() + std::ptrdiff_t(n), id) != order_.begin() + std::ptrdiff_t(n);
+}
+
 bool GenerationQueue::Turn::wait(const std::function<bool()>& give_up) {
   std::unique_lock lk(q_.mu_);
-  while (q_.order_.front() != id_) {
+  while (!q_.started(id_)) {
     if (give_up) {
       q_.cv_.wait_for(lk, std::chrono::milliseconds(50));
-      if (q_.order_.front() != id_ && give_up()) return false;
+      if (!q_.started(id_) && give_up()) return false;
     } else {
       q_.cv_.wait(lk);
     }
@@ -36,12 +41,12 @@ GenerationQueue::Turn::~Turn() {
 
 int64_t GenerationQueue::waiting() const {
   std::lock_guard lk(mu_);
-  return order_.empty() ? 0 : int64_t(order_.size()) - 1;
+  return order_.size() > running_ ? int64_t(order_.size() - running_) : 0;
 }
 
 int64_t GenerationQueue::running() const {
   std::lock_guard lk(mu_);
-  return order_.empty() ? 0 : 1;
+  return int64_t(std::min(order_.size(), running_));
 }
 
 }  // namespace sluice::server

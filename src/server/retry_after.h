@@ -18,7 +18,9 @@ struct ServiceRates {
 
 constexpr int64_t kMaxRetryAfterSeconds = 60;
 
-// `ahead`: requests that start before a new one (running + waiting). At least 1 s, at most kMaxRetryAfterSeconds.
-int64_t retry_after_seconds(int64_t ahead, const ServiceRates& r);
+// `ahead`: requests that start before a new one (running + waiting), served
+// `parallel` at a time (--parallel: decoded together, each at the measured
+// time per token). At least 1 s, at most kMaxRetryAfterSeconds.
+int64_t retry_after_seconds(int64_t ahead, const ServiceRates& r, int64_t parallel = 1);
 
 }  // namespace sluice::server

@@ -14,7 +14,9 @@ import { startServer, runner, printableBias, metric, sleep, rawExchange, replyJs
 const [binary, modelDir] = process.argv.slice(2);
 const MODEL = path.basename(modelDir);
 const HEAD_TIMEOUT_S = 3;
-const server = await startServer(binary, modelDir, ['--max-request-bytes', '1048576', '--max-queue', '4', '--header-timeout', String(HEAD_TIMEOUT_S)]);
+// 64-token prefill chunks (the plan's chunk on this small model is thousands of
+// tokens, one pass each): a gone client is noticed between chunks.
+const server = await startServer(binary, modelDir, ['--max-request-bytes', '1048576', '--max-queue', '4', '--header-timeout', String(HEAD_TIMEOUT_S), '--prefill-chunk', '64']);
 const { port, url } = server;
 const t = runner();
 

@@ -52,7 +52,8 @@ async function signalAndTime(server, sig) {
 }
 
 await t.test('SIGTERM during a long prefill: the prefill stops at a chunk and the server exits', async () => {
-  const server = await startServer(binary, modelDir);
+  // 64-token chunks: the plan's chunk on this small model is thousands of tokens, one pass each.
+  const server = await startServer(binary, modelDir, ['--prefill-chunk', '64']);
   // ~60,000 prompt tokens (byte codec): far longer to prefill than the exit limit on any machine.
   const req = streamCompletion(server.url, { prompt: 'And it came to pass. '.repeat(2900), max_tokens: 4 });
   await waitFor(async () => (await metric(server.url, 'sluice_queue_running')) === 1, 30000, 'the request to start');

@@ -93,6 +93,16 @@ if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/@anthropic-ai/sdk AND EXIST
   set_tests_properties(server.anthropic_sdk PROPERTIES LABELS "server" TIMEOUT 1800)  # release only, as above
 endif()
 
+# Continuous batching behind the server: concurrent clients on --parallel 4 get
+# the replies a --parallel 1 server gives each alone. Release tree only: the
+# scheduler's exactness and cancellation run under ASan in the unit tests
+# (BatchScheduling.*), and two k3-mini servers under ASan cost minutes.
+if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
+  add_test(NAME server.batching
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/batching.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})
+  set_tests_properties(server.batching PROPERTIES LABELS "server" TIMEOUT 600)
+endif()
+
 # Speculative decoding behind the server: the same replies with and without it.
 if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
   add_test(NAME server.speculation

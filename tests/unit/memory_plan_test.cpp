@@ -96,6 +96,25 @@ TEST(MemoryPlan, ImpossibleBudgetsNameTheOption) {
   }
 }
 
+// serve --parallel / bench --batch: each sequence's state is planned; a budget
+// that holds one but not eight says so with the numbers.
+TEST(MemoryPlan, StateForEverySequenceOrARefusalNamingThem) {
+  ModelFootprint f = footprint(1 * MiB, 1 * MiB);  // 28 MiB of state per sequence
+  const MemoryPlan one = plan_memory(200 * MiB, f);
+  f.sequences = 8;
+  try {
+    plan_memory(200 * MiB, f);
+    FAIL() << "accepted 8 sequences' state in a budget for fewer";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--ram"), std::string::npos) << m;
+    EXPECT_NE(m.find("8 sequences"), std::string::npos) << m;
+    EXPECT_NE(m.find("4096 positions"), std::string::npos) << m;
+  }
+  f.sequences = 2;
+  EXPECT_EQ(plan_memory(200 * MiB, f).state, 2 * one.state);
+}
+
 TEST(MemoryPlan, RequestChecksNameTheOption) {
   auto rejects = [](MemoryRequest r, const std::string& option) {
     try {

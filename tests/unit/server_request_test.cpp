@@ -188,5 +188,23 @@ TEST(ServerQueue, FifoWithALimit) {
   EXPECT_EQ(q.running(), 1);
 }
 
+// --parallel N: the first N in line run together, the rest wait in order.
+TEST(ServerQueue, SeveralRunningTurns) {
+  GenerationQueue q(1, 3);
+  EXPECT_EQ(q.slots(), 3);
+  auto a = q.join(), b = q.join(), c = q.join(), d = q.join();
+  ASSERT_TRUE(a && b && c && d);
+  EXPECT_FALSE(q.join());  // three running + one waiting
+  EXPECT_EQ(q.running(), 3);
+  EXPECT_EQ(q.waiting(), 1);
+  EXPECT_TRUE(a->wait());
+  EXPECT_TRUE(c->wait());
+  EXPECT_FALSE(d->wait([] { return true; }));  // not among the first three: gives up
+  b.reset();
+  EXPECT_TRUE(d->wait());  // a running turn ended: d runs
+  EXPECT_EQ(q.running(), 3);
+  EXPECT_EQ(q.waiting(), 0);
+}
+
 }  // namespace
 }  // namespace sluice::server

@@ -28,6 +28,15 @@ TEST(RetryAfter, GrowsWithTheQueueAndIsBounded) {
   EXPECT_EQ(retry_after_seconds(1, ServiceRates{1e300, 1e300, 1e300, 1e300}), kMaxRetryAfterSeconds);
 }
 
+// With --parallel N the requests ahead are served N at a time.
+TEST(RetryAfter, ParallelSlotsShareTheWait) {
+  const ServiceRates r{1.0 / 64, 1.0 / 16, 32, 16};  // 1.5 s per request
+  EXPECT_EQ(retry_after_seconds(4, r, 4), 2);   // one round
+  EXPECT_EQ(retry_after_seconds(5, r, 4), 3);   // two rounds
+  EXPECT_EQ(retry_after_seconds(16, r, 4), 6);  // four rounds (24 s one at a time)
+  EXPECT_EQ(retry_after_seconds(16, r, 1), retry_after_seconds(16, r));
+}
+
 TEST(RetryAfter, RatesComeFromWhatTheServerMeasured) {
   Metrics m;
   m.add_prompt(100, 60, 0.4);  // 40 tokens fed in 0.4 s (60 reused)
