@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "store/expert_dirs.h"
 #include "store/prepare.h"
+#include "util/error.h"
 #include "util/progress.h"
 
 namespace sluice::cli {
@@ -21,9 +23,24 @@ void add_prepare_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_flag("--pack-experts", o->pack_experts,
                 "Also copy routed experts into per-layer packs, one 4 KiB-aligned extent per expert");
+  cmd->add_option("--expert-dirs", o->expert_dirs,
+                  "With --pack-experts: spread the packs over these directories (one per drive, comma-separated; "
+                  "each expert's projections on different drives, bytes balanced per layer)")
+      ->delimiter(',');
+  auto relocate = std::make_shared<bool>(false);
+  cmd->add_flag("--relocate", *relocate,
+                "Only record that the packs prepared with --expert-dirs now live in the --expert-dirs given (same "
+                "order; every pack is checked for its size); writes nothing else");
   cmd->add_flag("--quiet", *quiet, "No progress display");
-  cmd->callback([o, quiet, &action] {
-    action = [o, quiet] {
+  cmd->callback([o, quiet, relocate, &action] {
+    action = [o, quiet, relocate] {
+      if (*relocate) {
+        if (o->expert_dirs.empty()) fail("--relocate needs --expert-dirs (the directories the packs are in now)");
+        const int64_t n = relocate_expert_dirs(o->dir, o->expert_dirs);
+        std::printf("%s: %lld packs found in %zu expert directories; manifest updated\n", o->dir.c_str(),
+                    (long long)n, o->expert_dirs.size());
+        return 0;
+      }
       o->progress = !*quiet;
       PrepareResult r = prepare(*o);
       std::printf("prepared %s: spine %s (%s%s), %lld experts (%s) checksummed%s%s\n", o->dir.c_str(),

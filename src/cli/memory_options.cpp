@@ -34,7 +34,7 @@ void add_memory_options(CLI::App* cmd, MemoryRequest& r) {
   cmd->add_option("--heat-file", r.heat_file, "heat policy: counts file (default MODEL/sluice-expert-heat.txt)")
       ->group(group);
   cmd->add_option("--queue", r.queue, "Expert reader: auto, uring or threads")->capture_default_str()->group(group);
-  cmd->add_option("--queue-depth", r.queue_depth, "Reads in flight at most")->capture_default_str()->group(group);
+  cmd->add_option("--queue-depth", r.queue_depth, "Reads in flight at most, per drive (each directory of checkpoint files or expert packs)")->capture_default_str()->group(group);
   cmd->add_option("--read-kb", r.read_kb, "Size of each read in KiB (experts are split into reads of this size)")
       ->capture_default_str()
       ->group(group);

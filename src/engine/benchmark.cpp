@@ -69,6 +69,35 @@ class RoutedExperts {
   std::set<std::pair<int32_t, int32_t>> seen_;
 };
 
+// What each drive served between two snapshots of the reader's counters, over
+// `seconds` of the measured phase: `gbps` is its share of the phase's read
+// rate, `busy_gbps` its rate while it had reads in flight.
+nlohmann::json drives_json(const std::vector<DriveStats>& before, const std::vector<DriveStats>& after, double seconds) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < after.size(); ++i) {
+    const DriveStats b = i < before.size() ? before[i] : DriveStats{};
+    const uint64_t bytes = after[i].bytes_read - b.bytes_read;
+    const double busy = after[i].busy_seconds - b.busy_seconds;
+    out.push_back({{"dir", after[i].dir}, {"bytes", bytes}, {"reads", after[i].reads - b.reads},
+                   {"gbps", seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0}, {"busy_seconds", busy},
+                   {"busy_gbps", busy > 0 ? double(bytes) / busy / 1e9 : 0.0}});
+  }
+  return out;
+}
+
+// One line naming each drive's share, when more than one served reads.
+std::string drives_summary(const nlohmann::json& drives) {
+  std::string s;
+  int served = 0;
+  for (const auto& d : drives) {
+    if (d["bytes"].get<uint64_t>() == 0) continue;
+    ++served;
+    s += fmt::format(" {} {} ({:.3f} GB/s)", d["dir"].get<std::string>(), human_bytes(d["bytes"].get<double>()),
+                     d["gbps"].get<double>());
+  }
+  return served < 2 ? "" : fmt::format("{} drives:{}", served, s);
+}
+
 // Reads only: for each token and MoE layer, top-k uniformly random experts are
 // requested and acquired through the same reader and cache, with no compute,
 // the next step's experts prefetched while the current ones are consumed.
@@ -109,18 +138,21 @@ BenchResult io_only(const BenchRequest& r, Ticker& tick) {
   }
   const double secs = seconds_since(t0);
   ExpertStats st = src.stats();
+  const nlohmann::json drives = drives_json({}, src.drive_stats(), secs);
   BenchResult res;
   res.json = {{"model", r.model}, {"io_only", true}, {"tokens", r.tokens}, {"experts_per_layer", k},
               {"reader", src.queue_name()}, {"direct_io", src.direct_io()}, {"queue_depth", so.queue_depth},
               {"read_chunk_bytes", so.chunk_bytes}, {"cache_bytes", src.cache_bytes()},
               {"expert_bytes_read", st.bytes_read}, {"seconds", secs},
               {"read_gbps", double(st.bytes_read) / secs / 1e9},
-              {"cache_hit_rate", st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0.0}};
+              {"cache_hit_rate", st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0.0},
+              {"drives", drives}};
   res.summary.push_back(fmt::format(
       "{}: io-only {} read in {:.2f} s = {:.2f} GB/s ({}, {}, queue depth {}, {} KiB reads, hit rate {:.1f}%)", r.model,
       human_bytes(double(st.bytes_read)), secs, res.json["read_gbps"].get<double>(), src.queue_name(),
       src.direct_io() ? "O_DIRECT" : "buffered", so.queue_depth, so.chunk_bytes / 1024,
       100 * res.json["cache_hit_rate"].get<double>()));
+  if (!drives_summary(drives).empty()) res.summary.push_back(drives_summary(drives));
   return res;
 }
 
@@ -238,6 +270,8 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   routed.reset();
   ExpertStats prev = model->expert_stats();
   const uint64_t prefill_read = prev.bytes_read - before_prefill.bytes_read;
+  const StreamingExperts* reader = model->streaming_experts();
+  const std::vector<DriveStats> drives0 = reader ? reader->drive_stats() : std::vector<DriveStats>{};
   uint64_t io_prev = process_read_bytes();
   nlohmann::json per_token = nlohmann::json::array();
   std::vector<double> secs, ebytes, sbytes, need, dbytes;
@@ -279,6 +313,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const SpineStreamStats sp = model->spine_stats();
   const double hit_rate = st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0;
   const double recall = st.requests ? double(st.prefetch_used) / double(st.requests) : 0;
+  const nlohmann::json drives = drives_json(drives0, reader ? reader->drive_stats() : std::vector<DriveStats>{}, decode_total);
   BenchResult res;
   res.json = {
       {"model", r.model},
@@ -319,6 +354,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"duplicate_loads", st.duplicate_loads},
       {"total_storage_bytes_read", process_read_bytes() - io0},
       {"peak_rss_bytes", process_peak_rss()},
+      {"drives", drives},
       {"per_token", per_token},
   };
   res.summary.push_back(fmt::format(
@@ -331,6 +367,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       human_bytes(median(sbytes)), sp.streamed_layers, res.json["read_gbps"].get<double>(),
       100 * res.json["io_stall_fraction"].get<double>(), 100 * hit_rate, 100 * recall,
       human_bytes(double(process_peak_rss())), human_bytes(double(plan.budget))));
+  if (!drives_summary(drives).empty()) res.summary.push_back(drives_summary(drives));
   if (plan.device.cuda())
     res.summary.push_back(fmt::format("{}: {:.1f} tokens/s decode, {:.1f} tokens/s prefill; experts copied to the "
                                       "GPU {}/token (median), copies {:.0f}% of decode time",

@@ -123,7 +123,9 @@ void Engine::install(const LoadOptions& opts) {
     if (stream_dir && !so.fetcher)
       so.fetcher = make_remote_fetcher(dir_, d.checkpoint(), *index_,
                                        manifest ? manifest->checksum_table() : std::vector<std::vector<uint64_t>>{});
-    d.set_expert_source(std::make_unique<StreamingExperts>(d.experts(), d.checkpoint(), so));
+    auto streaming = std::make_unique<StreamingExperts>(d.experts(), d.checkpoint(), so);
+    streaming_ = streaming.get();
+    d.set_expert_source(std::move(streaming));
   }
   if (opts.device.cuda()) install_vram_experts(opts);
   d.set_prefetch(opts.prefetch);
@@ -202,7 +204,10 @@ SpineStreamStats Engine::spine_stats() const { return spine_ ? spine_->stats() :
 
 ExpertTable& Engine::experts() { return decoder_->experts(); }
 ExpertSource& Engine::expert_source() const { return decoder_->expert_source(); }
-void Engine::set_expert_source(std::unique_ptr<ExpertSource> source) { decoder_->set_expert_source(std::move(source)); }
+void Engine::set_expert_source(std::unique_ptr<ExpertSource> source) {
+  streaming_ = nullptr;  // the streaming reader, if it was the source, goes with it
+  decoder_->set_expert_source(std::move(source));
+}
 void Engine::set_prefetch(bool on) { decoder_->set_prefetch(on); }
 void Engine::set_layer_observer(std::function<void(int64_t)> f) const { decoder_->set_layer_observer(std::move(f)); }
 void Engine::set_request_observer(std::function<void(int32_t, const int32_t*, int64_t)> f) const {

@@ -91,6 +91,8 @@ class Engine : public Model {
   // read them through (the table itself unless another source is installed).
   ExpertTable& experts();
   ExpertSource& expert_source() const;
+  // The streaming reader when routed experts are streamed (null otherwise): its per-drive counters.
+  const StreamingExperts* streaming_experts() const { return streaming_; }
   void set_expert_source(std::unique_ptr<ExpertSource> source);
   void set_prefetch(bool on);
   // Called after each decoder layer of every pass (empty function: none).
@@ -122,6 +124,7 @@ class Engine : public Model {
   std::unique_ptr<SpineLayout> spine_layout_;
   std::unique_ptr<SpineStreamer> spine_;
   std::unique_ptr<LayerHooks> hooks_;
+  const StreamingExperts* streaming_ = nullptr;  // owned by the decoder
   void stream_spine(uint64_t budget);
   std::vector<ExpertExtent> on_demand_spine() const;
 };

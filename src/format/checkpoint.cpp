@@ -62,15 +62,23 @@ void Checkpoint::overlay_prepared_spine() {
   const fs::path manifest = fs::path(dir_) / kManifestFile;
   if (!fs::exists(spine) || !fs::exists(manifest)) return;
   const Manifest& m = *this->manifest();
+  // Packs spread over several drives: each directory must be there (a drive not mounted, or moved).
+  for (size_t d = 0; d < m.expert_dirs.size(); ++d)
+    if (!fs::is_directory(m.expert_dirs[d]))
+      fail("{}: expert directory {} (drive {} of {}) does not exist: mount it, or if it moved, record where with "
+           "`sluice prepare --model {} --expert-dirs DIR,... --relocate`",
+           manifest.string(), m.expert_dirs[d], d + 1, m.expert_dirs.size(), dir_);
   // The manifest records the shard sizes the spine was made from.
-  for (const auto& [name, size] : m.files) {
-    const fs::path p = fs::path(dir_) / name;
-    if (!fs::exists(p) || fs::file_size(p) != size)
-      fail("{}: {} changed since `sluice prepare` (size differs); run it again", manifest.string(), name);
+  for (size_t i = 0; i < m.files.size(); ++i) {
+    const fs::path p = m.file_path(dir_, i);
+    if (!fs::exists(p))
+      fail("{}: {} is missing; run `sluice prepare` again", manifest.string(), p.string());
+    if (fs::file_size(p) != m.files[i].second)
+      fail("{}: {} changed since `sluice prepare` (size differs); run it again", manifest.string(), p.string());
   }
   overlay(kSpineFile);
   // Expert packs written by `prepare --pack-experts`, exactly as the manifest lists them.
-  for (const auto& p : m.packs) overlay(p);
+  for (size_t p = 0; p < m.packs.size(); ++p) overlay(m.pack_path(dir_, p));
 }
 
 const Manifest* Checkpoint::manifest() const {

@@ -17,7 +17,7 @@ class Checkpoint {
  public:
   // use_prepared_spine: when `sluice prepare` has written sluice-spine.safetensors
   // and sluice-manifest.json here, tensors present in the spine file are read from it.
-  // `extra`: further files in `dir` (expert packs) whose tensors take precedence.
+  // `extra`: further files (expert packs; names in `dir`, or absolute paths) whose tensors take precedence.
   explicit Checkpoint(const std::string& dir, bool use_prepared_spine = true, const std::vector<std::string>& extra = {});
 
   const std::string& dir() const { return dir_; }

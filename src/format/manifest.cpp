@@ -38,6 +38,12 @@ void Manifest::save(const std::string& path) const {
     if (!rest_checksums.empty()) j["files"].back()["rest_xxh3"] = fmt::format("{:016x}", rest_checksums[i]);
   }
   j["packs"] = packs;
+  if (pack_dirs.size() != (expert_dirs.empty() ? 0 : packs.size()))
+    fail("{}: {} pack directories for {} packs", path, pack_dirs.size(), packs.size());
+  if (!expert_dirs.empty()) {
+    j["expert_dirs"] = expert_dirs;
+    j["pack_dirs"] = pack_dirs;
+  }
   j["experts"] = nlohmann::json::array();
   for (const auto& e : experts) {
     nlohmann::json ex = nlohmann::json::array();
@@ -74,6 +80,15 @@ Manifest Manifest::load(const std::string& path) {
     }
     if (j.contains("packs"))
       for (const auto& p : j.at("packs")) m.packs.push_back(p.get<std::string>());
+    if (j.contains("expert_dirs")) {
+      for (const auto& d : j.at("expert_dirs")) m.expert_dirs.push_back(d.get<std::string>());
+      for (const auto& d : j.at("pack_dirs")) m.pack_dirs.push_back(d.get<int32_t>());
+      if (m.pack_dirs.size() != m.packs.size())
+        fail("{}: {} pack_dirs entries for {} packs", path, m.pack_dirs.size(), m.packs.size());
+      for (size_t p = 0; p < m.pack_dirs.size(); ++p)
+        if (m.pack_dirs[p] < 0 || size_t(m.pack_dirs[p]) >= m.expert_dirs.size())
+          fail("{}: pack_dirs[{}] is {}, but there are {} expert_dirs", path, p, m.pack_dirs[p], m.expert_dirs.size());
+    }
     for (const auto& e : j.at("experts")) {
       ManifestExpert me;
       me.layer = e.at(0).get<int32_t>();
@@ -90,6 +105,19 @@ Manifest Manifest::load(const std::string& path) {
     fail("{}: malformed checksum in manifest (out of range)", path);
   }
   return m;
+}
+
+std::string Manifest::pack_path(const std::string& model_dir, size_t p) const {
+  const std::string& dir = pack_dirs.empty() ? model_dir : expert_dirs.at(size_t(pack_dirs.at(p)));
+  return (std::filesystem::path(dir) / packs.at(p)).string();
+}
+
+std::string Manifest::file_path(const std::string& model_dir, size_t i) const {
+  const std::string& name = files.at(i).first;
+  if (!pack_dirs.empty())
+    for (size_t p = 0; p < packs.size(); ++p)
+      if (packs[p] == name) return pack_path(model_dir, p);
+  return (std::filesystem::path(model_dir) / name).string();
 }
 
 std::vector<std::vector<uint64_t>> Manifest::checksum_table() const {

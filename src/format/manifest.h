@@ -35,6 +35,16 @@ struct Manifest {
     uint64_t size = 0, checksum = 0;
   };
   std::optional<SpineFile> spine_file;  // kSpineFile when it is not one of `files` (it is with packs)
+  // prepare --expert-dirs: the directories (drives) the packs are spread over,
+  // absolute paths, and for each entry of `packs` the index of its directory.
+  // Both empty: every pack is next to the checkpoint.
+  std::vector<std::string> expert_dirs;
+  std::vector<int32_t> pack_dirs;
+
+  // Where `packs[p]` is: in its expert directory, or in `model_dir`.
+  std::string pack_path(const std::string& model_dir, size_t p) const;
+  // Where `files[i]` is (packs as pack_path, everything else in `model_dir`).
+  std::string file_path(const std::string& model_dir, size_t i) const;
 
   void save(const std::string& path) const;  // atomic (temp file + rename)
   static Manifest load(const std::string& path);

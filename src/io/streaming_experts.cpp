@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "util/error.h"
@@ -83,12 +84,26 @@ StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& c
       slot_bytes_ = std::max(slot_bytes_, at);
     }
   }
+  // One read queue per directory: packs spread over drives (prepare --expert-dirs)
+  // are read concurrently, each drive's queue kept full by itself.
   for (const auto& f : ckpt.files()) {
     bool d = false;
     fds_.push_back(open_for_reads(f->path(), opts_.direct, &d));
     direct_ = direct_ && d;
+    const std::string dir = std::filesystem::path(f->path()).parent_path().string();
+    auto it = std::find_if(drives_.begin(), drives_.end(), [&](const Drive& x) { return x.stats.dir == dir; });
+    if (it == drives_.end()) {
+      drives_.push_back({});
+      drives_.back().stats.dir = dir;
+      drives_.back().queue = ReadQueue::create(opts_.queue, opts_.queue_depth);
+      it = drives_.end() - 1;
+    }
+    drive_of_file_.push_back(int32_t(it - drives_.begin()));
   }
-  queue_ = ReadQueue::create(opts_.queue, opts_.queue_depth);
+  if (drives_.empty()) {  // no files: nothing is ever read, but queue_name() has a queue to name
+    drives_.push_back({});
+    drives_.back().queue = ReadQueue::create(opts_.queue, opts_.queue_depth);
+  }
   const int64_t n = slot_bytes_ ? int64_t(opts_.cache_bytes / slot_bytes_) : 0;
   if (slot_bytes_ && n < 1)
     fail("expert cache of {} bytes cannot hold one expert ({} bytes)", opts_.cache_bytes, slot_bytes_);
@@ -125,8 +140,9 @@ void StreamingExperts::save_heat() const {
 StreamingExperts::~StreamingExperts() {
   save_heat();
   std::vector<ReadCompletion> sink;
-  while (queue_ && queue_->in_flight() > 0) queue_->reap(sink, true);
-  queue_.reset();
+  for (auto& d : drives_)
+    while (d.queue && d.queue->in_flight() > 0) d.queue->reap(sink, true);
+  drives_.clear();
   if (arena_) munmap(arena_, arena_bytes_);
   for (int fd : fds_) ::close(fd);
 }
@@ -139,9 +155,14 @@ const StreamingExperts::Plan& StreamingExperts::plan(int32_t layer, int32_t e) c
 
 std::string StreamingExperts::describe(int32_t layer, int32_t e) const {
   const Plan& p = plan(layer, e);
-  const auto& r = p.reads.front();
-  return fmt::format("expert {} of layer {} ({} bytes at offset {} of {})", e, layer, p.bytes, r.offset,
-                     ckpt_.files()[size_t(r.file)]->path());
+  std::string where;  // each file the expert has bytes in (several: packs spread over drives)
+  std::vector<int32_t> named;
+  for (const auto& r : p.reads) {
+    if (std::find(named.begin(), named.end(), r.file) != named.end()) continue;
+    named.push_back(r.file);
+    where += fmt::format("{}offset {} of {}", where.empty() ? "" : ", ", r.offset, ckpt_.files()[size_t(r.file)]->path());
+  }
+  return fmt::format("expert {} of layer {} ({} bytes at {})", e, layer, p.bytes, where);
 }
 
 int64_t StreamingExperts::find(uint64_t key) const {
@@ -204,9 +225,16 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
   slot.last_use = ++tick_;
   where_[slot.key] = s;
   uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
+  slot.pending_on.assign(drives_.size(), 0);
   for (size_t r = 0; r < p.reads.size(); ++r) {
     const Read& rd = p.reads[r];
-    queue_->submit({fds_[size_t(rd.file)], rd.offset, uint32_t(rd.length), base + rd.slot_offset, (uint64_t(s) << 24) | r});
+    const int32_t d = drive_of_file_[size_t(rd.file)];
+    Drive& drive = drives_[size_t(d)];
+    drive.queue->submit({fds_[size_t(rd.file)], rd.offset, uint32_t(rd.length), base + rd.slot_offset, (uint64_t(s) << 24) | r});
+    ++slot.pending_on[size_t(d)];
+    drive.stats.bytes_read += rd.length;
+    ++drive.stats.reads;
+    note_busy(drive);
   }
   ++stats_.reads_submitted;
   stats_.bytes_read += p.read_bytes;
@@ -253,15 +281,59 @@ void StreamingExperts::finish_slot(int64_t s) {
   slot.state = SlotState::Ready;
 }
 
-void StreamingExperts::drain(bool block) {
+void StreamingExperts::note_busy(Drive& d) {
+  const bool busy = d.queue->in_flight() > 0;
+  if (busy == d.busy) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (busy) d.busy_since = now;
+  else d.stats.busy_seconds += std::chrono::duration<double>(now - d.busy_since).count();
+  d.busy = busy;
+}
+
+std::vector<DriveStats> StreamingExperts::drive_stats() const {
+  std::vector<DriveStats> out;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& d : drives_) {
+    out.push_back(d.stats);
+    if (d.busy) out.back().busy_seconds += std::chrono::duration<double>(now - d.busy_since).count();
+  }
+  return out;
+}
+
+void StreamingExperts::flush_all() {
+  for (auto& d : drives_) d.queue->flush();
+}
+
+int64_t StreamingExperts::in_flight() const {
+  int64_t n = 0;
+  for (const auto& d : drives_) n += d.queue->in_flight();
+  return n;
+}
+
+int32_t StreamingExperts::pending_drive(int64_t slot) const {
+  const auto& p = slots_[size_t(slot)].pending_on;
+  for (size_t d = 0; d < p.size(); ++d)
+    if (p[d] > 0) return int32_t(d);
+  return -1;
+}
+
+void StreamingExperts::drain(bool block, int32_t wait_on) {
   std::vector<ReadCompletion> done;
-  queue_->reap(done, block);
+  for (auto& d : drives_) d.queue->reap(done, false);
+  if (block && done.empty()) {
+    if (wait_on < 0 || drives_[size_t(wait_on)].queue->in_flight() == 0)
+      for (size_t d = 0; d < drives_.size() && wait_on < 0; ++d)
+        if (drives_[d].queue->in_flight() > 0) wait_on = int32_t(d);
+    if (wait_on >= 0) drives_[size_t(wait_on)].queue->reap(done, true);
+  }
+  for (auto& d : drives_) note_busy(d);
   for (const auto& c : done) {
     const int64_t s = int64_t(c.tag >> 24);
     const size_t r = size_t(c.tag & 0xffffff);
     Slot& slot = slots_[size_t(s)];
     const Plan& p = plan(int32_t(slot.key >> 32), int32_t(uint32_t(slot.key)));
     const Read& rd = p.reads[r];
+    --slot.pending_on[size_t(drive_of_file_[size_t(rd.file)])];
     const uint64_t file_size = ckpt_.files()[size_t(rd.file)]->file_size();
     const uint64_t need = std::min<uint64_t>(rd.length, file_size > rd.offset ? file_size - rd.offset : 0);
     if (c.result < 0) slot.error = c.result;
@@ -301,7 +373,7 @@ void StreamingExperts::request(int32_t layer, const int32_t* experts, int64_t n)
     ++stats_.misses;
     if (!full) full = start_load(layer, experts[i], false) < 0;
   }
-  queue_->flush();
+  flush_all();
 }
 
 void StreamingExperts::prefetch(int32_t layer, const int32_t* experts, int64_t n) {
@@ -315,7 +387,7 @@ void StreamingExperts::prefetch(int32_t layer, const int32_t* experts, int64_t n
   }
   for (int64_t i = 0; i < n; ++i)
     if (find(key_of(layer, experts[i])) < 0 && start_load(layer, experts[i], true) < 0) break;
-  queue_->flush();
+  flush_all();
 }
 
 bool StreamingExperts::ready(int32_t layer, int32_t e) {
@@ -332,15 +404,15 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
   if (s < 0) fetch_missing(layer, &e, 1);
   while (s < 0) {  // not requested, or no slot was free at request time
     s = start_load(layer, e, false, /*allow_wanted=*/true);
-    queue_->flush();
+    flush_all();
     if (s < 0) {
-      if (queue_->in_flight() == 0) fail("expert cache: every slot is pinned; cannot load {}", describe(layer, e));
+      if (in_flight() == 0) fail("expert cache: every slot is pinned; cannot load {}", describe(layer, e));
       drain(true);
       waited = true;
     }
   }
   while (slots_[size_t(s)].state == SlotState::Loading) {
-    drain(true);
+    drain(true, pending_drive(s));
     waited = true;
   }
   if (waited) stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

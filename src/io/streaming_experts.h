@@ -8,6 +8,7 @@
 // so the same kernels run on the same bytes and results are bitwise identical
 // to the all-in-RAM path.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,7 +46,7 @@ struct StreamingOptions {
   std::string heat_file;       // heat: where the per-expert use counts persist
   bool direct = true;          // O_DIRECT where supported
   ReadQueue::Kind queue = ReadQueue::Kind::Auto;
-  int queue_depth = 128;
+  int queue_depth = 128;  // per drive: each directory holding checkpoint files or packs has its own queue
   uint32_t chunk_bytes = 1u << 20;  // extents are split into reads of at most this size
   // Expected XXH3-64 of each expert's bytes (layer -> expert -> hash), from a
   // prepared manifest; empty: not verified.
@@ -53,6 +54,15 @@ struct StreamingOptions {
   // Stream mode: fetches experts missing from the local files on first use.
   // Null: every expert is read from the local files as they are.
   std::shared_ptr<ExpertFetcher> fetcher;
+};
+
+// What one drive served: the files of one directory (the checkpoint's, or an
+// expert directory of `prepare --expert-dirs`) are read through one queue.
+struct DriveStats {
+  std::string dir;
+  uint64_t bytes_read = 0;  // including alignment padding
+  int64_t reads = 0;        // reads submitted (each at most StreamingOptions::chunk_bytes)
+  double busy_seconds = 0;  // time with at least one of its reads in flight
 };
 
 // The extents of an expert's weight views, merged and sorted by file position.
@@ -75,7 +85,9 @@ class StreamingExperts : public ExpertSource {
   int64_t slots() const { return int64_t(slots_.size()); }
   uint64_t cache_bytes() const { return slot_bytes_ * slots_.size(); }
   bool direct_io() const { return direct_; }
-  std::string queue_name() const { return queue_->name(); }
+  std::string queue_name() const { return drives_.front().queue->name(); }
+  // One entry per drive, in the order of the checkpoint files they hold.
+  std::vector<DriveStats> drive_stats() const;
 
  private:
   struct Read {  // one aligned read into a slot
@@ -98,6 +110,7 @@ class StreamingExperts : public ExpertSource {
     uint64_t last_use = 0, uses = 0, acquired_epoch = 0;
     bool prefetched = false, used = false;
     int64_t error = 0;
+    std::vector<int32_t> pending_on;  // reads still in flight, per drive
     ExpertWeights weights;
   };
 
@@ -106,7 +119,12 @@ class StreamingExperts : public ExpertSource {
   int64_t find(uint64_t key) const;
   int64_t start_load(int32_t layer, int32_t e, bool prefetch, bool allow_wanted = false);  // -1: no slot free
   int64_t victim(bool allow_wanted) const;
-  void drain(bool block);
+  // Reaps every drive's finished reads; with `block` and none finished, waits
+  // on drive `wait_on` (or any drive with reads in flight).
+  void drain(bool block, int32_t wait_on = -1);
+  int32_t pending_drive(int64_t slot) const;  // a drive the slot still waits on
+  void flush_all();
+  int64_t in_flight() const;
   void finish_slot(int64_t s);
   void fetch_missing(int32_t layer, const int32_t* experts, int64_t n);  // stream mode
   std::string describe(int32_t layer, int32_t e) const;
@@ -117,7 +135,15 @@ class StreamingExperts : public ExpertSource {
   std::vector<std::vector<Plan>> plans_;
   std::vector<int> fds_;
   bool direct_ = true;
-  std::unique_ptr<ReadQueue> queue_;
+  struct Drive {
+    DriveStats stats;
+    std::unique_ptr<ReadQueue> queue;
+    bool busy = false;
+    std::chrono::steady_clock::time_point busy_since;
+  };
+  std::vector<Drive> drives_;
+  std::vector<int32_t> drive_of_file_;  // checkpoint file -> index into drives_
+  void note_busy(Drive& d);
   uint64_t slot_bytes_ = 0;
   uint8_t* arena_ = nullptr;
   size_t arena_bytes_ = 0;

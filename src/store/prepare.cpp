@@ -18,6 +18,8 @@
 #include "format/config.h"
 #include "format/expert_index.h"
 #include "format/manifest.h"
+#include "store/expert_dirs.h"
+#include "store/expert_placement.h"
 #include "store/file_checksum.h"
 #include "util/atomic_file.h"
 #include "util/disk_space.h"
@@ -117,29 +119,28 @@ void write_spine(const std::string& path, const std::vector<TensorView>& tensors
   *bytes_out = uint64_t(fs::file_size(path));
 }
 
-// One pack per MoE layer: each expert's tensors back to back, every expert
-// starting on a 4 KiB boundary of the file (padding tensors fill the gaps).
-std::string write_pack(const std::string& dir, int32_t layer, const std::vector<std::vector<TensorView>>& experts,
-                       bool progress_on) {
-  const std::string name = fmt::format("sluice-experts-{:05d}.safetensors", layer);
-  const std::string path = (fs::path(dir) / name).string();
+// A pack: blocks of tensors back to back, every block starting on a 4 KiB
+// boundary of the file (padding tensors fill the gaps). A block is an expert
+// (one pack per layer), or one projection of an expert (packs spread over drives).
+void write_pack(const std::string& path, const std::string& label, const nlohmann::ordered_json& meta,
+                const std::vector<std::vector<TensorView>>& blocks, bool progress_on) {
   std::vector<std::tuple<std::string, DType, std::vector<int64_t>, uint64_t, const uint8_t*>> items;
   uint64_t off = 0;
   int pad = 0;
-  for (size_t e = 0; e < experts.size(); ++e) {
+  for (const auto& block : blocks) {
     const uint64_t aligned = (off + 4095) & ~uint64_t(4095);
     if (aligned > off) {
       items.emplace_back(fmt::format("__pad.{}", pad++), DType::U8, std::vector<int64_t>{int64_t(aligned - off)},
                          aligned - off, nullptr);
       off = aligned;
     }
-    for (const auto& t : experts[e]) {
+    for (const auto& t : block) {
       items.emplace_back(t.name(), t.dtype(), t.shape(), t.nbytes(), t.data);
       off += t.nbytes();
     }
   }
   nlohmann::ordered_json h = nlohmann::ordered_json::object();
-  h["__metadata__"] = {{"format", "pt"}, {"sluice_pack", std::to_string(layer)}};
+  h["__metadata__"] = meta;
   uint64_t at = 0;
   for (const auto& [n, dt, shape, len, _] : items) {
     h[n] = {{"dtype", std::string(dtype_name(dt))}, {"shape", shape}, {"data_offsets", {at, at + len}}};
@@ -151,7 +152,7 @@ std::string write_pack(const std::string& dir, int32_t layer, const std::vector<
   const uint64_t n = hs.size();
   f.write(&n, 8);
   f.write(hs.data(), hs.size());
-  Progress progress(fmt::format("prepare: pack layer {}", layer), at, progress_on);
+  Progress progress(label, at, progress_on);
   uint64_t done = 0;
   for (const auto& [nm, dt, shape, len, src] : items) {
     if (src) f.write(src, len);
@@ -161,24 +162,94 @@ std::string write_pack(const std::string& dir, int32_t layer, const std::vector<
   }
   f.commit();
   progress.finish();
-  return name;
 }
 
 // Each expert's tensors, from the expert index; experts whose bytes are slices
 // of stacked tensors (gpt-oss) cannot be repacked under their own names.
-std::vector<std::string> write_packs(const Checkpoint& ck, const ExpertIndex& index, const PrepareOptions& o) {
-  std::vector<std::string> packs;
+std::vector<std::vector<std::vector<TensorView>>> expert_tensors(const Checkpoint& ck, const ExpertIndex& index) {
+  std::vector<std::vector<std::vector<TensorView>>> out(size_t(index.layers()));
   for (int32_t l = 0; l < index.layers(); ++l) {
-    if (index.experts(l) == 0) continue;
-    std::vector<std::vector<TensorView>> experts(static_cast<size_t>(index.experts(l)));
+    out[size_t(l)].resize(size_t(index.experts(l)));
     for (int32_t e = 0; e < index.experts(l); ++e) {
       if (index.tensors(l, e).empty())
         fail("--pack-experts: expert {} of layer {} is a slice of a stacked tensor; this layout is already one "
              "run per tensor and cannot be repacked by name",
              e, l);
-      for (const auto& name : index.tensors(l, e)) experts[size_t(e)].push_back(ck.get(name));
+      for (const auto& name : index.tensors(l, e)) out[size_t(l)][size_t(e)].push_back(ck.get(name));
     }
-    packs.push_back(write_pack(o.dir, l, experts, o.progress));
+  }
+  return out;
+}
+
+// An expert's projections: its tensors grouped by name up to the last dot
+// (`...gate_proj.weight` with `...gate_proj.weight_scale_inv`).
+std::vector<std::vector<TensorView>> projections(const std::vector<TensorView>& tensors) {
+  std::vector<std::vector<TensorView>> out;
+  std::vector<std::string> bases;
+  for (const auto& t : tensors) {
+    const std::string base = t.name().substr(0, t.name().rfind('.'));
+    auto it = std::find(bases.begin(), bases.end(), base);
+    if (it == bases.end()) {
+      bases.push_back(base);
+      out.push_back({t});
+    } else {
+      out[size_t(it - bases.begin())].push_back(t);
+    }
+  }
+  return out;
+}
+
+struct Packs {
+  std::vector<std::string> names, paths;
+  std::vector<int32_t> dirs;  // per pack: index into PrepareOptions::expert_dirs (empty without them)
+};
+
+// One pack per MoE layer next to the checkpoint, or per layer and drive with
+// --expert-dirs (store/expert_placement.h says which projection goes where).
+Packs write_packs(const Checkpoint& ck, const ExpertIndex& index, const PrepareOptions& o,
+                  const std::vector<std::string>& dirs) {
+  const auto experts = expert_tensors(ck, index);
+  Packs packs;
+  if (dirs.empty()) {
+    for (int32_t l = 0; l < index.layers(); ++l) {
+      if (index.experts(l) == 0) continue;
+      const std::string name = fmt::format("sluice-experts-{:05d}.safetensors", l);
+      packs.names.push_back(name);
+      packs.paths.push_back((fs::path(o.dir) / name).string());
+      write_pack(packs.paths.back(), fmt::format("prepare: pack layer {}", l),
+                 {{"format", "pt"}, {"sluice_pack", std::to_string(l)}}, experts[size_t(l)], o.progress);
+    }
+    return packs;
+  }
+  std::vector<PlacementUnit> units;
+  std::vector<std::vector<TensorView>> unit_tensors;
+  for (int32_t l = 0; l < index.layers(); ++l)
+    for (int32_t e = 0; e < index.experts(l); ++e)
+      for (auto& p : projections(experts[size_t(l)][size_t(e)])) {
+        uint64_t bytes = 0;
+        for (const auto& t : p) bytes += t.nbytes();
+        units.push_back({l, e, bytes});
+        unit_tensors.push_back(std::move(p));
+      }
+  const int32_t drives = int32_t(dirs.size());
+  const std::vector<int32_t> drive = place_units(units, drives);
+  std::vector<uint64_t> per_drive(dirs.size(), 0);
+  for (size_t u = 0; u < units.size(); ++u) per_drive[size_t(drive[u])] += units[u].bytes + 4096;
+  for (size_t d = 0; d < dirs.size(); ++d) require_free_disk(dirs[d], per_drive[d], "prepare --expert-dirs");
+  size_t u = 0;
+  for (int32_t l = 0; l < index.layers(); ++l) {
+    std::vector<std::vector<std::vector<TensorView>>> blocks(dirs.size());
+    for (; u < units.size() && units[u].layer == l; ++u) blocks[size_t(drive[u])].push_back(unit_tensors[u]);
+    for (int32_t d = 0; d < drives; ++d) {
+      if (blocks[size_t(d)].empty()) continue;
+      const std::string name = fmt::format("sluice-experts-{:05d}-d{:02d}.safetensors", l, d);
+      packs.names.push_back(name);
+      packs.paths.push_back((fs::path(dirs[size_t(d)]) / name).string());
+      packs.dirs.push_back(d);
+      write_pack(packs.paths.back(), fmt::format("prepare: pack layer {} drive {}", l, d),
+                 {{"format", "pt"}, {"sluice_pack", std::to_string(l)}, {"sluice_drive", std::to_string(d)}},
+                 blocks[size_t(d)], o.progress);
+    }
   }
   return packs;
 }
@@ -210,6 +281,12 @@ void record_spine_checksums(const Checkpoint& ck, const PrepareOptions& o, Manif
   progress.finish();
 }
 
+std::vector<std::string> expert_dirs(const PrepareOptions& o) {
+  if (o.expert_dirs.empty()) return {};
+  if (!o.pack_experts) fail("--expert-dirs spreads expert packs over drives: it needs --pack-experts");
+  return absolute_expert_dirs(o.expert_dirs);
+}
+
 }  // namespace
 
 PrepareResult prepare(const PrepareOptions& o) {
@@ -238,7 +315,8 @@ PrepareResult prepare(const PrepareOptions& o) {
   if (!reuse)
     for (const auto& t : spine)
       needed += o.spine == "int8" && int8_candidate(t) ? uint64_t(t.numel()) + uint64_t(t.shape()[0]) * 4 : t.nbytes();
-  if (o.pack_experts) needed += index.total_bytes() + uint64_t(index.count()) * 4096;
+  const std::vector<std::string> dirs = expert_dirs(o);
+  if (o.pack_experts && dirs.empty()) needed += index.total_bytes() + uint64_t(index.count()) * 4096;
   require_free_disk(o.dir, needed, "prepare");
   if (reuse) {
     res.spine_reused = true;
@@ -247,15 +325,15 @@ PrepareResult prepare(const PrepareOptions& o) {
     write_spine(spine_path, spine, o.spine, o.progress, &res.spine_bytes);
   }
 
-  std::vector<std::string> packs;
-  if (o.pack_experts) packs = write_packs(released, index, o);
-  res.packs = int64_t(packs.size());
+  Packs packs;
+  if (o.pack_experts) packs = write_packs(released, index, o, dirs);
+  res.packs = int64_t(packs.names.size());
   // With packs, experts are located (and checksummed) in the packs.
   std::unique_ptr<Checkpoint> packed;
   std::unique_ptr<ExpertIndex> packed_index;
-  if (!packs.empty()) {
+  if (!packs.names.empty()) {
     std::vector<std::string> extra{kSpineFile};
-    extra.insert(extra.end(), packs.begin(), packs.end());
+    extra.insert(extra.end(), packs.paths.begin(), packs.paths.end());
     packed = std::make_unique<Checkpoint>(o.dir, false, extra);
     packed_index = std::make_unique<ExpertIndex>(cfg, *packed);
   }
@@ -263,7 +341,11 @@ PrepareResult prepare(const PrepareOptions& o) {
   const ExpertIndex& located = packed ? *packed_index : index;
   Manifest man;
   man.spine_format = o.spine;
-  man.packs = packs;
+  man.packs = packs.names;
+  if (!dirs.empty()) {
+    man.expert_dirs = dirs;
+    man.pack_dirs = packs.dirs;
+  }
   for (const auto& f : ck.files()) man.files.push_back({fs::path(f->path()).filename().string(), f->file_size()});
   for (int32_t l = 0; l < located.layers(); ++l)
     for (int32_t e = 0; e < located.experts(l); ++e) man.experts.push_back({l, e, located.extents(l, e), 0});

@@ -8,7 +8,9 @@
 // Interrupted runs resume: the spine is only rewritten if missing or of another
 // format, and checksums already computed are kept in a partial manifest.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sluice {
 
@@ -19,6 +21,10 @@ struct PrepareOptions {
   // Copy routed experts into packs (sluice-experts-LLLLL.safetensors) where each
   // expert is one 4 KiB-aligned extent, for layouts that scatter an expert's tensors.
   bool pack_experts = false;
+  // With pack_experts: spread the packs over these directories (drives), one
+  // pack per layer and directory (store/expert_placement.h); the manifest
+  // records each directory's absolute path.
+  std::vector<std::string> expert_dirs = {};
 };
 
 struct PrepareResult {

@@ -43,7 +43,7 @@ void verify_spine(const std::string& dir, const Manifest& man, const std::vector
   std::vector<uint64_t> want;
   for (size_t i = 0; i < man.files.size(); ++i) {
     if (opened[i] < 0) continue;
-    todo.push_back({(fs::path(dir) / man.files[i].first).string(),
+    todo.push_back({man.file_path(dir, i),
                     bytes_outside(extents, int32_t(i), man.files[i].second)});
     want.push_back(man.rest_checksums[i]);
   }
@@ -92,11 +92,15 @@ VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
   const auto man = find_manifest(dir);
   if (!man) fail("{}: no {} (run `sluice prepare --model {}` on the checkpoint first)", dir, kManifestFile, dir);
   VerifyReport r;
-  // Shards: present, with the size they had when prepared.
+  for (size_t d = 0; d < man->expert_dirs.size(); ++d)
+    if (!fs::is_directory(man->expert_dirs[d]))
+      r.problems.push_back(fmt::format("{}: expert directory (drive {} of {}) does not exist", man->expert_dirs[d],
+                                       d + 1, man->expert_dirs.size()));
+  // Shards and packs (on every drive): present, with the size they had when prepared.
   std::vector<int> fds(man->files.size(), -1);
   for (size_t i = 0; i < man->files.size(); ++i) {
-    const auto& [name, size] = man->files[i];
-    const std::string path = (fs::path(dir) / name).string();
+    const uint64_t size = man->files[i].second;
+    const std::string path = man->file_path(dir, i);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     ++r.files;
     if (fd < 0) {
@@ -128,7 +132,7 @@ VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
       }
       const int fd = fds[size_t(x.file)];
       if (fd < 0) {
-        problem = fmt::format("its file {} is missing or has the wrong size", man->files[size_t(x.file)].first);
+        problem = fmt::format("its file {} is missing or has the wrong size", man->file_path(dir, size_t(x.file)));
         break;
       }
       const uint64_t before = r.bytes;
@@ -136,7 +140,7 @@ VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
         r.bytes = before + n;
         bar.update(r.bytes);
       });
-      if (!failed.empty()) problem = fmt::format("read of {} {}", man->files[size_t(x.file)].first, failed);
+      if (!failed.empty()) problem = fmt::format("read of {} {}", man->file_path(dir, size_t(x.file)), failed);
       if (!problem.empty()) break;
     }
     if (problem.empty()) {
@@ -144,10 +148,17 @@ VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
       if (h != e.checksum) problem = fmt::format("XXH3 {:016x}, the manifest says {:016x}", h, e.checksum);
     }
     if (!problem.empty()) {
-      const auto& x = e.extents.empty() ? ExpertExtent{} : e.extents.front();
-      r.problems.push_back(fmt::format("expert {} of layer {} ({} at offset {}): {}", e.expert, e.layer,
-                                       x.file >= 0 && size_t(x.file) < man->files.size() ? man->files[size_t(x.file)].first : "?",
-                                       x.offset, problem));
+      // Where the expert is: each file it has bytes in (one per drive with --expert-dirs) and the first offset there.
+      std::string where;
+      std::vector<int32_t> named;
+      for (const auto& x : e.extents) {
+        if (std::find(named.begin(), named.end(), x.file) != named.end()) continue;
+        named.push_back(x.file);
+        where += fmt::format("{}{} at offset {}", where.empty() ? "" : ", ",
+                             x.file >= 0 && size_t(x.file) < man->files.size() ? man->file_path(dir, size_t(x.file)) : "?",
+                             x.offset);
+      }
+      r.problems.push_back(fmt::format("expert {} of layer {} ({}): {}", e.expert, e.layer, where.empty() ? "?" : where, problem));
     }
   }
   XXH3_freeState(st);

@@ -18,6 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 0: {
         const auto m = sluice::Manifest::load(sluice::fuzz::write_input(sluice::kManifestFile, data + 1, size - 1));
         (void)m.checksum_table();
+        for (size_t i = 0; i < m.files.size(); ++i) (void)m.file_path(dir, i);  // packs on expert_dirs
         break;
       }
       case 1: {
