@@ -4,7 +4,7 @@
 # (clang) the unit, golden, server and stream-mode tests and each libFuzzer target for
 # SLUICE_FUZZ_SECONDS (its seed corpus first, then a new random seed every run), the kernel and golden
 # tests built for ARM64 under qemu-aarch64 (NEON), and under ThreadSanitizer the thread pool,
-# streaming, remote-fetch and server tests. A skipped test fails the run unless it is a SIMD test of
+# streaming, remote-fetch and server tests (continuous batching included). A skipped test fails the run unless it is a SIMD test of
 # an instruction set this CPU lacks. Each stage prints how long it took. Run scripts/setup.sh first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +41,7 @@ python3 scripts/check_skips.py build-aarch64
 took "ARM64 tree under qemu"
 
 cmake --build build-tsan -j "$JOBS" --target sluice sluice_unit_tests server_test_model
-TSAN_TESTS='^(ThreadPool|Streaming|SpineStreaming|ReadFaults|Pull|ExpertDiskCache|ServerQueue)\.|^server\.(robustness|connections|shutdown)$|^remote\.(stream|faults)\.'
+TSAN_TESTS='^(ThreadPool|Streaming|SpineStreaming|ReadFaults|Pull|ExpertDiskCache|ServerQueue)\.|^server\.(robustness|connections|shutdown|batching)$|^remote\.(stream|faults)\.'
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/../scripts/tsan-suppressions.txt \
   ctest -j "$JOBS" --output-on-failure --timeout 1800 -R "$TSAN_TESTS")
 python3 scripts/check_skips.py build-tsan
