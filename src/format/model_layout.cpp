@@ -33,6 +33,7 @@ void deepseek(const Config& cfg, ModelLayout& m) {
   m.n_experts = cfg.get_int("n_routed_experts", 0);
   if (m.n_experts > 0) m.top_k = cfg.req_int("num_experts_per_tok");
   const int64_t first_dense = cfg.get_int("first_k_dense_replace", 0), freq = cfg.get_int("moe_layer_freq", 1);
+  if (freq < 1) fail("{}: moe_layer_freq must be at least 1, got {}", cfg.source(), freq);
   for (int64_t l = 0; l < m.n_layers; ++l) m.moe[size_t(l)] = m.n_experts > 0 && l >= first_dense && l % freq == 0;
 }
 
@@ -40,6 +41,7 @@ void qwen3(const Config& cfg, ModelLayout& m) {
   m.n_experts = cfg.get_int("num_experts", 0);
   m.top_k = cfg.get_int("num_experts_per_tok", 0);
   const int64_t step = cfg.get_int("decoder_sparse_step", 1);
+  if (step < 1) fail("{}: decoder_sparse_step must be at least 1, got {}", cfg.source(), step);
   const auto mlp_only = cfg.get_ints("mlp_only_layers");
   for (int64_t l = 0; l < m.n_layers; ++l) {
     const bool dense_only = std::find(mlp_only.begin(), mlp_only.end(), l) != mlp_only.end();
@@ -61,6 +63,7 @@ void kimi(const Config& cfg, ModelLayout& m) {
   if (!mlp_types.empty() && int64_t(mlp_types.size()) != m.n_layers)
     fail("{}: mlp_layer_types has {} entries for {} layers", cfg.source(), mlp_types.size(), m.n_layers);
   const int64_t first_dense = cfg.get_int("first_k_dense_replace", 0), freq = cfg.get_int("moe_layer_freq", 1);
+  if (freq < 1) fail("{}: moe_layer_freq must be at least 1, got {}", cfg.source(), freq);
   for (int64_t l = 0; l < m.n_layers; ++l)
     m.moe[size_t(l)] = mlp_types.empty() ? (l >= first_dense && l % freq == 0) : mlp_types[size_t(l)] == "sparse";
 }

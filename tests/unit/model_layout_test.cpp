@@ -1,0 +1,34 @@
+// model_layout(): layer-pattern fields that would divide by zero are refused naming the field
+// (found by config_fuzz: decoder_sparse_step 0).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "format/model_layout.h"
+#include "util/error.h"
+
+namespace sluice {
+namespace {
+
+void expect_refused(const std::string& fixture, const std::string& field) {
+  auto j = nlohmann::json::parse(std::ifstream(std::string(SLUICE_FIXTURES) + "/golden/" + fixture + "/config.json"));
+  EXPECT_NO_THROW(model_layout(Config(j, fixture)));
+  j[field] = 0;
+  try {
+    model_layout(Config(j, fixture));
+    ADD_FAILURE() << fixture << ": " << field << " = 0 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelLayout, LayerStepsOfZeroAreRefusedNamingTheField) {
+  expect_refused("qwen3_moe_tiny", "decoder_sparse_step");
+  expect_refused("deepseek_v3_tiny", "moe_layer_freq");
+}
+
+}  // namespace
+}  // namespace sluice
