@@ -24,7 +24,9 @@ std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const
   GqaSpec gs;
   gs.n_heads = cfg.req_int("num_attention_heads");
   gs.n_kv_heads = cfg.get_int("num_key_value_heads", gs.n_heads);
+  if (gs.n_heads < 1) fail("{}: num_attention_heads must be at least 1, got {}", cfg.source(), gs.n_heads);
   gs.head_dim = cfg.get_int("head_dim", D / gs.n_heads);
+  if (gs.head_dim < 1) fail("{}: head_dim must be at least 1, got {}", cfg.source(), gs.head_dim);
   if (gs.n_kv_heads <= 0 || gs.n_heads % gs.n_kv_heads)
     fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", cfg.source(), gs.n_heads,
          gs.n_kv_heads);

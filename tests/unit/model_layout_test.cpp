@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "format/model_layout.h"
+#include "engine/engine.h"
+#include "support/test_support.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -22,6 +24,23 @@ void expect_refused(const std::string& fixture, const std::string& field) {
     ADD_FAILURE() << fixture << ": " << field << " = 0 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+  }
+}
+
+// The same for attention heads (a division by zero in the head size): the builders refuse them.
+TEST(ModelLayout, ZeroAttentionHeadsAreRefusedNamingTheField) {
+  for (const std::string fixture : {"qwen3_moe_tiny", "gpt_oss_tiny"}) {
+    test::TempDir tmp;
+    const std::string dir = test::copy_golden(tmp, fixture);
+    auto j = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+    j["num_attention_heads"] = 0;
+    std::ofstream(dir + "/config.json") << j.dump();
+    try {
+      load_model(dir);
+      ADD_FAILURE() << fixture << ": num_attention_heads = 0 accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("num_attention_heads"), std::string::npos) << e.what();
+    }
   }
 }
 
