@@ -254,8 +254,9 @@ void GrammarCursor::step(const Thread& t0, unsigned char c, std::vector<Thread>&
       }
       break;
     case Grammar::Kind::Number: {
-      // Bounded so every number reads back as what it claims: an integer has at
-      // most 18 digits (fits int64), an exponent at most 2 (a finite double).
+      // Bounded so every number reads back as what it claims: at most 18 digits
+      // before any fraction (an integer fits int64) and an exponent of at most 2
+      // digits, so a number is always a finite double (a 400-digit one is not).
       const bool digit = c >= '0' && c <= '9';
       const bool frac_ok = !n.integer;
       switch (st) {
@@ -272,7 +273,7 @@ void GrammarCursor::step(const Thread& t0, unsigned char c, std::vector<Thread>&
       if (st < 0) return;
       if (st == 6) f.i = 0;  // f.i counts integer digits, then exponent digits
       if (digit && (st == 2 || st == 3 || st == 8)) {
-        if (++f.i > (st == 8 ? 2 : n.integer ? 18 : 1 << 20)) return;
+        if (++f.i > (st == 8 ? 2 : 18)) return;
       }
       break;
     }

@@ -81,6 +81,18 @@ TEST(OutputGrammar, SchemaAcceptsMatchingObjectsOnly) {
   EXPECT_FALSE(accepts(g, R"({"city": "x", "days": 1234567890123456789)"));  // an integer that fits int64
 }
 
+// A number is always a finite double: at most 18 digits before the fraction,
+// an exponent of at most 2 digits (a 400-digit number is valid JSON text but
+// not a number a client can read; found by output_grammar_fuzz).
+TEST(OutputGrammar, NumbersStayFiniteDoubles) {
+  auto g = json_schema_grammar(json::parse(R"({"type": "number"})"), "schema");
+  EXPECT_TRUE(complete(g, "123456789012345678.25e99"));
+  EXPECT_FALSE(accepts(g, "1234567890123456789"));
+  EXPECT_FALSE(accepts(g, "1e100"));
+  auto any = json_schema_grammar(json::object(), "schema");
+  EXPECT_FALSE(accepts(any, std::string(400, '3')));
+}
+
 TEST(OutputGrammar, RecursiveRefsAnyOfAndBoundedArrays) {
   auto g = json_schema_grammar(json::parse(R"({"$defs": {"node": {"type": "object",
       "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}, "v": {"anyOf": [{"type": "null"}, {"type": "boolean"}]}},
