@@ -1,4 +1,6 @@
 #include "support/test_support.h"
+
+#include "util/error.h"
 #include "support/test_device.h"
 
 #include <sys/wait.h>
@@ -16,6 +18,15 @@
 #include "util/numeric.h"
 
 namespace sluice::test {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // $SLUICE_FIXTURES_DIR moves the fixtures and $SLUICE_TEST_BINARY the sluice
 // binary (test binaries carried to another machine, scripts/test-gpu.sh).

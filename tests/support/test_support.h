@@ -2,6 +2,7 @@
 // tensors, relative-error checks, temporary directories, running the CLI.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The message of the sluice::Error that f() throws; "" when it throws none.
+std::string error_of(const std::function<void()>& f);
 
 // Copies tests/fixtures/golden/NAME into a writable directory under `tmp`.
 std::string copy_golden(const TempDir& tmp, const std::string& name);

@@ -17,14 +17,7 @@ std::string write(const test::TempDir& tmp, const std::string& name, const std::
   return path;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(Documents, JsonLinesTakeStringsAndTextFieldsAndSkipBlankLines) {
   auto tok = Tokenizer::load(test::fixture("../../models/sluice-k3-mini"));

@@ -43,14 +43,7 @@ LoadOptions streamed() {
   return o;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(ExpertPlacement, BalancesEachLayerAndSpreadsEachExpert) {
   // Two layers of 10 experts with gate/up of 300 bytes and down of 500, then one of 7 experts.
