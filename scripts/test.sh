@@ -2,7 +2,7 @@
 # Runs every test: the include-graph check, the release build's CTest suite (unit, golden, CLI, the
 # node-reference and server suites, stream mode), then under AddressSanitizer + UndefinedBehaviorSanitizer
 # (clang) the unit, golden, server and stream-mode tests and each libFuzzer target for
-# SLUICE_FUZZ_SECONDS (its seed corpus first, then a new random seed every run), the kernel and golden
+# SLUICE_FUZZ_SECONDS (its seed corpus first, then mutations from a fixed seed), the kernel and golden
 # tests built for ARM64 under qemu-aarch64 (NEON), and under ThreadSanitizer the thread pool,
 # streaming, remote-fetch and server tests (continuous batching included). A skipped test fails the run unless it is a SIMD test of
 # an instruction set this CPU lacks. Each stage prints how long it took. Run scripts/setup.sh first.

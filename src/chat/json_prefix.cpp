@@ -80,14 +80,39 @@ bool JsonPrefix::byte(unsigned char c) {
       if (c == '\\') return mode_ = Mode::Escape, true;
       return c >= 0x20;
     case Mode::Escape:
-      if (c == 'u') return hex_left_ = 4, mode_ = Mode::Unicode, true;
+      if (c == 'u') return hex_left_ = 4, escape_ = 0, mode_ = Mode::Unicode, true;
       if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't')
         return mode_ = Mode::String, true;
       return false;
-    case Mode::Unicode:
+    case Mode::Unicode: {
+      // \uXXXX names a UTF-16 unit: a high surrogate (D800-DBFF) must be followed
+      // by \u and a low one (DC00-DFFF), and a low one never stands alone, or the
+      // string is no Unicode text (nlohmann::json refuses it). A digit is refused
+      // as soon as no completion of the escape can be valid, so every accepted
+      // prefix can still be finished.
       if (!is_hex(c)) return false;
-      if (--hex_left_ == 0) mode_ = Mode::String;
+      const unsigned d = is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10;
+      const unsigned v = escape_ * 16u + d;
+      escape_ = uint16_t(v);
+      if (--hex_left_ > 0) {
+        const unsigned shift = 4u * hex_left_, lo = v << shift, hi = ((v + 1) << shift) - 1;
+        const bool meets_low = lo <= 0xDFFF && hi >= 0xDC00, inside_low = lo >= 0xDC00 && hi <= 0xDFFF;
+        return high_surrogate_ ? meets_low : !inside_low;
+      }
+      if (high_surrogate_) {
+        if (v < 0xDC00 || v > 0xDFFF) return false;
+        high_surrogate_ = false;
+      } else if (v >= 0xD800 && v <= 0xDBFF) {
+        high_surrogate_ = true;
+        return mode_ = Mode::PairBackslash, true;
+      } else if (v >= 0xDC00 && v <= 0xDFFF) {
+        return false;
+      }
+      mode_ = Mode::String;
       return true;
+    }
+    case Mode::PairBackslash: return c == '\\' && (mode_ = Mode::PairU, true);
+    case Mode::PairU: return c == 'u' && (hex_left_ = 4, escape_ = 0, mode_ = Mode::Unicode, true);
     case Mode::KeyOrClose:
     case Mode::Key:
       if (is_ws(c)) return true;

@@ -18,7 +18,8 @@ class JsonPrefix {
 
  private:
   enum class Mode : uint8_t {
-    Start, Value, ValueOrClose, KeyOrClose, Key, Colon, After, String, Escape, Unicode, Number, Literal, Done
+    Start, Value, ValueOrClose, KeyOrClose, Key, Colon, After, String, Escape, Unicode, PairBackslash, PairU, Number,
+    Literal, Done
   };
   enum Num : uint8_t { Sign, Zero, Int, Dot, Frac, Exp, ExpSign, ExpInt };
   bool byte(unsigned char c);
@@ -27,6 +28,8 @@ class JsonPrefix {
   Mode mode_ = Mode::Start;
   bool in_key_ = false;
   uint8_t hex_left_ = 0;
+  uint16_t escape_ = 0;        // the \uXXXX value read so far
+  bool high_surrogate_ = false;  // a \uD800-\uDBFF escape was read: its low half must follow
   uint8_t utf8_left_ = 0, utf8_lo_ = 0x80, utf8_hi_ = 0xBF;  // continuation bytes still due in a string, and the next one's range
   Num num_ = Sign;
   const char* literal_ = nullptr;  // rest of true/false/null to match

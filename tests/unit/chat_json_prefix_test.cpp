@@ -40,6 +40,19 @@ TEST(JsonPrefix, StringsAreUtf8) {
   EXPECT_TRUE(prefix_ok("{\"k\":\"\xf0\x9f"));  // an incomplete sequence is a prefix
 }
 
+// Found by json_prefix_fuzz: a lone \uDDDD escape made a "complete" object that
+// nlohmann::json refuses (no Unicode text holds a lone surrogate).
+TEST(JsonPrefix, EscapedSurrogatesComeInPairs) {
+  for (const char* good : {R"({"k":"\ud83d\ude00"})", R"({"k":"\uD7FF\uE000\uFFFF"})", R"({"\uDBFF\uDFFF":1})"})
+    EXPECT_TRUE(whole(good)) << good;
+  for (const char* bad : {R"({"k":"\uDDDD"})", R"({"k":"\uDC)", R"({"k":"\ud83d")", R"({"k":"\ud83dx)",
+                          R"({"k":"\ud83d\n)", R"({"k":"\ud83d\u0041)", R"({"k":"\ud83d\uE)", R"({"k":"\ud83d\ud83d)"})
+    EXPECT_FALSE(prefix_ok(bad)) << bad;
+  // Prefixes that can still become a pair are kept.
+  for (const char* open : {R"({"k":"\uD)", R"({"k":"\ud83d)", R"({"k":"\ud83d\)", R"({"k":"\ud83d\uD)"})
+    EXPECT_TRUE(prefix_ok(open)) << open;
+}
+
 TEST(JsonPrefix, NumbersEndAtTheNextByte) {
   EXPECT_TRUE(whole("{\"n\":10}"));
   EXPECT_TRUE(whole("{\"n\":[0,1e5,2E-1]}"));
