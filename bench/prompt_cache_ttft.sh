@@ -11,27 +11,16 @@ bin=${2:-build/src/sluice}
 rounds=${3:-3}
 shift $(( $# < 3 ? $# : 3 ))
 dir=$(mktemp -d)
-pid=
-trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib_serve.sh"
+trap 'stop_server_on_exit; rm -rf "$dir"' EXIT
 system=$(python3 -c "print(' '.join(['And it came to pass in those days, that there went out a decree from Caesar Augustus, that all the world should be taxed.'] * 60))")
 
-serve() {  # serve EXTRA_ARGS...; sets pid and port
-  "$bin" serve --model "$model" --port 0 --served-model-name m "$@" 2> "$dir/log" &
-  pid=$!
-  for _ in $(seq 600); do
-    port=$(grep -o 'on http://127.0.0.1:[0-9]*' "$dir/log" | grep -o '[0-9]*$' || true)
-    [ -n "$port" ] && return 0
-    sleep 0.1
-  done
-  echo "server did not start" >&2; cat "$dir/log" >&2; exit 1
-}
 ask() {  # ask QUESTION: prints seconds, prompt tokens, cached tokens
   local body
   body=$(python3 -c "import json,sys; print(json.dumps({'model':'m','messages':[{'role':'system','content':sys.argv[1]},{'role':'user','content':sys.argv[2]}],'max_tokens':1,'temperature':0}))" "$system" "$1")
   curl -s -o "$dir/reply" -w '%{time_total}' -H 'Content-Type: application/json' -d "$body" "http://127.0.0.1:$port/v1/chat/completions"
   python3 -c "import json; u=json.load(open('$dir/reply'))['usage']; print('', u['prompt_tokens'], u['prompt_tokens_details']['cached_tokens'])"
 }
-stop() { kill -TERM "$pid"; wait "$pid" || true; pid=; }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$rounds"); do

@@ -14,20 +14,9 @@ tokens=${3:-64}
 rounds=${4:-2}
 shift $(( $# < 4 ? $# : 4 ))
 dir=$(mktemp -d)
-pid=
-trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib_serve.sh"
+trap 'stop_server_on_exit; rm -rf "$dir"' EXIT
 
-serve() {  # serve EXTRA_ARGS...; sets pid and port
-  "$bin" serve --model "$model" --port 0 --served-model-name m "$@" 2> "$dir/log" &
-  pid=$!
-  for _ in $(seq 600); do
-    port=$(grep -o 'on http://127.0.0.1:[0-9]*' "$dir/log" | grep -o '[0-9]*$' || true)
-    [ -n "$port" ] && return 0
-    sleep 0.1
-  done
-  echo "server did not start" >&2; cat "$dir/log" >&2; exit 1
-}
-stop() { kill -TERM "$pid"; wait "$pid" || true; pid=; }
 
 # clients C: C concurrent requests; prints "tokens seconds"
 cat > "$dir/clients.py" <<'PY'
