@@ -114,7 +114,7 @@ void BatchScheduler::step() {
       ++i;
     }
   }
-  if (running_.empty()) return;
+  if (running_.empty()) return report_cache();
   std::vector<Session*> sessions;
   std::vector<std::vector<int32_t>> feeds;
   for (auto& r : running_) {
@@ -125,7 +125,7 @@ void BatchScheduler::step() {
     Session::feed_together(sessions, feeds);
   } catch (...) {
     fail_batch(std::current_exception());
-    return;
+    return report_cache();
   }
   ++passes_;
   counters_.add_batch_pass(int64_t(sessions.size()));
@@ -141,6 +141,14 @@ void BatchScheduler::step() {
     if (stays) ++i;
     else running_.erase(running_.begin() + std::ptrdiff_t(i));
   }
+  report_cache();
+}
+
+// The gauges count the conversations decoding here as well as the kept ones.
+void BatchScheduler::report_cache() {
+  uint64_t bytes = 0;
+  for (const auto& r : running_) bytes += uint64_t(r->conv.session->state_bytes());
+  generator_.report_cache(int64_t(running_.size()), bytes);
 }
 
 }  // namespace sluice::chat

@@ -74,6 +74,7 @@ class BatchScheduler {
   // result (true: the request stays), false after an error.
   bool guarded(Running& r, const std::function<bool()>& f);
   void fail_batch(std::exception_ptr e);
+  void report_cache();
 
   const Model& model_;
   const ChatCodec& codec_;

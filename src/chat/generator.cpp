@@ -29,7 +29,12 @@ Generator::Generator(const Model& model, const ChatCodec& codec, GenerationCount
   stop_ids_ = model.info().eos_ids;
   for (int32_t id : codec.stop_ids())
     if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
-  counters_.set_prompt_cache(cache_.slots_in_memory(), cache_.memory_bytes(), cache_.files(), cache_.disk_bytes());
+  report_cache(0, 0);
+}
+
+void Generator::report_cache(int64_t running, uint64_t running_bytes) {
+  counters_.set_prompt_cache(cache_.slots_in_memory() + running, cache_.memory_bytes() + running_bytes, cache_.files(),
+                             cache_.disk_bytes());
 }
 
 int64_t Generator::max_new_tokens(const Request& req, int64_t prompt_tokens) const {
@@ -96,8 +101,7 @@ std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const 
   }
   counters_.add_prompt(int64_t(P), out.cached_tokens, seconds_since(t0));
   // The running conversation counts as a slot and its state as memory.
-  counters_.set_prompt_cache(cache_.slots_in_memory() + 1, cache_.memory_bytes() + uint64_t(s.state_bytes()),
-                             cache_.files(), cache_.disk_bytes());
+  report_cache(1, uint64_t(s.state_bytes()));
   return logits;
 }
 

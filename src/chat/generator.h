@@ -64,6 +64,9 @@ class Generator {
   // itself (the batch scheduler); it goes back to the prompt cache with keep().
   CachedConversation take_conversation();
   void keep(CachedConversation c) { cache_.keep(std::move(c)); }
+  // Sets the prompt-cache gauges: the kept conversations plus `running` ones
+  // decoding elsewhere (the batch scheduler's) with `running_bytes` of state.
+  void report_cache(int64_t running, uint64_t running_bytes);
 
   // The ids that end a reply: the model's eos ids and the codec's end-of-turn ids.
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }

@@ -4,7 +4,7 @@
 // completions, logprobs, a stop string, JSON mode, streaming, one client that
 // leaves mid-reply) with the bodies a --parallel 1 server gives each request
 // alone; /metrics shows passes over several requests; --speculate with
-// --parallel > 1 is refused at start-up.
+// --parallel > 1 is refused at start-up; the prompt-cache gauges count what the batch kept.
 //   node batching.mjs SLUICE_BINARY MODEL_DIR
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -29,7 +29,7 @@ await t.test('--parallel 2 with --speculate is refused at start-up, naming both'
 });
 
 const plain = await startServer(binary, modelDir, ['--served-model-name', MODEL]);
-const batched = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--parallel', '4']);
+const batched = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--parallel', '4', '--cache-slots', '8']);
 const [alone, together] = [plain, batched].map((s) => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 }));
 
 const verse = 'In the beginning God created the heaven and the earth. And the earth was without form, and void; and darkness was upon the face of the deep.';
@@ -101,6 +101,10 @@ await t.test('after a client left mid-reply the server is idle again and serves 
   }
   const text = await (await fetch(`${batched.url}/metrics`)).text();
   assert.match(text, /code="499"\} 1/);
+  // Nine conversations ended (the one that left too), so all 8 slots hold one: the
+  // gauges count what the batch kept, not the cache as the last prefill saw it.
+  assert.equal(await metric(batched.url, 'sluice_prompt_cache_slots'), 8);
+  assert.ok(await metric(batched.url, 'sluice_prompt_cache_memory_bytes') > 0);
   const [, kind, p] = cases[4];
   assert.deepEqual(comparable(await create(together, kind, p)), expected[4]);
 });
