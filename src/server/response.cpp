@@ -68,11 +68,25 @@ json chat_logprobs_json(const std::vector<LogprobEntry>& entries, const ChatCode
   return {{"content", content}, {"refusal", nullptr}};
 }
 
+namespace {
+// A token as a completions logprobs string: its text, or when its bytes are not
+// UTF-8 on their own (a piece of a character) "bytes:" and their \xNN escapes,
+// as OpenAI writes them, so two such tokens never share a top_logprobs key.
+std::string token_string(const std::string& bytes) {
+  if (text::utf8_sanitize(bytes) == bytes) return bytes;
+  std::string s = "bytes:";
+  static const char* hex = "0123456789abcdef";
+  for (unsigned char c : bytes) s += {'\\', 'x', hex[c >> 4], hex[c & 15]};
+  return s;
+}
+}  // namespace
+
 json completion_logprobs_json(const std::vector<LogprobEntry>& entries, const ChatCodec& codec, size_t offset) {
   json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
   for (const auto& e : entries) {
+    // Offsets count the text's bytes (a piece of a character counts as U+FFFD, as in the text).
     const std::string b = text::utf8_sanitize(codec.token_bytes(e.token));
-    tokens.push_back(b);
+    tokens.push_back(token_string(codec.token_bytes(e.token)));
     if (std::isnan(e.logprob)) {  // a scored prompt's first token: nothing before it
       lps.push_back(nullptr);
       tops.push_back(nullptr);
@@ -82,7 +96,7 @@ json completion_logprobs_json(const std::vector<LogprobEntry>& entries, const Ch
     }
     lps.push_back(e.logprob);
     json top = json::object();
-    for (const auto& t : e.top) top[text::utf8_sanitize(codec.token_bytes(t.token))] = t.logprob;
+    for (const auto& t : e.top) top[token_string(codec.token_bytes(t.token))] = t.logprob;
     tops.push_back(top);
     offs.push_back(offset);
     offset += b.size();

@@ -26,6 +26,8 @@ nlohmann::json tool_calls_json(const std::vector<chat::ToolCall>& calls, size_t 
 // Chat logprobs: {"content": [{token, logprob, bytes, top_logprobs: [...]}, ...]}.
 nlohmann::json chat_logprobs_json(const std::vector<chat::LogprobEntry>& entries, const chat::ChatCodec& codec);
 // Completions logprobs: {tokens, token_logprobs, top_logprobs, text_offset}; offsets start at `offset`.
+// A token whose bytes are not UTF-8 on their own is written as "bytes:" and a \xNN escape per byte
+// (as OpenAI's completions API writes them), so such tokens keep distinct top_logprobs keys.
 nlohmann::json completion_logprobs_json(const std::vector<chat::LogprobEntry>& entries, const chat::ChatCodec& codec,
                                         size_t offset);
 
