@@ -21,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (id < 0 || id >= limits.vocab) __builtin_trap();  // ids are checked against the vocabulary
     for (const auto& [id, bias] : r.logit_bias)
       if (id < 0 || id >= limits.vocab || !(bias >= -100 && bias <= 100)) __builtin_trap();
-    if (r.max_tokens && *r.max_tokens <= 0) __builtin_trap();
+    // max_tokens is positive, except 0 for prompt scoring (a completion with echo).
+    if (r.max_tokens && *r.max_tokens <= 0 && !(*r.max_tokens == 0 && !chat && r.echo)) __builtin_trap();
   } catch (const sluice::chat::ApiError& e) {
     if (e.status() < 400 || e.status() > 499) __builtin_trap();
   }
