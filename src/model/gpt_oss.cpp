@@ -1,7 +1,6 @@
 // gpt-oss (model_type gpt_oss): GQA with biases, attention sinks, alternating
 // sliding-window / full layers, NeoX RoPE with YaRN, top-k router with softmax
 // over the picked logits, clamped SwiGLU experts with biases stored as MXFP4.
-#include <cmath>
 
 #include "format/checkpoint.h"
 #include "format/model_layout.h"
@@ -21,17 +20,7 @@ std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const C
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
 
-  GqaSpec gs;
-  gs.n_heads = cfg.req_int("num_attention_heads");
-  gs.n_kv_heads = cfg.req_int("num_key_value_heads");
-  if (gs.n_heads < 1) fail("{}: num_attention_heads must be at least 1, got {}", cfg.source(), gs.n_heads);
-  gs.head_dim = cfg.get_int("head_dim", D / gs.n_heads);
-  if (gs.head_dim < 1) fail("{}: head_dim must be at least 1, got {}", cfg.source(), gs.head_dim);
-  if (gs.n_kv_heads <= 0 || gs.n_heads % gs.n_kv_heads)
-    fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", cfg.source(), gs.n_heads,
-         gs.n_kv_heads);
-  gs.scale = float(1.0 / std::sqrt(double(gs.head_dim)));
-  gs.rope = rope_from_config(cfg, gs.head_dim, /*interleaved=*/false);
+  GqaSpec gs = gqa_spec_from_config(cfg, D, /*kv_heads_required=*/true);
   auto layer_types = cfg.get_strings("layer_types");
   if (!layer_types.empty() && int64_t(layer_types.size()) != info.n_layers)
     fail("{}: layer_types has {} entries for {} layers", cfg.source(), layer_types.size(), info.n_layers);

@@ -1,8 +1,26 @@
 #include "model/gqa_attention.h"
 
+#include <cmath>
+
 #include "model/kv_cache.h"
+#include "util/error.h"
 
 namespace sluice {
+
+GqaSpec gqa_spec_from_config(const Config& cfg, int64_t hidden, bool kv_heads_required) {
+  GqaSpec gs;
+  gs.n_heads = cfg.req_int("num_attention_heads");
+  gs.n_kv_heads = kv_heads_required ? cfg.req_int("num_key_value_heads") : cfg.get_int("num_key_value_heads", gs.n_heads);
+  if (gs.n_heads < 1) fail("{}: num_attention_heads must be at least 1, got {}", cfg.source(), gs.n_heads);
+  gs.head_dim = cfg.get_int("head_dim", hidden / gs.n_heads);
+  if (gs.head_dim < 1) fail("{}: head_dim must be at least 1, got {}", cfg.source(), gs.head_dim);
+  if (gs.n_kv_heads <= 0 || gs.n_heads % gs.n_kv_heads)
+    fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", cfg.source(), gs.n_heads,
+         gs.n_kv_heads);
+  gs.scale = float(1.0 / std::sqrt(double(gs.head_dim)));
+  gs.rope = rope_from_config(cfg, gs.head_dim, /*interleaved=*/false);
+  return gs;
+}
 
 std::unique_ptr<LayerState> GqaAttention::new_state() const {
   return std::make_unique<RowCache>(be_, std::vector<int64_t>{s_.n_kv_heads * s_.head_dim, s_.n_kv_heads * s_.head_dim});

@@ -16,6 +16,12 @@ struct GqaSpec {
   Rope rope;
 };
 
+// Heads, head size, softmax scale and NeoX RoPE from a transformers config
+// (num_attention_heads, num_key_value_heads, head_dim, rope_*), checked: errors
+// name the file and field. Without num_key_value_heads: an error when
+// `kv_heads_required`, else one KV head per head.
+GqaSpec gqa_spec_from_config(const Config& cfg, int64_t hidden, bool kv_heads_required);
+
 struct GqaWeights {
   Matrix q, k, v, o;
   Vector q_bias, k_bias, v_bias, o_bias;

@@ -1,7 +1,5 @@
 // Qwen3-MoE (model_type qwen3_moe): GQA with per-head q/k RMSNorm and NeoX
 // RoPE, softmax top-k router with optional renormalisation, no shared experts.
-#include <algorithm>
-#include <cmath>
 
 #include "format/checkpoint.h"
 #include "format/model_layout.h"
@@ -21,18 +19,8 @@ std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
 
-  GqaSpec gs;
-  gs.n_heads = cfg.req_int("num_attention_heads");
-  gs.n_kv_heads = cfg.get_int("num_key_value_heads", gs.n_heads);
-  if (gs.n_heads < 1) fail("{}: num_attention_heads must be at least 1, got {}", cfg.source(), gs.n_heads);
-  gs.head_dim = cfg.get_int("head_dim", D / gs.n_heads);
-  if (gs.head_dim < 1) fail("{}: head_dim must be at least 1, got {}", cfg.source(), gs.head_dim);
-  if (gs.n_kv_heads <= 0 || gs.n_heads % gs.n_kv_heads)
-    fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", cfg.source(), gs.n_heads,
-         gs.n_kv_heads);
-  gs.scale = float(1.0 / std::sqrt(double(gs.head_dim)));
+  GqaSpec gs = gqa_spec_from_config(cfg, D, /*kv_heads_required=*/false);
   gs.norm_eps = eps;
-  gs.rope = rope_from_config(cfg, gs.head_dim, /*interleaved=*/false);
   if (cfg.get_bool("use_sliding_window", false))
     fail("{}: use_sliding_window is not supported for qwen3_moe", cfg.source());
   const bool bias = cfg.get_bool("attention_bias", false);

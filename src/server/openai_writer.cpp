@@ -14,11 +14,35 @@ using nlohmann::json;
 
 namespace {
 
-class ChatWriter : public ReplyWriter {
+// What the chat and completions writers share: the request, the response's id
+// and model, the codec, the whole reply for a body, and the API's error shape.
+class OpenAiWriter : public ReplyWriter {
  public:
-  ChatWriter(const Request& req, ResponseMeta meta, const ChatCodec& codec)
+  OpenAiWriter(const Request& req, ResponseMeta meta, const ChatCodec& codec)
       : req_(req), meta_(std::move(meta)), codec_(codec) {}
   bool streaming() const override { return req_.stream; }
+  std::string error(const std::string& message, const std::string& type, const std::string& code) override {
+    const json e = error_body(message, type, "", code);
+    return req_.stream ? sse_event(e) : to_text(e);
+  }
+
+ protected:
+  // The end of a stream: the chunk with the finish reason, the usage chunk when asked for, [DONE].
+  std::string stream_end(const json& last_chunk, const char* object, const Outcome& o) const {
+    std::string s = sse_event(last_chunk);
+    if (req_.include_usage) s += sse_event(usage_chunk_json(meta_, object, o));
+    return s + kSseDone;
+  }
+
+  const Request& req_;
+  ResponseMeta meta_;
+  const ChatCodec& codec_;
+  ReplyAccumulator acc_;
+};
+
+class ChatWriter : public OpenAiWriter {
+ public:
+  using OpenAiWriter::OpenAiWriter;
   std::string begin() override {
     if (!req_.stream) return "";
     return sse_event(chat_chunk_json(meta_, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr,
@@ -42,28 +66,18 @@ class ChatWriter : public ReplyWriter {
   }
   std::string end(const Outcome& o) override {
     if (!req_.stream) return to_text(chat_completion_json(meta_, acc_, o, req_.logprobs, codec_));
-    std::string s = sse_event(chat_chunk_json(meta_, json::object(), o.finish_reason, nullptr, req_.include_usage));
-    if (req_.include_usage) s += sse_event(usage_chunk_json(meta_, "chat.completion.chunk", o));
-    return s + kSseDone;
-  }
-  std::string error(const std::string& message, const std::string& type, const std::string& code) override {
-    const json e = error_body(message, type, "", code);
-    return req_.stream ? sse_event(e) : to_text(e);
+    return stream_end(chat_chunk_json(meta_, json::object(), o.finish_reason, nullptr, req_.include_usage),
+                      "chat.completion.chunk", o);
   }
 
  private:
-  const Request& req_;
-  ResponseMeta meta_;
-  const ChatCodec& codec_;
-  ReplyAccumulator acc_;
   size_t tool_index_ = 0;
 };
 
-class CompletionWriter : public ReplyWriter {
+class CompletionWriter : public OpenAiWriter {
  public:
   CompletionWriter(const Request& req, ResponseMeta meta, const ChatCodec& codec, std::string echo)
-      : req_(req), meta_(std::move(meta)), codec_(codec), echo_(std::move(echo)), text_bytes_(echo_.size()) {}
-  bool streaming() const override { return req_.stream; }
+      : OpenAiWriter(req, std::move(meta), codec), echo_(std::move(echo)), text_bytes_(echo_.size()) {}
   std::string begin() override {
     if (!req_.stream || echo_.empty()) return "";
     return sse_event(completion_chunk_json(meta_, echo_, nullptr, nullptr, req_.include_usage));
@@ -82,20 +96,11 @@ class CompletionWriter : public ReplyWriter {
     if (!req_.stream)
       return to_text(
           completion_json(meta_, echo_ + acc_.reply.content, acc_, o, req_.logprobs, codec_, echo_.size()));
-    std::string s = sse_event(completion_chunk_json(meta_, "", o.finish_reason, nullptr, req_.include_usage));
-    if (req_.include_usage) s += sse_event(usage_chunk_json(meta_, "text_completion", o));
-    return s + kSseDone;
-  }
-  std::string error(const std::string& message, const std::string& type, const std::string& code) override {
-    const json e = error_body(message, type, "", code);
-    return req_.stream ? sse_event(e) : to_text(e);
+    return stream_end(completion_chunk_json(meta_, "", o.finish_reason, nullptr, req_.include_usage),
+                      "text_completion", o);
   }
 
  private:
-  const Request& req_;
-  ResponseMeta meta_;
-  const ChatCodec& codec_;
-  ReplyAccumulator acc_;
   std::string echo_;
   size_t text_bytes_;
 };
