@@ -14,7 +14,8 @@
 # usage: bench/drives.sh MODEL_DIR [DRIVE_COUNTS (default "1 2 4")] [MB_PER_S (100)] [TOKENS (8)] [RAM_GIB (1)]
 #   env: WORK (default /work/drives-bench: images, mounts, results), SLUICE (the binary)
 # The model directory must be a checkpoint (e.g. from `sluice synth`); its
-# manifest and spine are rewritten by each prepare. Results: $WORK/results/*.json
+# manifest and spine are rewritten by each prepare, and by a plain prepare at the
+# end (the experts then come from its own shards again). Results: $WORK/results/*.json
 # and one line per drive count on stdout.
 set -euo pipefail
 model=$(realpath "$1")
@@ -44,7 +45,12 @@ cleanup() {
   rm -f "$work"/img-*
   mounts=() loops=()
 }
-trap cleanup EXIT
+# The packs lived on the drives: at the end the model's experts point back at its own shards.
+packed=
+restore() {
+  if [ -n "$packed" ]; then "$bin" prepare --model "$model" --quiet >&2 || echo "drives.sh: run '$bin prepare --model $model' to point the manifest back at the model's own shards" >&2; fi
+}
+trap 'cleanup; restore' EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$work/results"
@@ -81,6 +87,7 @@ for n in $counts; do
   done
   list=$(IFS=,; echo "${dirs[*]}")
   echo "== $n drives at $rate_mb MB/s each ($list)" >&2
+  packed=1
   run "$bin" prepare --model "$model" --pack-experts --expert-dirs "$list" --quiet >&2
   sync
   run "$bin" bench --model "$model" --ram "$ram" --io-only --tokens "$((tokens * 2))" --json "$work/results/io-$n.json" >&2
