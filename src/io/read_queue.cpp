@@ -61,6 +61,10 @@ class Backend {
   virtual std::string name() const = 0;
 };
 
+// Submission never blocks: attempts beyond the ring's depth wait in `waiting_`
+// and enter the ring as completions free entries (in reap). A caller with one
+// queue per drive can therefore queue reads for every drive without being held
+// up by the one that is full.
 class IoUringBackend : public Backend {
  public:
   explicit IoUringBackend(int depth) : depth_(depth) {
@@ -69,22 +73,17 @@ class IoUringBackend : public Backend {
   }
   ~IoUringBackend() override {
     std::vector<RawResult> sink;
+    waiting_.clear();
     while (in_flight_ + unsubmitted_ > 0) reap(sink, true);
     io_uring_queue_exit(&ring_);
   }
   void submit(const Attempt& a) override {
-    while (in_flight_ + unsubmitted_ >= depth_) {  // keep the completion queue from overflowing
-      flush();
-      reap_into(parked_, true);
+    // At most `depth` in the ring, so the completion queue never overflows.
+    if (!waiting_.empty() || in_flight_ + unsubmitted_ >= depth_) {
+      waiting_.push_back(a);
+      return;
     }
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    if (!sqe) {
-      flush();
-      sqe = io_uring_get_sqe(&ring_);
-    }
-    io_uring_prep_read(sqe, a.fd, a.buffer, a.length, a.offset);
-    io_uring_sqe_set_data64(sqe, a.id);
-    ++unsubmitted_;
+    enqueue(a);
   }
   void flush() override {
     while (unsubmitted_ > 0) {
@@ -97,17 +96,6 @@ class IoUringBackend : public Backend {
   }
   void reap(std::vector<RawResult>& out, bool block) override {
     flush();
-    if (!parked_.empty()) {
-      out.insert(out.end(), parked_.begin(), parked_.end());
-      parked_.clear();
-      block = false;
-    }
-    reap_into(out, block);
-  }
-  std::string name() const override { return "io_uring"; }
-
- private:
-  void reap_into(std::vector<RawResult>& out, bool block) {
     io_uring_cqe* cqe = nullptr;
     if (block && in_flight_ > 0) {
       int rc;
@@ -120,10 +108,29 @@ class IoUringBackend : public Backend {
       io_uring_cqe_seen(&ring_, cqe);
       --in_flight_;
     }
+    while (!waiting_.empty() && in_flight_ + unsubmitted_ < depth_) {
+      enqueue(waiting_.front());
+      waiting_.pop_front();
+    }
+    flush();
   }
+  std::string name() const override { return "io_uring"; }
+
+ private:
+  void enqueue(const Attempt& a) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (!sqe) {
+      flush();
+      sqe = io_uring_get_sqe(&ring_);
+    }
+    io_uring_prep_read(sqe, a.fd, a.buffer, a.length, a.offset);
+    io_uring_sqe_set_data64(sqe, a.id);
+    ++unsubmitted_;
+  }
+
   io_uring ring_;
   int64_t depth_, in_flight_ = 0, unsubmitted_ = 0;
-  std::vector<RawResult> parked_;
+  std::deque<Attempt> waiting_;  // beyond the ring's depth, in submission order
 };
 
 // One pread per attempt on a pool of threads.
