@@ -55,12 +55,14 @@ using VF = hn::Vec<DF>;
 using VU8 = hn::Vec<DU8>;
 constexpr int64_t kN = int64_t(hn::MaxLanes(DF()));
 constexpr int64_t kBlocks = kN / 4;  // 128-bit blocks per vector
-// Register-blocked tile of the multi-token product (rows x tokens).
+// Register-blocked tile of the multi-token product (rows x tokens): R weight
+// vectors, one activation vector and R * T accumulators in registers.
 #if HWY_TARGET == HWY_AVX2
-constexpr int kTileRows = 2, kTileTokens = 4;  // 16 vector registers
+constexpr int kVecRegs = 16;
 #else
-constexpr int kTileRows = 4, kTileTokens = 4;  // 32 vector registers
+constexpr int kVecRegs = 32;
 #endif
+constexpr int kTileTokens = 4;
 
 // ---------------------------------------------------------------- decoders
 // Each format: S columns per step, V = S / kN vectors, kFolds (whether block
@@ -555,7 +557,7 @@ HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64
   } else {
     // Block scales over F steps (s0 is a block start): partials in registers;
     // accumulators too when both fit, else updated in memory once per block.
-    constexpr bool kRegAcc = 2 * R * T <= (kTileRows == 2 ? 8 : 24);
+    constexpr bool kRegAcc = 2 * R * T <= (kVecRegs == 16 ? 8 : 24);
     VF racc[kRegAcc ? R : 1][kRegAcc ? T : 1];
     if constexpr (kRegAcc)
       for (int i = 0; i < R; ++i)
@@ -625,7 +627,10 @@ HWY_NOINLINE void tile_buffered(const BufferSrc<Fmt>& src, const RowScales* rs, 
                                 const float* const* xs, VF* accm) {
   // The per-output sequence of run_steps, with the loops turned so that each
   // activation vector is loaded once per tile and each weight vector once per
-  // tile: vector v outermost, then rows, then tokens.
+  // tile: vector v outermost, then (without block scales) the R weight vectors
+  // in registers and one activation vector per token feeding R accumulators
+  // (R + 1 + R * T registers); with block scales the T activation vectors in
+  // registers and one weight vector per row.
   const DF df;
   const float* x[T];
   for (int t = 0; t < T; ++t) x[t] = xs[t];
@@ -637,11 +642,11 @@ HWY_NOINLINE void tile_buffered(const BufferSrc<Fmt>& src, const RowScales* rs, 
     for (int i = 0; i < R; ++i)
       for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
     for (int64_t s = s0; s < s1; ++s) {
-      VF xv[T];
-      for (int t = 0; t < T; ++t) xv[t] = pinned(hn::LoadU(df, x[t] + s * Fmt::S));
-      for (int i = 0; i < R; ++i) {
-        const VF w = wv(i, s, 0);
-        for (int t = 0; t < T; ++t) acc[i][t] = hn::MulAdd(w, xv[t], acc[i][t]);
+      VF w[R];
+      for (int i = 0; i < R; ++i) w[i] = wv(i, s, 0);
+      for (int t = 0; t < T; ++t) {
+        const VF xv = pinned(hn::LoadU(df, x[t] + s * Fmt::S));
+        for (int i = 0; i < R; ++i) acc[i][t] = hn::MulAdd(w[i], xv, acc[i][t]);
       }
     }
     for (int i = 0; i < R; ++i)
@@ -687,19 +692,31 @@ HWY_INLINE void tile_buffered_n(int tt, const BufferSrc<Fmt>& src, const RowScal
   tile_buffered<Fmt, R, T>(src, rs, s0, s1, F, x, accm);
 }
 
-// Many tokens: a panel of up to kPanelRows rows is decoded once per block of
-// ~512 columns into a buffer (L2), then register tiles of R rows x kTileTokens
-// tokens run over it with their activations (T x 512 floats) in L1, so each
+// Rows per register tile: 3 x 4 (16 registers) on AVX2 where the format has no
+// block scales; 2 x 4 where it has (the fold needs registers too); 4 x 4 with 32.
+template <class Fmt>
+constexpr int tile_rows() {
+  if constexpr (kVecRegs == 16) return Fmt::kFolds ? 2 : 3;
+  return 4;
+}
+template <class Fmt>
+constexpr int panel_rows() {
+  return 8 * tile_rows<Fmt>();
+}
+
+// Many tokens: a panel of up to panel_rows() rows is decoded once per block of
+// kBlockCols columns into a buffer (L2), then register tiles of R rows x kTileTokens
+// tokens run over it with their activations (T x kBlockCols floats) in L1, so each
 // weight is decoded once and read from L2 once per token tile. Each output
 // still sees exactly the sequence of tile_direct.
-constexpr int kPanelRows = 8 * kTileRows;
+constexpr int64_t kBlockCols = 512;  // columns decoded per panel block
 
 template <class Fmt, int R>
 void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const RowScales* rs, const float* tails,
                     int64_t r, int P, const float* XP, int64_t n, float* Y, int64_t ldy) {
   Scratch& sc = Scratch::get();
   const int64_t F = Fmt::kFolds ? fold_steps(W) : 1;
-  const int64_t per_block = std::max<int64_t>(F, (512 / Fmt::S) / F * F);
+  const int64_t per_block = std::max<int64_t>(F, (kBlockCols / Fmt::S) / F * F);
   const int64_t row_floats = per_block * Fmt::S;
   float* wbuf = Scratch::grow(sc.wbuf, size_t(P * row_floats + 16));
   wbuf = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(wbuf) + 63) & ~uintptr_t(63));
@@ -752,6 +769,7 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
               int64_t ldy) {
   const Layout L = layout_of(W);
   Scratch& sc = Scratch::get();
+  constexpr int kTileRows = tile_rows<Fmt>(), kPanelRows = panel_rows<Fmt>();
   constexpr int kMaxR = kPanelRows > 4 ? kPanelRows : 4;
   const int64_t slot = scale_slot(W, L);
   float* sbuf = Scratch::grow(sc.scales, size_t(kMaxR * slot));
