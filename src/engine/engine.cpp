@@ -97,6 +97,7 @@ MemoryPlan Engine::plan_for(const MemoryRequest& r) const {
 ModelFootprint Engine::footprint(int64_t context_tokens) const {
   ModelFootprint f;
   f.spine_bytes = index_->spine_bytes();
+  for (const auto& e : on_demand_spine()) f.spine_on_demand_bytes += e.length;
   f.spine_stream_min_bytes = SpineStreamer::min_budget(SpineLayout(decoder_->checkpoint(), index_->spine()),
                                                        decoder_->layers(), on_demand_spine());
   f.expert_bytes = index_->total_bytes();
@@ -156,12 +157,13 @@ void Engine::install_vram_experts(const LoadOptions& opts) {
   d.set_expert_source(make_vram_experts(*backend_, host, std::move(owned), d.experts(), plan_.vram_expert_cache, nullptr));
 }
 
-// The embedding table stays on demand when the spine is streamed: a token reads one row of it.
+// Under a budget the embedding table stays on demand (page cache): a token
+// reads one row of it. Not when it is also the head, which reads all of it.
 std::vector<ExpertExtent> Engine::on_demand_spine() const {
   const Checkpoint& ck = decoder_->checkpoint();
   std::vector<ExpertExtent> on_demand;
   const std::string embed = index_->layout().prefix + "model.embed_tokens.weight";
-  if (ck.has(embed)) {
+  if (ck.has(embed) && !decoder_->head_is_embedding()) {
     TensorView t = ck.get(embed);
     on_demand.push_back({ck.file_index(embed), t.file_offset, t.nbytes()});
   }

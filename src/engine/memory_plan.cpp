@@ -77,6 +77,7 @@ MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device) 
   p.budget = budget;
   p.footprint = f;
   p.spine = f.spine_bytes;
+  p.spine_on_demand = std::min(f.spine_on_demand_bytes, f.spine_bytes);
   p.state = (f.state_bytes_fixed + f.state_bytes_per_token * uint64_t(std::max<int64_t>(0, f.context_tokens))) *
             uint64_t(std::max<int64_t>(1, f.sequences));
   if (budget == 0) return p;  // no budget: everything mapped, nothing streamed
@@ -87,8 +88,9 @@ MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device) 
     fail("--ram {} leaves nothing after {} of working memory ({} reserve, {} state for {} positions{})",
          gib(budget), gib(fixed), gib(p.reserve), gib(p.state), f.context_tokens,
          f.sequences > 1 ? fmt::format(" in each of {} sequences", f.sequences) : std::string());
-  if (f.spine_bytes + fixed <= budget / 4 * 3) {
-    p.expert_cache = budget - f.spine_bytes - fixed;
+  const uint64_t held = p.spine - p.spine_on_demand;  // what a resident spine keeps in memory
+  if (held + fixed <= budget / 4 * 3) {
+    p.expert_cache = budget - held - fixed;
   } else {
     // A spine that would leave less than a quarter of the budget to the expert
     // cache is streamed layer by layer within three quarters of the rest.
@@ -118,9 +120,12 @@ std::string MemoryPlan::describe() const {
            vram;
   std::string s = fmt::format("memory plan for --ram {} on {}:\n", gib(budget), device.name());
   if (stream_spine)
-    s += fmt::format("  spine         {} of {} (streamed layer by layer)\n", gib(spine_budget), gib(spine));
+    s += fmt::format("  spine         {} of {} (streamed layer by layer)\n", gib(spine_budget), gib(spine - spine_on_demand));
   else
-    s += fmt::format("  spine         {} (resident)\n", gib(spine));
+    s += fmt::format("  spine         {} (resident)\n", gib(spine - spine_on_demand));
+  if (spine_on_demand > 0)
+    s += fmt::format("                + {} embedding table read on demand (page cache, one row per token)\n",
+                     gib(spine_on_demand));
   s += fmt::format("  expert cache  {} (routed experts {} on disk, largest {})\n", gib(expert_cache),
                    gib(footprint.expert_bytes), gib(footprint.largest_expert_bytes));
   if (footprint.sequences > 1)
@@ -141,6 +146,7 @@ nlohmann::json MemoryPlan::to_json() const {
           {"state_positions", footprint.context_tokens},
           {"state_sequences", footprint.sequences},
           {"spine_bytes", spine},
+          {"spine_on_demand_bytes", spine_on_demand},
           {"stream_spine", stream_spine},
           {"spine_budget_bytes", spine_budget},
           {"stream_experts", stream_experts},

@@ -52,6 +52,9 @@ void check_memory_request(const MemoryRequest& r);
 // What a model needs, known once its decoder is built (no weights read).
 struct ModelFootprint {
   uint64_t spine_bytes = 0;          // non-routed-expert weights the model uses
+  // Of those, bytes read on demand through the page cache instead of held in
+  // the budget: the embedding table, of which a token reads one row.
+  uint64_t spine_on_demand_bytes = 0;
   uint64_t spine_stream_min_bytes = 0;  // a streamed spine needs this much: head and norms plus the largest layer
   uint64_t expert_bytes = 0;         // all routed experts
   uint64_t largest_expert_bytes = 0;
@@ -71,6 +74,7 @@ struct MemoryPlan {
   uint64_t reserve = 0;       // activations and scratch
   uint64_t state = 0;         // per-sequence state for footprint.context_tokens positions
   uint64_t spine = 0;         // spine bytes of the model
+  uint64_t spine_on_demand = 0;  // of those, read on demand (not held in the budget)
   bool stream_spine = false;  // the spine does not fit: it is read layer by layer within spine_budget
   uint64_t spine_budget = 0;  // memory the streamed spine may use (resident layers + read-ahead)
   bool stream_experts = false;
@@ -81,8 +85,9 @@ struct MemoryPlan {
 };
 
 // The split rule. Reserve: a fifth of the budget, at most 768 MiB. State: the
-// footprint's state for its context. The spine stays resident when it and
-// both of those take at most three quarters of the budget and the cache gets
+// footprint's state for its context. The spine (less its on-demand bytes)
+// stays resident when it and both of those take at most three quarters of the
+// budget and the cache gets
 // the rest; otherwise the spine is streamed within three quarters of what is
 // left after reserve and state (at least what streaming needs), and the cache
 // gets the rest. Throws when the budget cannot hold the reserve and state, or

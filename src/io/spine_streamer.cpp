@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -52,7 +53,11 @@ uint64_t SpineStreamer::min_budget(const SpineLayout& layout, int64_t n, const s
   const auto ranges = ranges_of(layout, n, on_demand);
   uint64_t outside = 0, biggest = 0;
   for (const auto& r : ranges[size_t(n)]) outside += r.length;
-  for (int64_t l = 0; l < n; ++l) biggest = std::max(biggest, layout.layer_bytes(l));
+  for (int64_t l = 0; l < n; ++l) {
+    uint64_t b = 0;
+    for (const auto& r : ranges[size_t(l)]) b += r.length;
+    biggest = std::max(biggest, b);
+  }
   return outside + biggest;
 }
 
@@ -62,28 +67,45 @@ SpineStreamer::SpineStreamer(const Checkpoint& ckpt, const SpineLayout& layout, 
   ranges_ = ranges_of(layout, n_, on_demand);
   streamed_.assign(size_t(n_), false);
   pending_.assign(size_t(n_), -1);
+  // Bytes each layer takes in memory: its pages.
+  std::vector<uint64_t> bytes(size_t(n_) + 1, 0);
+  for (int64_t l = 0; l <= n_; ++l)
+    for (const auto& r : ranges_[size_t(l)]) bytes[size_t(l)] += r.length;
   uint64_t biggest = 0;
-  for (int64_t l = 0; l < n_; ++l) biggest = std::max(biggest, layout.layer_bytes(l));
+  for (int64_t l = 0; l < n_; ++l) biggest = std::max(biggest, bytes[size_t(l)]);
+  for (uint64_t b : bytes) stats_.held_bytes += b;
   // Everything outside layers (head, final norms) stays resident.
-  uint64_t used = 0;
-  for (const auto& r : ranges_[size_t(n_)]) used += r.length;
+  uint64_t used = bytes[size_t(n_)];
   if (used + biggest > budget)
     fail("spine streaming: {} bytes outside the layers plus the largest layer ({} bytes) exceed the spine budget of {} bytes",
          used, biggest, budget);
   // Read ahead as many layers as fit next to the current one.
   while (window_ > 0 && used + uint64_t(window_ + 1) * biggest > budget) --window_;
   stats_.window = window_;
-  const uint64_t stream_room = uint64_t(window_ + 1) * biggest;
-  for (int64_t l = 0; l < n_; ++l) {
-    const uint64_t b = layout.layer_bytes(l);
-    if (used + b + stream_room <= budget || (used + b <= budget && l == n_ - 1 && stats_.streamed_layers == 0)) {
-      used += b;
-      ++stats_.resident_layers;
-    } else {
-      streamed_[size_t(l)] = true;
-      ++stats_.streamed_layers;
+  // Which layers stay resident: the largest first (each one kept saves its
+  // bytes on every token, and the room for streamed layers is sized by the
+  // largest streamed one), as many as fit next to that room. Everything
+  // resident when it all fits: no room is needed then.
+  std::vector<int64_t> by_size(static_cast<size_t>(n_));
+  for (int64_t l = 0; l < n_; ++l) by_size[size_t(l)] = l;
+  std::stable_sort(by_size.begin(), by_size.end(),
+                   [&](int64_t a, int64_t b) { return bytes[size_t(a)] > bytes[size_t(b)]; });
+  int64_t keep = 0;  // layers by_size[0, keep) resident
+  uint64_t kept = 0;
+  uint64_t prefix = 0;
+  for (int64_t k = 0; k <= n_; ++k) {
+    const uint64_t streamed_max = k < n_ ? bytes[size_t(by_size[size_t(k)])] : 0;
+    const uint64_t room = uint64_t(std::min<int64_t>(window_ + 1, n_ - k)) * streamed_max;
+    if (used + prefix + room <= budget) {
+      keep = k;
+      kept = prefix;
     }
+    if (k < n_) prefix += bytes[size_t(by_size[size_t(k)])];
   }
+  for (int64_t k = 0; k < n_; ++k) streamed_[size_t(by_size[size_t(k)])] = k >= keep;
+  stats_.resident_layers = keep;
+  stats_.streamed_layers = n_ - keep;
+  used += kept;
   stats_.resident_bytes = used;
   for (const auto& f : ckpt.files()) {
     bool d = false;

@@ -28,6 +28,7 @@ struct SpineStreamStats {
   double stall_seconds = 0;
   int64_t resident_layers = 0, streamed_layers = 0, window = 0;
   uint64_t resident_bytes = 0;
+  uint64_t held_bytes = 0;  // what the spine would take with every layer resident (pages read)
 };
 
 class SpineStreamer {

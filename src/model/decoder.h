@@ -74,6 +74,8 @@ class Decoder : public Model {
   // Prefetch the next MoE layer's experts from a guess of its router input.
   void set_prefetch(bool on) { prefetch_ = on; }
   void set_embedding(Matrix embed, Matrix lm_head, Vector final_norm, float eps);
+  // Tied embeddings: the head is the embedding table, read whole by every token.
+  bool head_is_embedding() const { return lm_head_.q.data == embed_.q.data; }
   void add_layer(Layer layer) { layers_.push_back(std::move(layer)); }
   void set_attn_res(AttnRes a) { attn_res_ = a; }
 

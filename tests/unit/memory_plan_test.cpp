@@ -64,6 +64,24 @@ TEST(MemoryPlan, LargeSpineIsStreamedWithinThreeQuartersOfTheRest) {
   EXPECT_TRUE(j["stream_spine"].get<bool>());
 }
 
+// The embedding table is read on demand (a row per token, page cache): it does
+// not count against the budget, so a spine that fits without it stays resident
+// and the cache gets what it leaves.
+TEST(MemoryPlan, OnDemandEmbeddingIsNotHeldInTheBudget) {
+  ModelFootprint f = footprint(14 * kGiB);
+  f.spine_on_demand_bytes = 6 * kGiB;
+  const MemoryPlan p = plan_memory(16 * kGiB, f);
+  EXPECT_FALSE(p.stream_spine);
+  EXPECT_EQ(p.spine_on_demand, 6 * kGiB);
+  EXPECT_EQ(p.expert_cache, 16 * kGiB - 8 * kGiB - 768 * MiB - (24 * MiB + 4096000));
+  EXPECT_EQ(p.reserve + p.state + p.spine - p.spine_on_demand + p.expert_cache, p.budget);
+  EXPECT_NE(p.describe().find("8.00 GiB (resident)"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("read on demand"), std::string::npos) << p.describe();
+  EXPECT_EQ(p.to_json()["spine_on_demand_bytes"].get<uint64_t>(), 6 * kGiB);
+  f.spine_on_demand_bytes = 1 * kGiB;  // 13 GiB held: streamed
+  EXPECT_TRUE(plan_memory(16 * kGiB, f).stream_spine);
+}
+
 TEST(MemoryPlan, SmallBudgetsReserveAFifth) {
   const MemoryPlan p = plan_memory(100 * MiB, footprint(10 * MiB, 1 * MiB));
   EXPECT_EQ(p.reserve, 20 * MiB);

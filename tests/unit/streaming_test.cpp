@@ -154,13 +154,17 @@ namespace {
 
 // A spine larger than its budget is streamed layer by layer (O_DIRECT reads
 // into the weights' own addresses, dropped after use): same logits, bit for bit.
+// Budgets: the least streaming works in (every layer streamed) and a little
+// less than the spine it holds (the embedding table is on demand), where some
+// layers stay resident.
 TEST(SpineStreaming, BitwiseEqualToResident) {
   for (const char* name : {"kimi_k3_tiny", "deepseek_v3_tiny_fp8", "gpt_oss_tiny"}) {
     const std::string dir = test::fixture(std::string("golden/") + name);
     auto ids = golden_ids(name);
     auto want = run(*load_model(dir), ids);
-    const uint64_t spine = load_model(dir)->spine_bytes();
-    for (uint64_t budget : {spine / 4 * 3, spine - spine / 20}) {
+    const ModelFootprint f = load_model(dir)->footprint(0);
+    const uint64_t held = f.spine_bytes - f.spine_on_demand_bytes;
+    for (uint64_t budget : {f.spine_stream_min_bytes, held - held / 20}) {
       LoadOptions o;
       o.stream_experts = true;
       o.streaming.cache_bytes = 1u << 20;
@@ -172,6 +176,31 @@ TEST(SpineStreaming, BitwiseEqualToResident) {
       EXPECT_GT(st.bytes_read, 0u) << name;
     }
   }
+}
+
+// A budget that holds the spine (less the on-demand embedding table) keeps
+// every layer resident, however little is left for read-ahead; one that holds
+// only the head and the largest layer streams them all, with no read-ahead.
+TEST(SpineStreaming, KeepsEveryLayerResidentWhenTheyFit) {
+  const std::string dir = test::fixture("golden/kimi_k3_tiny");
+  const ModelFootprint f = load_model(dir)->footprint(0);
+  ASSERT_GT(f.spine_on_demand_bytes, 0u);
+  auto open = [&](uint64_t budget) {
+    LoadOptions o;
+    o.stream_experts = true;
+    o.streaming.cache_bytes = 1u << 20;
+    o.spine_budget = budget;
+    return load_model(dir, o);
+  };
+  const SpineStreamStats least = open(f.spine_stream_min_bytes)->spine_stats();
+  EXPECT_EQ(least.resident_layers, 0);
+  EXPECT_EQ(least.window, 0);
+  EXPECT_LE(least.held_bytes, f.spine_bytes - f.spine_on_demand_bytes + 64 * 4096);  // page rounding
+  auto m = open(least.held_bytes);
+  const SpineStreamStats all = m->spine_stats();
+  EXPECT_EQ(all.streamed_layers, 0);
+  EXPECT_EQ(all.resident_layers, m->info().n_layers);
+  EXPECT_EQ(all.resident_bytes, all.held_bytes);
 }
 
 }  // namespace
