@@ -116,6 +116,12 @@ class Backend {
   // acc[rows[i]] += weights[i] * src[i], in i order.
   virtual void scatter_add(Tensor src, const std::vector<int64_t>& rows, const std::vector<float>& weights,
                            Tensor acc) = 0;
+  // Several experts over one packed input: expert i runs over rows [offsets[i], offsets[i+1]) of x and
+  // writes the same rows of y, bit for bit what expert_ffn on each slice gives (offsets has one entry
+  // more than experts). The default calls expert_ffn per slice; a GPU backend runs the group in a
+  // few launches instead of several per expert.
+  virtual void expert_ffns(std::span<const ExpertWeights* const> experts, std::span<const int64_t> offsets,
+                           const GatedActivation& act, Tensor x, Tensor y);
 };
 
 // The process's CPU backend (stateless: products use the global thread pool).

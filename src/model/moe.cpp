@@ -22,13 +22,13 @@ void MoeBlock::route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<flo
 }
 
 // Router logits (device and host), the latent input, the shared expert's
-// output and scratch, every chosen expert's output (alive until the weighted
-// sum), one expert's gathered input and gate/up scratch for up to every row,
-// and the sum.
+// output and scratch, every chosen expert's gathered input and output (packed,
+// alive until the weighted sum), gate/up scratch for every packed row (a
+// grouped call holds the whole group's), and the sum.
 int64_t MoeBlock::activation_floats_per_token(int64_t routed_width) const {
   const int64_t D = router_.cols(), W = latent_ ? latent_->down.rows() : D, K = spec_.top_k;
   const int64_t shared = shared_ ? D + shared_->activation_floats_per_token(0) : 0;
-  return 2 * spec_.n_experts + W + shared + K * W + W + 2 * routed_width + W;
+  return 2 * spec_.n_experts + W + shared + K * W + K * W + 2 * K * routed_width + W;
 }
 
 void MoeBlock::prefetch_hint(Tensor x) const {
@@ -77,30 +77,68 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
     shared_->forward(x, shared_out);
   }
 
-  // Each chosen expert once over its tokens, resident ones first.
-  std::vector<Buffer> outputs(chosen.size());
+  // Every chosen expert's rows of the input, packed in expert-id order: expert i
+  // owns rows [offsets[i], offsets[i+1]) of X and of its output Y.
+  std::vector<int64_t> packed_rows, offsets{0};
+  std::vector<float> packed_weights;
+  for (const int32_t e : chosen) {
+    packed_rows.insert(packed_rows.end(), rows[size_t(e)].begin(), rows[size_t(e)].end());
+    packed_weights.insert(packed_weights.end(), weights[size_t(e)].begin(), weights[size_t(e)].end());
+    offsets.push_back(int64_t(packed_rows.size()));
+  }
+  const int64_t N = offsets.back();
+  Buffer X(be_, N, W), Y(be_, N, W);
+  be_.gather_rows(xin, packed_rows, X);
+
+  // Each chosen expert once over its tokens, resident ones first. Experts that are
+  // ready are acquired together and computed in one grouped call; before waiting
+  // for one that is not, what is held is computed (so the device works meanwhile).
   std::vector<bool> done(chosen.size(), false);
+  std::vector<size_t> group;
+  std::vector<const ExpertWeights*> group_w;
+  std::vector<int64_t> group_off;
+  auto flush = [&] {
+    if (group.empty()) return;
+    // Consecutive chosen experts are consecutive slices: run each maximal run as one call.
+    std::sort(group.begin(), group.end());
+    for (size_t a = 0; a < group.size();) {
+      size_t b = a + 1;
+      while (b < group.size() && group[b] == group[b - 1] + 1) ++b;
+      group_w.clear();
+      group_off.clear();
+      try {
+        for (size_t k = a; k < b; ++k) {
+          group_w.push_back(&src.acquire(layer_, chosen[group[k]]));
+          group_off.push_back(offsets[group[k]] - offsets[group[a]]);
+        }
+        group_off.push_back(offsets[group[b - 1] + 1] - offsets[group[a]]);
+        const int64_t r0 = offsets[group[a]], n = group_off.back();
+        be_.expert_ffns(group_w, group_off, act_, Tensor(X).row_range(r0, n), Tensor(Y).row_range(r0, n));
+      } catch (...) {
+        for (size_t k = 0; k < group_w.size(); ++k) src.release(layer_, chosen[group[a + k]]);
+        throw;
+      }
+      for (size_t k = a; k < b; ++k) src.release(layer_, chosen[group[k]]);
+      a = b;
+    }
+    group.clear();
+  };
   for (size_t remaining = chosen.size(); remaining > 0; --remaining) {
     size_t pick = chosen.size();
     for (size_t i = 0; i < chosen.size() && pick == chosen.size(); ++i)
       if (!done[i] && src.ready(layer_, chosen[i])) pick = i;
-    if (pick == chosen.size())
+    if (pick == chosen.size()) {
+      flush();
       for (size_t i = 0; i < chosen.size() && pick == chosen.size(); ++i)
         if (!done[i]) pick = i;
-    const int32_t e = chosen[pick];
-    const int64_t n = int64_t(rows[size_t(e)].size());
-    Buffer X(be_, n, W);
-    be_.gather_rows(xin, rows[size_t(e)], X);
-    outputs[pick] = Buffer(be_, n, W);
-    const ExpertWeights& ew = src.acquire(layer_, e);
-    be_.expert_ffn(ew, act_, X, outputs[pick]);
-    src.release(layer_, e);
+    }
+    group.push_back(pick);
     done[pick] = true;
   }
+  flush();
   // Weighted sum in expert-id order: identical whatever the arrival order was.
   Buffer acc(be_, T, W);
-  for (size_t i = 0; i < chosen.size(); ++i)
-    be_.scatter_add(outputs[i], rows[size_t(chosen[i])], weights[size_t(chosen[i])], acc);
+  be_.scatter_add(Y, packed_rows, packed_weights, acc);
   if (latent_) {
     if (!latent_->norm.empty()) be_.rmsnorm(acc, latent_->norm, latent_->eps, acc);
     be_.matmul(latent_->up, acc, out);

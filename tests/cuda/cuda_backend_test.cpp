@@ -290,6 +290,80 @@ TEST(CudaOps, ElementwiseMatchTheCpu) {
   }
 }
 
+// A MoE layer's routed experts in one grouped call (the decode path) give the
+// bits of expert_ffn on each expert's rows, for both gate/up layouts, device
+// resident or copied in for the call; and the CPU's values. A long scatter list
+// (grouped by target row on the GPU) gives the bits of the same list fed in
+// short pieces (the one-thread-per-column walk).
+TEST(CudaMoe, GroupedExpertsEqualOneAtATime) {
+  const int64_t D = 136, I = 64;
+  for (const bool interleaved : {false, true})
+    for (const WeightFormat f : {WeightFormat::FP8_E4M3_BLOCK, WeightFormat::BF16, WeightFormat::MXFP4}) {
+      SCOPED_TRACE(fmt::format("{} interleaved={}", weight_format_name(f), interleaved));
+      const int64_t cols = f == WeightFormat::MXFP4 ? 128 : D;  // MXFP4 rows are whole 32-value blocks
+      std::vector<HostMatrix> mats;
+      std::vector<ExpertWeights> gw, hw;
+      const int n_experts = 5;
+      for (int e = 0; e < n_experts; ++e) {
+        mats.push_back(random_matrix(f, interleaved ? 2 * I : I, cols));
+        if (!interleaved) mats.push_back(random_matrix(f, I, cols));
+        mats.push_back(random_matrix(f, cols, I));
+      }
+      for (int e = 0, m = 0; e < n_experts; ++e) {
+        ExpertWeights g, h;
+        g.gate_up_interleaved = h.gate_up_interleaved = interleaved;
+        g.gate = gpu().matrix(mats[size_t(m)].q);
+        h.gate = host_matrix(mats[size_t(m++)].q);
+        if (!interleaved) {
+          g.up = gpu().matrix(mats[size_t(m)].q);
+          h.up = host_matrix(mats[size_t(m++)].q);
+        }
+        g.down = gpu().matrix(mats[size_t(m)].q);
+        h.down = host_matrix(mats[size_t(m++)].q);
+        gw.push_back(g);
+        hw.push_back(h);
+      }
+      const std::vector<int64_t> offsets = {0, 1, 4, 4, 13, 15};  // an expert with no rows too
+      const int64_t N = offsets.back();
+      GatedActivation act;
+      act.kind = interleaved ? GatedActivation::ClampedSwiGLU : GatedActivation::SwiGLU;
+      Twin x(randn(N * cols), N, cols), y(N, cols);
+      Buffer yh(gpu(), N, cols), y1(gpu(), N, cols);
+      std::vector<const ExpertWeights*> pg, ph, pc;
+      for (int e = 0; e < n_experts; ++e) pg.push_back(&gw[size_t(e)]), ph.push_back(&hw[size_t(e)]);
+      gpu().expert_ffns(pg, offsets, act, x.g, y.g);
+      gpu().expert_ffns(ph, offsets, act, x.g, yh);  // every matrix copied in for the call
+      for (int e = 0; e < n_experts; ++e) {
+        const int64_t r0 = offsets[size_t(e)], n = offsets[size_t(e) + 1] - r0;
+        if (n > 0) gpu().expert_ffn(gw[size_t(e)], act, x.g.row_range(r0, n), Tensor(y1).row_range(r0, n));
+      }
+      cpu().expert_ffns(ph, offsets, act, x.c, y.c);
+      const auto grouped = values(gpu(), y.g), hosted = values(gpu(), yh), one = values(gpu(), y1);
+      EXPECT_EQ(0, std::memcmp(grouped.data(), one.data(), one.size() * 4)) << "grouped vs one at a time";
+      EXPECT_EQ(0, std::memcmp(hosted.data(), one.data(), one.size() * 4)) << "copied in vs resident";
+      EXPECT_LT(y.error(1e-2), 1e-4) << "vs the CPU";
+    }
+  {
+    const int64_t T = 7, D = 300, n = 75;
+    std::vector<int64_t> rows;
+    std::vector<float> wt = randn(n);
+    for (int64_t i = 0; i < n; ++i) rows.push_back((i * 5 + i / 7) % T);
+    Twin src(randn(n * D), n, D);
+    const auto start = randn(T * D);
+    Twin acc(start, T, D);
+    Buffer pieces = on(gpu(), start, T, D);
+    cpu().scatter_add(src.c, rows, wt, acc.c), gpu().scatter_add(src.g, rows, wt, acc.g);
+    for (int64_t i0 = 0; i0 < n; i0 += 20) {
+      const int64_t k = std::min<int64_t>(20, n - i0);
+      const std::vector<int64_t> r(rows.begin() + i0, rows.begin() + i0 + k);
+      const std::vector<float> w(wt.begin() + i0, wt.begin() + i0 + k);
+      gpu().scatter_add(src.g.row_range(i0, k), r, w, pieces);
+    }
+    EXPECT_EQ(values(gpu(), acc.g), values(gpu(), pieces)) << "long scatter list vs short pieces";
+    EXPECT_LT(acc.error(), 1e-6) << "long scatter list vs the CPU";
+  }
+}
+
 TEST(CudaOps, AttentionCoresMatchTheCpu) {
   // Absorbed MLA over a latent cache, bf16 and FP8 up-projections.
   for (WeightFormat f : {WeightFormat::BF16, WeightFormat::FP8_E4M3_BLOCK}) {

@@ -481,10 +481,129 @@ void CudaBackend::gather_rows(Tensor src, const std::vector<int64_t>& rows, Tens
 void CudaBackend::scatter_add(Tensor src, const std::vector<int64_t>& rows, const std::vector<float>& weights,
                               Tensor acc) {
   if (rows.empty()) return;
+  if (rows.size() > size_t(cuda::kInlineRows) && acc.rows() <= 65535) {
+    // Long lists (a prefill chunk's routed rows): grouped by target row, in order, so
+    // every target's sum runs in parallel. Each element sees the same additions in the
+    // same order as the one-thread-per-column walk.
+    const int64_t n = int64_t(rows.size());
+    std::vector<int64_t> count(size_t(acc.rows()), 0);
+    for (const int64_t r : rows) ++count[size_t(r)];
+    std::vector<int64_t> targets, starts{0}, first(size_t(acc.rows()), -1);
+    for (int64_t r = 0; r < acc.rows(); ++r)
+      if (count[size_t(r)] > 0) {
+        first[size_t(r)] = starts.back();
+        targets.push_back(r);
+        starts.push_back(starts.back() + count[size_t(r)]);
+      }
+    std::vector<int64_t> src_rows(static_cast<size_t>(n));
+    std::vector<float> wts(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t k = first[size_t(rows[size_t(i)])]++;
+      src_rows[size_t(k)] = i;
+      wts[size_t(k)] = weights[size_t(i)];
+    }
+    // One upload: targets, starts, source rows (int64), then the weights.
+    const int64_t nt = int64_t(targets.size());
+    std::vector<int64_t> packed;
+    packed.reserve(size_t(nt + nt + 1 + n + (n + 1) / 2));
+    packed.insert(packed.end(), targets.begin(), targets.end());
+    packed.insert(packed.end(), starts.begin(), starts.end());
+    packed.insert(packed.end(), src_rows.begin(), src_rows.end());
+    packed.resize(packed.size() + size_t((n + 1) / 2), 0);
+    std::memcpy(packed.data() + (nt + nt + 1 + n), wts.data(), size_t(n) * sizeof(float));
+    int64_t* d = impl_->upload_small(packed, "scatter rows");
+    cuda::ScatterPlan plan{nt, d, d + nt, d + nt + nt + 1, reinterpret_cast<const float*>(d + nt + nt + 1 + n)};
+    impl_->launched(cuda::scatter_add_by_target(src.data(), src.ld(), plan, acc.cols(), acc.data(), acc.ld(),
+                                                impl_->stream),
+                    "scatter add");
+    impl_->stream_free(d);
+    return;
+  }
   const cuda::RowList r = impl_->rows_of(rows, &weights);
   impl_->launched(cuda::scatter_add(src.data(), src.ld(), r, acc.cols(), acc.data(), acc.ld(), impl_->stream),
                   "scatter add");
   impl_->free_rows(r);
+}
+
+// The group in five launches whatever its size (gate and up together, the activation,
+// down, plus the descriptor copies), when every expert has one layout and format and
+// no biases; else expert by expert. Each product row is matmul_row of its expert, so
+// the result is expert_ffn's bit for bit.
+void CudaBackend::expert_ffns(std::span<const ExpertWeights* const> experts, std::span<const int64_t> offsets,
+                              const GatedActivation& act, Tensor x, Tensor y) {
+  const size_t E = experts.size();
+  if (offsets.size() != E + 1) fail("internal: expert_ffns with {} experts and {} offsets", E, offsets.size());
+  if (E == 0) return;
+  const ExpertWeights& e0 = *experts[0];
+  bool uniform = E > 1 && E * 2 <= 65535;
+  for (size_t i = 0; i < E && uniform; ++i) {
+    const ExpertWeights& e = *experts[i];
+    uniform = e.gate_up_interleaved == e0.gate_up_interleaved && e.gate.q.fmt == e0.gate.q.fmt &&
+              e.down.q.fmt == e0.down.q.fmt && e.gate.rows() == e0.gate.rows() && e.down.rows() == e0.down.rows() &&
+              e.gate.cols() == e0.gate.cols() && e.down.cols() == e0.down.cols() && e.gate_up_bias.empty() &&
+              e.down_bias.empty() && offsets[i + 1] >= offsets[i] &&
+              (e.gate_up_interleaved || (e.up.q.fmt == e0.gate.q.fmt && e.up.rows() == e0.gate.rows() &&
+                                         e.up.cols() == e0.gate.cols()));
+  }
+  if (!uniform) {
+    Backend::expert_ffns(experts, offsets, act, x, y);
+    return;
+  }
+  const int64_t r0 = offsets[0], N = offsets[E] - r0;
+  if (N <= 0) return;
+  // Device views of every matrix (an expert outside the VRAM cache is copied in for the call).
+  std::vector<std::unique_ptr<DeviceView>> views;
+  auto view = [&](const Matrix& m) -> const QMatrix& {
+    views.push_back(std::make_unique<DeviceView>(
+        *this, [](CudaBackend& b, uint64_t n) -> void* { return b.impl_->stream_alloc(n, "a routed expert"); },
+        [](CudaBackend& b, void* p) { b.impl_->stream_free(p); }, m));
+    return views.back()->q();
+  };
+  auto run = [&](const std::vector<cuda::MatmulProblem>& ps, WeightFormat fmt, int64_t max_rows, const char* what) {
+    cuda::MatmulProblem* d = impl_->upload_small(ps, "expert product descriptors");
+    impl_->launched(cuda::grouped_matmul(fmt, d, int(ps.size()), max_rows, impl_->stream), what);
+    impl_->stream_free(d);
+  };
+  auto problem = [](const QMatrix& w, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy) {
+    cuda::MatmulProblem p;
+    p.W = w;
+    p.X = X;
+    p.Y = Y;
+    p.n = n;
+    p.ldx = ldx;
+    p.ldy = ldy;
+    cuda::prepare_problem(p);
+    return p;
+  };
+  std::vector<cuda::MatmulProblem> first, second;
+  const float* xd = x.data();
+  if (e0.gate_up_interleaved) {
+    const int64_t I2 = e0.gate.rows(), I = I2 / 2;
+    Buffer gu(*this, N, I2), h(*this, N, I);
+    for (size_t i = 0; i < E; ++i) {
+      const int64_t o = offsets[i] - r0, n = offsets[i + 1] - offsets[i];
+      float* yi = y.data() + offsets[i] * y.ld();
+      first.push_back(problem(view(experts[i]->gate), xd + offsets[i] * x.ld(), n, x.ld(), gu.view().data() + o * I2,
+                              I2));
+      second.push_back(problem(view(experts[i]->down), h.view().data() + o * I, n, I, yi, y.ld()));
+    }
+    run(first, e0.gate.q.fmt, I2, "grouped expert gate/up products");
+    gated_interleaved(act, gu, h);
+    run(second, e0.down.q.fmt, e0.down.rows(), "grouped expert down products");
+  } else {
+    const int64_t I = e0.gate.rows();
+    Buffer g(*this, N, I), u(*this, N, I);
+    for (size_t i = 0; i < E; ++i) {
+      const int64_t o = offsets[i] - r0, n = offsets[i + 1] - offsets[i];
+      first.push_back(problem(view(experts[i]->gate), xd + offsets[i] * x.ld(), n, x.ld(), g.view().data() + o * I, I));
+      first.push_back(problem(view(experts[i]->up), xd + offsets[i] * x.ld(), n, x.ld(), u.view().data() + o * I, I));
+      float* yi = y.data() + offsets[i] * y.ld();
+      second.push_back(problem(view(experts[i]->down), g.view().data() + o * I, n, I, yi, y.ld()));
+    }
+    run(first, e0.gate.q.fmt, I, "grouped expert gate/up products");
+    gated(act, g, u, g);
+    run(second, e0.down.q.fmt, e0.down.rows(), "grouped expert down products");
+  }
 }
 
 void CudaBackend::expert_ffn(const ExpertWeights& ew, const GatedActivation& act, Tensor x, Tensor y) {

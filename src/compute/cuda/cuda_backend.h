@@ -65,6 +65,8 @@ class CudaBackend : public Backend {
   void expert_ffn(const ExpertWeights& w, const GatedActivation& act, Tensor x, Tensor y) override;
   void scatter_add(Tensor src, const std::vector<int64_t>& rows, const std::vector<float>& weights,
                    Tensor acc) override;
+  void expert_ffns(std::span<const ExpertWeights* const> experts, std::span<const int64_t> offsets,
+                   const GatedActivation& act, Tensor x, Tensor y) override;
 
   // ---- for the VRAM expert cache (compute/device_experts.h)
   // Device bytes for a matrix's data and scales, and a copy into them.

@@ -135,6 +135,18 @@ __global__ void scatter_add_kernel(const float* src, int64_t lds, RowList rows, 
   }
 }
 
+__global__ void scatter_by_target_kernel(const float* src, int64_t lds, ScatterPlan p, float* acc, int64_t lda,
+                                         int64_t cols) {
+  const int64_t j = blockIdx.y;
+  float* a = acc + p.targets[j] * lda;
+  const int64_t k0 = p.starts[j], k1 = p.starts[j + 1];
+  SLUICE_FOR_COLS(c, cols) {
+    float v = a[c];
+    for (int64_t k = k0; k < k1; ++k) v = fmaf(p.weights[k], src[p.src_rows[k] * lds + c], v);
+    a[c] = v;
+  }
+}
+
 int done() { return int(cudaGetLastError()); }
 
 }  // namespace
@@ -210,6 +222,15 @@ int scatter_add(const float* src, int64_t lds, const RowList& rows, int64_t cols
   if (rows.n <= 0 || cols <= 0) return 0;
   scatter_add_kernel<<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0, cudaStream_t(s)>>>(src, lds, rows, acc,
                                                                                                  lda, cols);
+  return done();
+}
+
+int scatter_add_by_target(const float* src, int64_t lds, const ScatterPlan& plan, int64_t cols, float* acc,
+                          int64_t lda, Stream s) {
+  if (plan.n_targets <= 0 || cols <= 0) return 0;
+  if (plan.n_targets > 65535) return int(cudaErrorInvalidValue);
+  scatter_by_target_kernel<<<grid2(plan.n_targets, cols), kThreads, 0, cudaStream_t(s)>>>(src, lds, plan, acc, lda,
+                                                                                          cols);
   return done();
 }
 

@@ -31,6 +31,19 @@ struct RowList {
 
 // Y[i, r] = sum_c W[r, c] X[i, c]; W's data and scales are device pointers.
 int matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s);
+// One product of a grouped launch: Y = W X over n rows (all device pointers).
+struct MatmulProblem {
+  QMatrix W;
+  const float* X = nullptr;
+  float* Y = nullptr;
+  int64_t n = 0, ldx = 0, ldy = 0;
+  bool aligned = false, xvec = false;  // set by prepare_problem
+};
+// Fills in the problem's load widths (host side, before the problems are copied to the device).
+void prepare_problem(MatmulProblem& p);
+// Every problem (`dev`: `count` of them in device memory, all weights in format `fmt`, none with more
+// than max_rows rows) in one launch; each output row bit-identical to matmul() of its problem.
+int grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, Stream s);
 // out[t] = decoded table row tokens[t].
 int embed(const QMatrix& table, const RowList& tokens, float* out, int64_t ldo, Stream s);
 
@@ -100,5 +113,16 @@ int attn_res_mix(const AttnResArgs& a, Stream s);
 
 int gather_rows(const float* src, int64_t lds, const RowList& rows, int64_t cols, float* dst, int64_t ldd, Stream s);
 int scatter_add(const float* src, int64_t lds, const RowList& rows, int64_t cols, float* acc, int64_t lda, Stream s);
+// The same sum with the rows grouped by target (device arrays): acc[targets[j]] += weights[k] * src[src_rows[k]]
+// for k in [starts[j], starts[j+1]) in k order; one thread per (target, column), so long lists run in parallel.
+struct ScatterPlan {
+  int64_t n_targets = 0;
+  const int64_t* targets = nullptr;
+  const int64_t* starts = nullptr;  // n_targets + 1
+  const int64_t* src_rows = nullptr;
+  const float* weights = nullptr;
+};
+int scatter_add_by_target(const float* src, int64_t lds, const ScatterPlan& plan, int64_t cols, float* acc,
+                          int64_t lda, Stream s);
 
 }  // namespace sluice::cuda

@@ -101,14 +101,12 @@ __device__ __forceinline__ void load_x(const float* x, bool xvec, float* v) {
   for (int k = 0; k < G; ++k) v[k] = x[k];
 }
 
+// Output row r of Y = W X for n activation rows: the one definition every product kernel uses.
 template <WeightFormat F>
-__global__ void __launch_bounds__(kWarps * 32)
-    matmul_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
-                  bool aligned, bool xvec) {
+__device__ __forceinline__ void matmul_row(const QMatrix& W, const float* __restrict__ X, int64_t n, int64_t ldx,
+                                           float* __restrict__ Y, int64_t ldy, bool aligned, bool xvec, int64_t r) {
   constexpr int G = GroupValues<F>::n;
   const int lane = threadIdx.x & 31;
-  const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (r >= W.rows) return;
   const uint8_t* row = W.data + r * W.row_bytes;
   const int64_t ar = W.row0 + r;
   const int64_t groups = W.cols / G;         // full 16-byte groups
@@ -147,6 +145,24 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+template <WeightFormat F>
+__global__ void __launch_bounds__(kWarps * 32)
+    matmul_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
+                  bool aligned, bool xvec) {
+  const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (r >= W.rows) return;
+  matmul_row<F>(W, X, n, ldx, Y, ldy, aligned, xvec, r);
+}
+
+// One launch for several products of one format: blockIdx.y picks the product.
+template <WeightFormat F>
+__global__ void __launch_bounds__(kWarps * 32) grouped_matmul_kernel(const MatmulProblem* __restrict__ problems) {
+  const MatmulProblem p = problems[blockIdx.y];
+  const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (r >= p.W.rows || p.n <= 0) return;
+  matmul_row<F>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.aligned, p.xvec, r);
+}
+
 __global__ void embed_kernel(QMatrix table, RowList tokens, float* out, int64_t ldo) {
   const int64_t t = blockIdx.y;
   if (t >= tokens.n) return;
@@ -155,16 +171,50 @@ __global__ void embed_kernel(QMatrix table, RowList tokens, float* out, int64_t 
     out[t * ldo + c] = decode_elem(table, r, c);
 }
 
+bool weight_aligned(const QMatrix& W) {
+  return reinterpret_cast<uintptr_t>(W.data) % 16 == 0 && W.row_bytes % 16 == 0;
+}
+bool x_vectorisable(const float* X, int64_t n, int64_t ldx) {
+  return reinterpret_cast<uintptr_t>(X) % 16 == 0 && (n == 1 || ldx % 4 == 0);
+}
+
 template <WeightFormat F>
 int launch_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
-  const bool aligned = reinterpret_cast<uintptr_t>(W.data) % 16 == 0 && W.row_bytes % 16 == 0;
-  const bool xvec = reinterpret_cast<uintptr_t>(X) % 16 == 0 && (n == 1 || ldx % 4 == 0);
+  const bool aligned = weight_aligned(W);
+  const bool xvec = x_vectorisable(X, n, ldx);
   const unsigned blocks = unsigned((W.rows + kWarps - 1) / kWarps);
   matmul_kernel<F><<<blocks, kWarps * 32, 0, cudaStream_t(s)>>>(W, X, n, ldx, Y, ldy, aligned, xvec);
   return int(cudaGetLastError());
 }
 
+template <WeightFormat F>
+int launch_grouped(const MatmulProblem* dev, int count, int64_t max_rows, Stream s) {
+  const dim3 grid(unsigned((max_rows + kWarps - 1) / kWarps), unsigned(count));
+  grouped_matmul_kernel<F><<<grid, kWarps * 32, 0, cudaStream_t(s)>>>(dev);
+  return int(cudaGetLastError());
+}
+
 }  // namespace
+
+void prepare_problem(MatmulProblem& p) {
+  p.aligned = weight_aligned(p.W);
+  p.xvec = x_vectorisable(p.X, p.n, p.ldx);
+}
+
+int grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, Stream s) {
+  if (count <= 0 || max_rows <= 0) return 0;
+  if (count > 65535) return int(cudaErrorInvalidValue);
+  switch (fmt) {
+    case WeightFormat::F32: return launch_grouped<WeightFormat::F32>(dev, count, max_rows, s);
+    case WeightFormat::BF16: return launch_grouped<WeightFormat::BF16>(dev, count, max_rows, s);
+    case WeightFormat::F16: return launch_grouped<WeightFormat::F16>(dev, count, max_rows, s);
+    case WeightFormat::FP8_E4M3_BLOCK: return launch_grouped<WeightFormat::FP8_E4M3_BLOCK>(dev, count, max_rows, s);
+    case WeightFormat::INT8_ROW: return launch_grouped<WeightFormat::INT8_ROW>(dev, count, max_rows, s);
+    case WeightFormat::INT4_GROUP: return launch_grouped<WeightFormat::INT4_GROUP>(dev, count, max_rows, s);
+    case WeightFormat::MXFP4: return launch_grouped<WeightFormat::MXFP4>(dev, count, max_rows, s);
+  }
+  return int(cudaErrorInvalidValue);
+}
 
 int matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
   if (n <= 0 || W.rows <= 0) return 0;

@@ -1,0 +1,17 @@
+#include "compute/backend.h"
+
+#include "util/error.h"
+
+namespace sluice {
+
+void Backend::expert_ffns(std::span<const ExpertWeights* const> experts, std::span<const int64_t> offsets,
+                          const GatedActivation& act, Tensor x, Tensor y) {
+  if (offsets.size() != experts.size() + 1)
+    fail("internal: expert_ffns with {} experts and {} offsets", experts.size(), offsets.size());
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const int64_t r0 = offsets[i], n = offsets[i + 1] - offsets[i];
+    if (n > 0) expert_ffn(*experts[i], act, x.row_range(r0, n), y.row_range(r0, n));
+  }
+}
+
+}  // namespace sluice
