@@ -9,6 +9,8 @@
 // Own kernels rather than cuBLAS: cuBLAS chooses algorithms (and split-K
 // reductions) by shape, so one token and a verification batch would round
 // differently; and the quantized formats need fused decoding anyway.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include "compute/cuda/cuda_device_decode.cuh"
@@ -20,6 +22,7 @@ namespace {
 
 constexpr int kWarps = 4;  // rows per block
 constexpr int kTile = 8;   // activation rows per pass over a weight row
+constexpr int kUnroll = 4; // 16-byte weight loads in flight per lane
 
 template <WeightFormat F>
 struct GroupValues;
@@ -31,14 +34,11 @@ template <> struct GroupValues<WeightFormat::INT8_ROW> { static constexpr int n 
 template <> struct GroupValues<WeightFormat::INT4_GROUP> { static constexpr int n = 32; };
 template <> struct GroupValues<WeightFormat::MXFP4> { static constexpr int n = 32; };
 
-// Decodes group g (16 bytes) of row r into w[]; `aligned`: one 16-byte load.
-template <WeightFormat F>
-__device__ __forceinline__ void decode_group(const QMatrix& W, const uint8_t* row, int64_t ar, int64_t g, bool aligned,
-                                             float* w) {
-  constexpr int G = GroupValues<F>::n;
-  uint32_t word[4];
+// The 16 bytes of group g of a weight row; `aligned`: one 16-byte load. Weights are
+// read once, so the load bypasses L1 (they would only evict the activations).
+__device__ __forceinline__ void load_group(const uint8_t* row, int64_t g, bool aligned, uint32_t* word) {
   if (aligned) {
-    const uint4 v = *reinterpret_cast<const uint4*>(row + g * 16);
+    const uint4 v = __ldcs(reinterpret_cast<const uint4*>(row + g * 16));
     word[0] = v.x, word[1] = v.y, word[2] = v.z, word[3] = v.w;
   } else {
     const uint8_t* p = row + g * 16;
@@ -47,6 +47,12 @@ __device__ __forceinline__ void decode_group(const QMatrix& W, const uint8_t* ro
       word[k] = uint32_t(p[4 * k]) | uint32_t(p[4 * k + 1]) << 8 | uint32_t(p[4 * k + 2]) << 16 |
                 uint32_t(p[4 * k + 3]) << 24;
   }
+}
+
+// Decodes group g of row r (its 16 bytes in word[]) into w[].
+template <WeightFormat F>
+__device__ __forceinline__ void decode_group(const QMatrix& W, int64_t ar, int64_t g, const uint32_t* word, float* w) {
+  constexpr int G = GroupValues<F>::n;
   const int64_t c0 = g * G;
   if constexpr (F == WeightFormat::F32) {
 #pragma unroll
@@ -59,9 +65,20 @@ __device__ __forceinline__ void decode_group(const QMatrix& W, const uint8_t* ro
     }
   } else if constexpr (F == WeightFormat::FP8_E4M3_BLOCK) {
     // 16 columns never straddle a block (block is a multiple of 16, checked at placement).
-    const float s = static_cast<const float*>(W.scale)[(ar / W.block) * W.scale_stride + c0 / W.block];
+    // 32-bit index arithmetic (64-bit divisions cost more than the decoding): a scale
+    // table is far below 2^32 entries. Pairs are decoded by the hardware's e4m3 -> f16
+    // conversion, exact (every e4m3 value is an f16 value), so w[] equals fp8_value's.
+    const uint32_t blk = uint32_t(W.block);
+    const float s = static_cast<const float*>(W.scale)[(uint32_t(ar) / blk) * uint32_t(W.scale_stride) +
+                                                       uint32_t(c0) / blk];
 #pragma unroll
-    for (int k = 0; k < 16; ++k) w[k] = fp8_value(uint8_t(word[k >> 2] >> ((k & 3) * 8))) * s;
+    for (int k = 0; k < 16; k += 2) {
+      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+          __nv_fp8x2_storage_t((word[k >> 2] >> ((k & 3) * 8)) & 0xffffu), __NV_E4M3);
+      const float2 f = __half22float2(__half2(h));
+      w[k] = f.x * s;
+      w[k + 1] = f.y * s;
+    }
   } else if constexpr (F == WeightFormat::INT8_ROW) {
     const float s = static_cast<const float*>(W.scale)[ar];
 #pragma unroll
@@ -117,16 +134,28 @@ __device__ __forceinline__ void matmul_row(const QMatrix& W, const float* __rest
     float acc[kTile];
 #pragma unroll
     for (int i = 0; i < kTile; ++i) acc[i] = 0.0f;
-    for (int64_t g = lane; g < groups; g += 32) {
-      float w[G];
-      decode_group<F>(W, row, ar, g, aligned, w);
+    // kUnroll groups' loads are issued before the first is used (more bytes in
+    // flight per lane); the additions stay in group order, as one group at a time.
+    for (int64_t g0 = lane; g0 < groups; g0 += 32 * kUnroll) {
+      uint32_t words[kUnroll][4];
 #pragma unroll
-      for (int i = 0; i < kTile; ++i) {
-        if (i < nb) {
-          float x[G];
-          load_x<G>(X + (i0 + i) * ldx + g * G, xvec, x);
+      for (int u = 0; u < kUnroll; ++u)
+        if (g0 + 32 * u < groups) load_group(row, g0 + 32 * u, aligned, words[u]);
 #pragma unroll
-          for (int k = 0; k < G; ++k) acc[i] = fmaf(w[k], x[k], acc[i]);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t g = g0 + 32 * u;
+        if (g < groups) {
+          float w[G];
+          decode_group<F>(W, ar, g, words[u], w);
+#pragma unroll
+          for (int i = 0; i < kTile; ++i) {
+            if (i < nb) {
+              float x[G];
+              load_x<G>(X + (i0 + i) * ldx + g * G, xvec, x);
+#pragma unroll
+              for (int k = 0; k < G; ++k) acc[i] = fmaf(w[k], x[k], acc[i]);
+            }
+          }
         }
       }
     }
