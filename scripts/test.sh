@@ -2,7 +2,8 @@
 # Runs every test: the include-graph check, the release build's CTest suite (unit, golden, CLI, the
 # node-reference and server suites, stream mode), then under AddressSanitizer + UndefinedBehaviorSanitizer
 # (clang) the unit, golden, server and stream-mode tests and each libFuzzer target for
-# SLUICE_FUZZ_SECONDS (its seed corpus first, then mutations from a fixed seed), the kernel and golden
+# SLUICE_FUZZ_SECONDS (its seed corpus first, then mutations from a seed that changes with every
+# commit: SLUICE_FUZZ_SEED, printed, repeats a run), the kernel and golden
 # tests built for ARM64 under qemu-aarch64 (NEON), and under ThreadSanitizer the thread pool,
 # streaming, remote-fetch and server tests (continuous batching included). A skipped test fails the run unless it is a SIMD test of
 # an instruction set this CPU lacks. Each stage prints how long it took. Run scripts/setup.sh first.
@@ -26,6 +27,14 @@ echo "test: CUDA tests (ctest label cuda) are not run here; scripts/test-gpu.sh 
 python3 scripts/check_skips.py build
 took "release tree"
 
+# The libFuzzer seed changes with every commit (so each CI run tries new inputs) and is printed, so
+# a failure is repeated with SLUICE_FUZZ_SEED=N scripts/test.sh; outside git it is 1.
+if [ -z "${SLUICE_FUZZ_SEED:-}" ]; then
+  commit=$(git rev-parse --short=7 HEAD 2>/dev/null || echo 1)
+  SLUICE_FUZZ_SEED=$(( 16#${commit} % 2147483647 + 1 ))
+fi
+echo "test: libFuzzer seed $SLUICE_FUZZ_SEED (SLUICE_FUZZ_SEED=$SLUICE_FUZZ_SEED repeats this run)"
+cmake -S . -B build-asan -DSLUICE_FUZZ_SEED="$SLUICE_FUZZ_SEED" >/dev/null
 cmake --build build-asan -j "$JOBS"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

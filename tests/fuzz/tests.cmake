@@ -1,17 +1,17 @@
 # Fuzz targets (tests/fuzz/*_fuzz.cpp, written against libFuzzer's API), each
 # with a seed corpus in tests/fuzz/corpus/<target without _fuzz>:
 # - the sanitizer tree built with clang and -DSLUICE_FUZZ=ON (CI's): linked with libFuzzer and run
-#   coverage-guided for SLUICE_FUZZ_SECONDS each (label "fuzz") from the fixed seed
-#   SLUICE_FUZZ_SEED, so a run in a fresh tree tries the same inputs in the same order on every
-#   machine (a faster one gets further): a regression check a commit can be judged by. New inputs
-#   go to the build tree, crashes to fuzz-<target>-crash-*. Finding new bugs is scripts/fuzz.sh's
+#   coverage-guided for SLUICE_FUZZ_SECONDS each (label "fuzz") from the seed SLUICE_FUZZ_SEED, which
+#   scripts/test.sh derives from the commit: every CI run of a new commit tries new inputs, and the
+#   same commit (or the printed seed) repeats them. New inputs go to the build tree, crashes to
+#   fuzz-<target>-crash-*. Longer hunts for new bugs are scripts/fuzz.sh's
 #   job (random seeds, minutes per target), run before landing a change to a parser;
 # - a sanitizer tree without SLUICE_FUZZ (g++): linked with fuzz_driver.cpp, run over the seed corpus
 #   and a fixed count of random mutations from a fixed seed (label "asan");
 # - the release tree: built only.
 file(GLOB SLUICE_FUZZ_TARGETS CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*_fuzz.cpp)
 set(SLUICE_FUZZ_SECONDS 20 CACHE STRING "Seconds each target is fuzzed in the fuzz tree")
-set(SLUICE_FUZZ_SEED 1 CACHE STRING "libFuzzer -seed in the fuzz tree (0: a new random seed every run)")
+set(SLUICE_FUZZ_SEED 1 CACHE STRING "libFuzzer -seed in the fuzz tree (scripts/test.sh sets it from the commit; 0: random)")
 set(SLUICE_FUZZ_DRIVER_SECONDS 20 CACHE STRING "At most this many seconds of random mutations per target in the sanitizer tree")
 # A fixed seed (1) and input count there: a reproducible regression check in CI, not a lottery.
 set(SLUICE_FUZZ_DRIVER_INPUTS 1000 CACHE STRING "Random mutations per target in the sanitizer tree")
