@@ -262,10 +262,14 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const uint64_t io0 = process_read_bytes();
   tick.say(fmt::format("bench: prefilling {} tokens", prompt.size()), true);
   const ExpertStats before_prefill = model->expert_stats();
+  const double spine_stall0 = model->spine_stats().stall_seconds;
   auto routed = std::make_unique<RoutedExperts>(*model);
   auto t0 = Clock::now();
   const std::vector<float>* lg = &s.feed(prompt);
   const double prefill = seconds_since(t0);
+  // Time the prefill waited for expert and spine reads; the rest is compute.
+  const double prefill_stall = model->expert_stats().stall_seconds - before_prefill.stall_seconds +
+                               model->spine_stats().stall_seconds - spine_stall0;
   const uint64_t prefill_distinct = routed->distinct_bytes();
   routed.reset();
   ExpertStats prev = model->expert_stats();
@@ -334,6 +338,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"prompt_tokens", prompt.size()},
       {"seconds_per_token", median(secs)},
       {"prefill_seconds", prefill},
+      {"prefill_stall_seconds", prefill_stall},
       {"prefill_chunk", s.prefill_chunk()},
       {"prefill_expert_bytes_read", prefill_read},
       {"prefill_distinct_expert_bytes", prefill_distinct},
