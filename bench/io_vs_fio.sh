@@ -5,15 +5,14 @@
 set -euo pipefail
 model=$1 shard=$2 kb=${3:-2048} qd=${4:-32} rounds=${5:-3}
 bin=$(dirname "$0")/../build/src/sluice
+. "$(dirname "$0")/lib_fio.sh"
 ours=() theirs=()
 for i in $(seq "$rounds"); do
   sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
   ours+=("$("$bin" bench --model "$model" --ram 10 --tokens 8 --io-only --read-kb "$kb" --queue-depth "$qd" \
             --seed "$i" | sed -E 's/.* = ([0-9.]+) GB\/s.*/\1/')")
   sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-  theirs+=("$(fio --name=r --filename="$shard" --rw=randread --bs="${kb}k" --iodepth="$qd" --direct=1 \
-              --ioengine=io_uring --runtime=5 --time_based --readonly --output-format=json |
-              python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e9)')")
+  theirs+=("$(fio_read_gbps "$shard" "$kb" "$qd" 5)")
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo "sluice reader GB/s: ${ours[*]}  median $(med "${ours[@]}")"

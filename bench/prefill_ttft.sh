@@ -19,29 +19,15 @@ chunk=()
 if [ -n "${CHUNK:-}" ]; then chunk=(--prefill-chunk "$CHUNK"); fi
 mkdir -p "$out"
 
-# The routed experts' files: the packs `prepare --pack-experts` wrote, else the checkpoint shards.
-mapfile -t files < <(python3 - "$model" <<'EOF'
-import json, os, sys
-m = sys.argv[1]
-man = json.load(open(os.path.join(m, "sluice-manifest.json")))
-# experts: [layer, expert, [[file index, offset, length], ...], checksum], the index into "files";
-# a pack placed with --expert-dirs lives in expert_dirs[pack_dirs[p]].
-names = [f["name"] for f in man["files"]]
-packs, dirs, pack_dirs = man.get("packs", []), man.get("expert_dirs", []), man.get("pack_dirs", [])
-def path(i):
-    n = names[i]
-    if pack_dirs and n in packs: return os.path.join(dirs[pack_dirs[packs.index(n)]], n)
-    return os.path.join(m, n)
-print("\n".join(path(i) for i in sorted({x[0] for e in man["experts"] for x in e[2]})))
-EOF
-)
-[ ${#files[@]} -gt 0 ] || { echo "prefill_ttft: no expert files found in $model" >&2; exit 1; }
+# The routed experts' files (the packs where `prepare --pack-experts` placed them, else the shards).
+. "$(dirname "$0")/lib_fio.sh"
+mapfile -t files < <("$bin" info --model "$model" --json |
+                     python3 -c 'import json,sys; print("\n".join(json.load(sys.stdin).get("expert_files", [])))')
+[ ${#files[@]} -gt 0 ] || { echo "prefill_ttft: no expert files found in $model (is it prepared? sluice prepare)" >&2; exit 1; }
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 
 drop
-fio_gbps=$(fio --name=r --filename="$(IFS=:; echo "${files[*]}")" --rw=randread --bs="${kb}k" --iodepth="$qd" \
-             --direct=1 --ioengine=io_uring --runtime=10 --time_based --readonly --output-format=json |
-           python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e9)')
+fio_gbps=$(fio_read_gbps "$(IFS=:; echo "${files[*]}")" "$kb" "$qd" 10)
 echo "prefill_ttft: fio O_DIRECT io_uring randread ${kb} KiB x ${qd} over ${#files[@]} expert files: ${fio_gbps} GB/s"
 
 printf '%7s %6s %9s %8s %10s %8s %9s %9s %8s %10s\n' tokens chunk ttft_s read_GB distinct_GB read/dist stall_s compute_s floor_s ttft/floor

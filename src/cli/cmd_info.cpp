@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "cli/memory_options.h"
 #include "compute/devices.h"
 #include "engine/engine.h"
+#include "format/manifest.h"
 #include "io/read_probe.h"
 #include "kernels/isa.h"
 #include "util/thread_pool.h"
@@ -69,6 +71,16 @@ int run_info(const InfoOpts& o) {
                     {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)}});
   j["cuda"] = {{"compiled", cuda.compiled}, {"devices", gpus}};
   if (!cuda.error.empty()) j["cuda"]["error"] = cuda.error;
+  // The files holding routed experts (packs where they were placed, else the shards), for
+  // scripts that measure the drive under them (bench/prefill_ttft.sh runs fio over these).
+  if (const auto man = find_manifest(dir)) {
+    std::set<size_t> used;
+    for (const auto& e : man->experts)
+      for (const auto& x : e.extents) used.insert(size_t(x.file));
+    nlohmann::json files = nlohmann::json::array();
+    for (const size_t i : used) files.push_back(man->file_path(dir, i));
+    j["expert_files"] = files;
+  }
   std::optional<MemoryPlan> plan;
   if (o.mem.ram_gib > 0) {
     plan = Engine::plan(dir, o.mem);
@@ -103,7 +115,7 @@ void add_info_command(CLI::App& app, Action& action) {
   cmd->add_option("--model", o->model,
                   "Model directory whose filesystem is probed and whose memory plan --ram prints (default: the "
                   "shipped model)");
-  cmd->add_flag("--json", o->json, "Print JSON (keys version, isa, threads, io_uring, o_direct, cuda, memory_plan, ...)");
+  cmd->add_flag("--json", o->json, "Print JSON (keys version, isa, threads, io_uring, o_direct, cuda, expert_files of a prepared model, memory_plan, ...)");
   add_plan_options(cmd, o->mem);
   cmd->get_option("--ram")->description(
       "Print the memory plan for this budget in GiB (spine, expert cache, state, reserve), as run, chat, generate, "

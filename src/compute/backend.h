@@ -122,6 +122,10 @@ class Backend {
   // few launches instead of several per expert.
   virtual void expert_ffns(std::span<const ExpertWeights* const> experts, std::span<const int64_t> offsets,
                            const GatedActivation& act, Tensor x, Tensor y);
+  // True when expert_ffns runs a group at once, holding every row's gate/up scratch together (so the
+  // caller packs the group's inputs); false when it goes expert by expert (the caller may then gather
+  // each expert's input just before its call, and only one expert's scratch is alive at a time).
+  virtual bool groups_experts() const { return false; }
 };
 
 // The process's CPU backend (stateless: products use the global thread pool).

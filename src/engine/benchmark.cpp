@@ -397,6 +397,7 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
   const ExpertStats e0 = model->expert_stats();
   uint64_t prefill_distinct = 0;
   int64_t prompt_total = 0;
+  const double spine_stall0 = model->spine_stats().stall_seconds;
   auto t0 = Clock::now();
   {
     RoutedExperts routed(*model);
@@ -417,6 +418,9 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
   const double prefill = seconds_since(t0);
   ExpertStats prev = model->expert_stats();
   const uint64_t prefill_read = prev.bytes_read - e0.bytes_read;
+  // Time the B prefills waited for expert and spine reads; the rest is compute.
+  const double prefill_stall =
+      prev.stall_seconds - e0.stall_seconds + model->spine_stats().stall_seconds - spine_stall0;
   uint64_t io_prev = process_read_bytes();
   nlohmann::json per_pass = nlohmann::json::array();
   std::vector<double> secs;
@@ -462,6 +466,7 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
               {"tokens", r.tokens},
               {"prompt_tokens", prompt_total},
               {"prefill_seconds", prefill},
+              {"prefill_stall_seconds", prefill_stall},
               {"prefill_chunk", seqs.front()->prefill_chunk()},
               {"prefill_expert_bytes_read", prefill_read},
               {"prefill_distinct_expert_bytes", prefill_distinct},

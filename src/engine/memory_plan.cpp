@@ -82,7 +82,7 @@ MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device) 
             uint64_t(std::max<int64_t>(1, f.sequences));
   if (budget == 0) return p;  // no budget: everything mapped, nothing streamed
   p.stream_experts = true;
-  p.reserve = std::min<uint64_t>(budget / 5, 768ull << 20);
+  p.reserve = std::min<uint64_t>(budget / 5, std::clamp<uint64_t>(budget / 10, 768ull << 20, 2 * kGiB));
   const uint64_t fixed = p.reserve + p.state;
   if (fixed >= budget)
     fail("--ram {} leaves nothing after {} of working memory ({} reserve, {} state for {} positions{})",

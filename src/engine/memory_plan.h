@@ -84,7 +84,9 @@ struct MemoryPlan {
   nlohmann::json to_json() const;  // the same in bytes (`sluice info --json`, bench JSON)
 };
 
-// The split rule. Reserve: a fifth of the budget, at most 768 MiB. State: the
+// The split rule. Reserve: a tenth of the budget, between 768 MiB and 2 GiB,
+// and never more than a fifth (it bounds the prefill chunk, Engine::prefill_chunk:
+// a bigger budget reads the expert pool once for a longer prompt). State: the
 // footprint's state for its context. The spine (less its on-demand bytes)
 // stays resident when it and both of those take at most three quarters of the
 // budget and the cache gets

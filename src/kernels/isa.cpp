@@ -33,6 +33,16 @@ float scalar_read_sum(const float* p, int64_t n) {
   return s;
 }
 
+float scalar_fma_chains(float seed, int64_t iters) {
+  float a[12];
+  for (int i = 0; i < 12; ++i) a[i] = seed + float(i);
+  for (int64_t k = 0; k < iters; ++k)
+    for (float& x : a) x = x * 0.999999f + 1e-7f;
+  float s = 0.0f;
+  for (const float x : a) s += x;
+  return s;
+}
+
 const std::vector<IsaKernels>& all_isas() {
   static const std::vector<IsaKernels> v = [] {
     std::vector<IsaKernels> isas(simd_isas().begin(), simd_isas().end());
@@ -40,7 +50,7 @@ const std::vector<IsaKernels>& all_isas() {
       for (const VectorOps& ops : simd_vector_ops())
         if (ops.hwy_target == isa.hwy_target) isa.vec = ops;
     isas.push_back({"scalar", 0, 1, &scalar_handles, &scalar_padded_cols, &scalar_prepare_x, &scalar_rows,
-                    &matvec_transposed_acc_ref, &scalar_read_sum,
+                    &matvec_transposed_acc_ref, &scalar_read_sum, &scalar_fma_chains,
                     {0, &ops::dot_ref, &ops::axpy_ref, &ops::scale_ref, &ops::add_ref}});
     for (const IsaKernels& isa : isas)
       if (!isa.vec.dot) throw std::logic_error(std::string(isa.name) + ": no vector operations compiled");

@@ -36,6 +36,10 @@ struct IsaKernels {
   void (*transposed_acc)(const QMatrix& W, const float* a, float* y);
   // Sum of p[0..n) with full-width loads: how fast this ISA streams memory.
   float (*read_sum)(const float* p, int64_t n);
+  // `iters` rounds of 12 independent vector FMA chains (12 * iters FMAs): how many
+  // FMAs a core of this ISA retires per cycle, measured instead of assumed
+  // (Zen 4 splits a 512-bit FMA over its two 256-bit pipes: one per cycle, not two).
+  float (*fma_chains)(float seed, int64_t iters);
   // The vector operations of kernels/ops.h.
   VectorOps vec;
 };

@@ -764,10 +764,20 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
     }
 }
 
+// Tokens per pass over a row range: a long prompt's products run 64 tokens at a
+// time, so a panel's accumulators and the activations of one column block stay
+// in L2 (512 tokens at once spill both); each output's sequence is unchanged.
+constexpr int64_t kTokenBlock = 64;
+
 template <class Fmt>
 void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const float* XP, int64_t n, float* Y,
               int64_t ldy) {
   const Layout L = layout_of(W);
+  if (n > kTokenBlock) {
+    for (int64_t t0 = 0; t0 < n; t0 += kTokenBlock)
+      rows_fmt(dec, W, r0, r1, XP + t0 * L.padded, std::min(kTokenBlock, n - t0), Y + t0 * ldy, ldy);
+    return;
+  }
   Scratch& sc = Scratch::get();
   constexpr int kTileRows = tile_rows<Fmt>(), kPanelRows = panel_rows<Fmt>();
   constexpr int kMaxR = kPanelRows > 4 ? kPanelRows : 4;
@@ -910,6 +920,20 @@ float ReadSum(const float* p, int64_t n) {
   return s;
 }
 
+// 12 independent accumulators: enough to cover the FMA latency (4 cycles) on
+// two pipes, few enough to stay in 16 registers.
+float FmaChains(float seed, int64_t iters) {
+  const DF df;
+  const VF m = hn::Set(df, 0.999999f), c = hn::Set(df, 1e-7f);
+  VF a[12];
+  for (int i = 0; i < 12; ++i) a[i] = hn::Set(df, seed + float(i));
+  for (int64_t k = 0; k < iters; ++k)
+    for (int i = 0; i < 12; ++i) a[i] = pinned(hn::MulAdd(a[i], m, c));
+  VF s = a[0];
+  for (int i = 1; i < 12; ++i) s = hn::Add(s, a[i]);
+  return hn::GetLane(hn::SumOfLanes(df, s));
+}
+
 #endif  // dispatched targets
 
 }  // namespace HWY_NAMESPACE
@@ -924,15 +948,15 @@ std::span<const IsaKernels> simd_isas() {
   static const IsaKernels table[] = {
 #if HWY_TARGETS & HWY_AVX3
       {"avx512", HWY_AVX3, int(N_AVX3::kN), &N_AVX3::Handles, &N_AVX3::PaddedCols, &N_AVX3::PrepareX,
-       &N_AVX3::Rows, &N_AVX3::TransposedAcc, &N_AVX3::ReadSum, {}},
+       &N_AVX3::Rows, &N_AVX3::TransposedAcc, &N_AVX3::ReadSum, &N_AVX3::FmaChains, {}},
 #endif
 #if HWY_TARGETS & HWY_AVX2
       {"avx2", HWY_AVX2, int(N_AVX2::kN), &N_AVX2::Handles, &N_AVX2::PaddedCols, &N_AVX2::PrepareX, &N_AVX2::Rows,
-       &N_AVX2::TransposedAcc, &N_AVX2::ReadSum, {}},
+       &N_AVX2::TransposedAcc, &N_AVX2::ReadSum, &N_AVX2::FmaChains, {}},
 #endif
 #if HWY_TARGETS & HWY_NEON
       {"neon", HWY_NEON, int(N_NEON::kN), &N_NEON::Handles, &N_NEON::PaddedCols, &N_NEON::PrepareX, &N_NEON::Rows,
-       &N_NEON::TransposedAcc, &N_NEON::ReadSum, {}},
+       &N_NEON::TransposedAcc, &N_NEON::ReadSum, &N_NEON::FmaChains, {}},
 #endif
   };
   return {table, sizeof(table) / sizeof(table[0])};

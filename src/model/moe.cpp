@@ -22,13 +22,16 @@ void MoeBlock::route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<flo
 }
 
 // Router logits (device and host), the latent input, the shared expert's
-// output and scratch, every chosen expert's gathered input and output (packed,
-// alive until the weighted sum), gate/up scratch for every packed row (a
-// grouped call holds the whole group's), and the sum.
+// output and scratch, every chosen expert's output (packed, alive until the
+// weighted sum in expert-id order), and the sum. A backend that runs a group of
+// experts at once also holds the group's packed input and every packed row's
+// gate/up scratch; one that goes expert by expert holds one expert's input and
+// scratch at a time, at most every token's row (an expert picked by all of them).
 int64_t MoeBlock::activation_floats_per_token(int64_t routed_width) const {
   const int64_t D = router_.cols(), W = latent_ ? latent_->down.rows() : D, K = spec_.top_k;
   const int64_t shared = shared_ ? D + shared_->activation_floats_per_token(0) : 0;
-  return 2 * spec_.n_experts + W + shared + K * W + K * W + 2 * K * routed_width + W;
+  const int64_t inputs = be_.groups_experts() ? K * W + 2 * K * routed_width : W + 2 * routed_width;
+  return 2 * spec_.n_experts + W + shared + K * W + inputs + W;
 }
 
 void MoeBlock::prefetch_hint(Tensor x) const {
@@ -87,8 +90,12 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
     offsets.push_back(int64_t(packed_rows.size()));
   }
   const int64_t N = offsets.back();
-  Buffer X(be_, N, W), Y(be_, N, W);
-  be_.gather_rows(xin, packed_rows, X);
+  const bool grouped = be_.groups_experts();
+  Buffer X, Y(be_, N, W);
+  if (grouped) {
+    X = Buffer(be_, N, W);
+    be_.gather_rows(xin, packed_rows, X);
+  }
 
   // Each chosen expert once over its tokens, resident ones first. Experts that are
   // ready are acquired together and computed in one grouped call; before waiting
@@ -97,8 +104,28 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
   std::vector<size_t> group;
   std::vector<const ExpertWeights*> group_w;
   std::vector<int64_t> group_off;
+  // Expert by expert (a backend without grouped calls): its input is gathered just before its call.
+  auto run_one = [&](size_t i) {
+    const int32_t e = chosen[i];
+    const ExpertWeights& w = src.acquire(layer_, e);
+    try {
+      const int64_t n = offsets[i + 1] - offsets[i];
+      Buffer Xe(be_, n, W);
+      be_.gather_rows(xin, rows[size_t(e)], Xe);
+      be_.expert_ffn(w, act_, Xe, Tensor(Y).row_range(offsets[i], n));
+    } catch (...) {
+      src.release(layer_, e);
+      throw;
+    }
+    src.release(layer_, e);
+  };
   auto flush = [&] {
     if (group.empty()) return;
+    if (!grouped) {
+      for (const size_t i : group) run_one(i);
+      group.clear();
+      return;
+    }
     // Consecutive chosen experts are consecutive slices: run each maximal run as one call.
     std::sort(group.begin(), group.end());
     for (size_t a = 0; a < group.size();) {

@@ -4,7 +4,11 @@
 // picked it. Reads are requested as soon as routing is known; the shared
 // expert and already-resident experts are computed while the rest arrive.
 // Expert outputs are summed in a fixed order, so results do not depend on
-// which experts happened to be cached.
+// which experts happened to be cached. Only those outputs live for the whole
+// layer (top_k rows per token); each expert's gathered input and scratch live
+// for its call on a backend that goes expert by expert (the CPU), for the group
+// on one that runs groups at once (CUDA): activation_floats_per_token, which
+// sets the prefill chunk, counts what the backend holds.
 #pragma once
 #include <memory>
 #include <vector>

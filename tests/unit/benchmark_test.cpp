@@ -70,6 +70,8 @@ TEST(Benchmark, BatchedDecodeCountsEverySequence) {
   EXPECT_NEAR(j["aggregate_tokens_per_second"].get<double>(), 12 / secs, 1e-6 * 12 / secs);
   EXPECT_NEAR(j["expert_bytes_needed_per_token"].get<double>(), needed / 12, 1e-6 * needed);
   EXPECT_EQ(j["memory_plan"]["state_sequences"].get<int64_t>(), 3);
+  EXPECT_GE(j["prefill_stall_seconds"].get<double>(), 0.0);
+  EXPECT_LE(j["prefill_stall_seconds"].get<double>(), j["prefill_seconds"].get<double>());
   EXPECT_NE(res.summary[0].find("batch 3"), std::string::npos) << res.summary[0];
   r.generate = true;
   EXPECT_THROW(run_benchmark(r), Error);

@@ -232,6 +232,17 @@ TEST(ExpertDrives, CommandLineSpreadsVerifiesAndRelocates) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Manifest::load(dir + "/" + kManifestFile).expert_dirs, (std::vector<std::string>{a, b}));
   EXPECT_EQ(test::run_sluice({"verify", "--model", dir}).exit_code, 0);
+  // `sluice info --json` names the files the experts are read from: the packs, on both drives.
+  r = test::run_sluice({"info", "--model", dir, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto info = nlohmann::json::parse(r.out);
+  std::set<std::string> drives;
+  for (const auto& f : info.at("expert_files")) {
+    const std::string path = f.get<std::string>();
+    EXPECT_TRUE(fs::exists(path)) << path;
+    drives.insert(fs::path(path).parent_path().string());
+  }
+  EXPECT_EQ(drives, (std::set<std::string>{a, b})) << r.out;
   fs::rename(b, c);
   r = test::run_sluice({"verify", "--model", dir});
   EXPECT_NE(r.exit_code, 0);

@@ -41,9 +41,9 @@ TEST(MemoryPlan, ResidentSpineLeavesTheRestToTheCache) {
   const MemoryPlan p = plan_memory(16 * kGiB, footprint(4 * kGiB));
   EXPECT_TRUE(p.stream_experts);
   EXPECT_FALSE(p.stream_spine);
-  EXPECT_EQ(p.reserve, 768 * MiB);  // a fifth of 16 GiB is more than the 768 MiB cap
+  EXPECT_EQ(p.reserve, 16 * kGiB / 10);  // a tenth: between 768 MiB and 2 GiB
   EXPECT_EQ(p.state, 24 * MiB + 4096 * 1000);
-  EXPECT_EQ(p.expert_cache, 16 * kGiB - 4 * kGiB - 768 * MiB - (24 * MiB + 4096000));
+  EXPECT_EQ(p.expert_cache, 16 * kGiB - 4 * kGiB - 16 * kGiB / 10 - (24 * MiB + 4096000));
   EXPECT_EQ(p.spine_budget, 0u);
   EXPECT_EQ(p.reserve + p.state + p.spine + p.expert_cache, p.budget);
   EXPECT_NE(p.describe().find("(resident)"), std::string::npos) << p.describe();
@@ -53,7 +53,7 @@ TEST(MemoryPlan, LargeSpineIsStreamedWithinThreeQuartersOfTheRest) {
   // 14 GiB of spine + working memory exceed three quarters of 16 GiB.
   const MemoryPlan p = plan_memory(16 * kGiB, footprint(14 * kGiB));
   EXPECT_TRUE(p.stream_spine);
-  const uint64_t rest = 16 * kGiB - 768 * MiB - (24 * MiB + 4096000);
+  const uint64_t rest = 16 * kGiB - 16 * kGiB / 10 - (24 * MiB + 4096000);
   EXPECT_EQ(p.spine_budget, rest / 4 * 3);
   EXPECT_EQ(p.expert_cache, rest - rest / 4 * 3);
   EXPECT_EQ(p.reserve + p.state + p.spine_budget + p.expert_cache, p.budget);
@@ -73,7 +73,7 @@ TEST(MemoryPlan, OnDemandEmbeddingIsNotHeldInTheBudget) {
   const MemoryPlan p = plan_memory(16 * kGiB, f);
   EXPECT_FALSE(p.stream_spine);
   EXPECT_EQ(p.spine_on_demand, 6 * kGiB);
-  EXPECT_EQ(p.expert_cache, 16 * kGiB - 8 * kGiB - 768 * MiB - (24 * MiB + 4096000));
+  EXPECT_EQ(p.expert_cache, 16 * kGiB - 8 * kGiB - 16 * kGiB / 10 - (24 * MiB + 4096000));
   EXPECT_EQ(p.reserve + p.state + p.spine - p.spine_on_demand + p.expert_cache, p.budget);
   EXPECT_NE(p.describe().find("8.00 GiB (resident)"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("read on demand"), std::string::npos) << p.describe();
@@ -89,12 +89,21 @@ TEST(MemoryPlan, SmallBudgetsReserveAFifth) {
   EXPECT_EQ(p.expert_cache, 100 * MiB - 10 * MiB - 20 * MiB - (24 * MiB + 4096000));
 }
 
+// The reserve bounds the prefill chunk, so it grows with the budget (a tenth),
+// but not below 768 MiB, not above 2 GiB, and never beyond a fifth.
+TEST(MemoryPlan, ReserveGrowsWithTheBudgetWithinItsBounds) {
+  EXPECT_EQ(plan_memory(2 * kGiB, footprint(10 * MiB, 1 * MiB)).reserve, 2 * kGiB / 5);
+  EXPECT_EQ(plan_memory(6 * kGiB, footprint(10 * MiB, 1 * MiB)).reserve, 768 * MiB);
+  EXPECT_EQ(plan_memory(10 * kGiB, footprint(10 * MiB, 1 * MiB)).reserve, kGiB);
+  EXPECT_EQ(plan_memory(64 * kGiB, footprint(10 * MiB, 1 * MiB)).reserve, 2 * kGiB);
+}
+
 TEST(MemoryPlan, StreamedSpineGetsAtLeastWhatStreamingNeeds) {
   ModelFootprint f = footprint(14 * kGiB);
   f.spine_stream_min_bytes = 13 * kGiB;
   const MemoryPlan p = plan_memory(16 * kGiB, f);
   EXPECT_EQ(p.spine_budget, 13 * kGiB);
-  EXPECT_EQ(p.expert_cache, 16 * kGiB - 768 * MiB - (24 * MiB + 4096000) - 13 * kGiB);
+  EXPECT_EQ(p.expert_cache, 16 * kGiB - 16 * kGiB / 10 - (24 * MiB + 4096000) - 13 * kGiB);
   f.spine_stream_min_bytes = 15 * kGiB + 512 * MiB;
   EXPECT_THROW(plan_memory(16 * kGiB, f), Error);
 }

@@ -67,6 +67,7 @@ class CudaBackend : public Backend {
                    Tensor acc) override;
   void expert_ffns(std::span<const ExpertWeights* const> experts, std::span<const int64_t> offsets,
                    const GatedActivation& act, Tensor x, Tensor y) override;
+  bool groups_experts() const override { return true; }
 
   // ---- for the VRAM expert cache (compute/device_experts.h)
   // Device bytes for a matrix's data and scales, and a copy into them.
