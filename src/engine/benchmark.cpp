@@ -22,6 +22,8 @@ using Clock = std::chrono::steady_clock;
 using Progress_fn = std::function<void(const std::string&)>;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+// Seconds the model has waited for expert and spine reads so far (a difference of two is a stall).
+double read_wait_seconds(const Engine& m) { return m.expert_stats().stall_seconds + m.spine_stats().stall_seconds; }
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -262,14 +264,13 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const uint64_t io0 = process_read_bytes();
   tick.say(fmt::format("bench: prefilling {} tokens", prompt.size()), true);
   const ExpertStats before_prefill = model->expert_stats();
-  const double spine_stall0 = model->spine_stats().stall_seconds;
+  const double wait0 = read_wait_seconds(*model);
   auto routed = std::make_unique<RoutedExperts>(*model);
   auto t0 = Clock::now();
   const std::vector<float>* lg = &s.feed(prompt);
   const double prefill = seconds_since(t0);
   // Time the prefill waited for expert and spine reads; the rest is compute.
-  const double prefill_stall = model->expert_stats().stall_seconds - before_prefill.stall_seconds +
-                               model->spine_stats().stall_seconds - spine_stall0;
+  const double prefill_stall = read_wait_seconds(*model) - wait0;
   const uint64_t prefill_distinct = routed->distinct_bytes();
   routed.reset();
   ExpertStats prev = model->expert_stats();
@@ -397,7 +398,7 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
   const ExpertStats e0 = model->expert_stats();
   uint64_t prefill_distinct = 0;
   int64_t prompt_total = 0;
-  const double spine_stall0 = model->spine_stats().stall_seconds;
+  const double wait0 = read_wait_seconds(*model);
   auto t0 = Clock::now();
   {
     RoutedExperts routed(*model);
@@ -419,8 +420,7 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
   ExpertStats prev = model->expert_stats();
   const uint64_t prefill_read = prev.bytes_read - e0.bytes_read;
   // Time the B prefills waited for expert and spine reads; the rest is compute.
-  const double prefill_stall =
-      prev.stall_seconds - e0.stall_seconds + model->spine_stats().stall_seconds - spine_stall0;
+  const double prefill_stall = read_wait_seconds(*model) - wait0;
   uint64_t io_prev = process_read_bytes();
   nlohmann::json per_pass = nlohmann::json::array();
   std::vector<double> secs;
