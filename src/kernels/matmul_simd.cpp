@@ -216,16 +216,15 @@ inline bool nibble_segment_scales(const QMatrix& W, int64_t r, int64_t segments,
   if (W.fmt == WeightFormat::INT4_GROUP) {
     const uint16_t* s = static_cast<const uint16_t*>(W.scale) + ar * W.scale_stride;
     if (W.group == 32) {
-      // |v| <= FLT_MAX / 8 (0x7E7FFFFF) exactly when the bf16 magnitude bits are
-      // <= 0x7E7F; inf and NaN lie above. One max per vector keeps the check.
       const hn::Rebind<uint16_t, DF> d16;
-      auto top = hn::Zero(du);
+      const VF limit = hn::Set(df, kFltMax / 8.0f);
+      auto bad = hn::Zero(du);
       for (; k + kN <= segments; k += kN) {
-        const auto bits = hn::PromoteTo(du, hn::LoadU(d16, s + k));
-        hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(bits)), df, out + k);
-        top = hn::Max(top, hn::And(bits, hn::Set(du, 0x7FFFu)));
+        const VF v = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, s + k))));
+        hn::StoreU(v, df, out + k);
+        bad = hn::Or(bad, hn::VecFromMask(du, hn::RebindMask(du, hn::Not(hn::Le(hn::Abs(v), limit)))));
       }
-      ok = hn::GetLane(hn::MaxOfLanes(du, top)) <= 0x7E7Fu;
+      ok = hn::AllTrue(du, hn::Eq(bad, hn::Zero(du)));
     }
     const int64_t per = W.group / 32;
     for (; k < segments; ++k) {
