@@ -10,4 +10,12 @@ namespace sluice::cli {
 
 int run_kernels_bench(const std::string& json_out);
 
+// `sluice bench --kernels --device cuda[:N]`: the CUDA backend's products alone. Prints a table and
+// optionally writes JSON:
+//   {"device", "gpu", "copy_gbps" (device-to-device copy, bytes read + written),
+//    "matvec": [{"format", "rows", "cols", "gbps"}],
+//    "experts": [{"format", "experts", "hidden", "intermediate", "gbps"}],  (one grouped call, one token each)
+//    "batched": [{"format", "tokens", "gflops"}]}
+int run_gpu_kernels_bench(int device, const std::string& json_out);
+
 }  // namespace sluice::cli

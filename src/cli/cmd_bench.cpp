@@ -83,13 +83,18 @@ void add_bench_command(CLI::App& app, Action& action) {
       "within it, and the spine too when it does not fit (required unless --kernels)");
   cmd->add_flag("--kernels", o->kernels,
                 "Measure the compute kernels alone (no model): DRAM read bandwidth, every weight format's matvec "
-                "(7168 x 16384) and 16/64-token products against the ISA's peak; --json writes them")
+                "(7168 x 16384) and 16/64-token products against the ISA's peak; with --device cuda[:N], the GPU's "
+                "products instead (device copy bandwidth, matvec, eight K2-shaped experts in one grouped call); "
+                "--json writes them")
       ->excludes(model)
       ->excludes(ram);
   cmd->callback([o, ram, &action] {
     if (o->kernels) {
       action = [o] {
         apply_memory_options(o->r.mem);
+        // The GPU's products only when asked for by name: `auto` keeps the CPU figures issue-comparable.
+        const Device d = parse_device(o->r.mem.device);
+        if (d.cuda() && o->r.mem.device != "auto") return run_gpu_kernels_bench(d.index, o->json_out);
         return run_kernels_bench(o->json_out);
       };
       return;

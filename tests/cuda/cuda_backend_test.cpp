@@ -377,6 +377,28 @@ TEST(CudaOps, AttentionCoresMatchTheCpu) {
     gpu().mla_attend(s, gpu().matrix(kvb.q), q.g, cache.g, pos, o.g);
     EXPECT_LT(o.error(), 1e-4) << "MLA " << weight_format_name(f);
   }
+  // MLA at K2's head dimensions (kv_lora 512, rope 64, nope 128, v 128) past a few hundred
+  // positions (more than one tile of positions and columns, partial last tiles), then each row
+  // alone at its own position gives the bits it had inside the batch.
+  {
+    MlaShape s{6, 512, 64, 128, 128, 0.07f};
+    const int64_t pos = 333, T = 5, qw = s.n_heads * (s.nope + s.rope_dim);
+    HostMatrix kvb = random_matrix(WeightFormat::BF16, s.n_heads * (s.nope + s.v_dim), s.kv_lora);
+    Twin q(randn(T * qw, 0.3f), T, qw);
+    Twin cache(randn((pos + T) * (s.kv_lora + s.rope_dim)), pos + T, s.kv_lora + s.rope_dim);
+    Twin o(T, s.n_heads * s.v_dim);
+    Matrix wg = gpu().matrix(kvb.q);
+    cpu().mla_attend(s, cpu().matrix(kvb.q), q.c, cache.c, pos, o.c);
+    gpu().mla_attend(s, wg, q.g, cache.g, pos, o.g);
+    EXPECT_LT(o.error(), 1e-4) << "MLA at K2 dimensions";
+    const auto batched = values(gpu(), o.g);
+    for (int64_t t = 0; t < T; ++t) {
+      Buffer o1(gpu(), 1, s.n_heads * s.v_dim);
+      gpu().mla_attend(s, wg, q.g.row_range(t, 1), cache.g.row_range(0, pos + t + 1), pos + t, o1);
+      const auto one = values(gpu(), o1);
+      EXPECT_EQ(0, std::memcmp(one.data(), batched.data() + t * one.size(), one.size() * 4)) << "MLA row " << t;
+    }
+  }
   // GQA: full causal, sliding window, sinks.
   for (int64_t window : {0, 4})
     for (bool sinks : {false, true}) {

@@ -1,9 +1,10 @@
 // The CUDA backend's attention cores, following the CPU definitions in
 // compute/cpu/cpu_attention.cpp: absorbed MLA over the latent cache, GQA with
 // sinks and sliding windows, KDA's short convolution, decay gate and gated
-// delta rule, and Block AttnRes mixing. One block per (query row, head) for
-// attention: scores into scratch, a softmax with a double sum, then the
-// weighted sum with one thread per output channel walking positions in order.
+// delta rule, and Block AttnRes mixing. GQA: one block per (query row, head):
+// scores into scratch, a softmax with a double sum, then the weighted sum with
+// one thread per output channel walking positions in order. MLA: the same
+// steps, each its own launch spread over positions or column tiles.
 #include <cuda_runtime.h>
 
 #include "compute/cuda/cuda_device_decode.cuh"
@@ -65,48 +66,101 @@ __device__ void block_softmax(float* p, int64_t n, float* shf, double* shd) {
   __syncthreads();
 }
 
-// Dynamic shared memory: qabs [C], ctx [C], then the rope query [R].
-__global__ void mla_kernel(MlaArgs a) {
-  extern __shared__ float smem[];
-  __shared__ float shf[kThreads];
-  __shared__ double shd[kThreads];
-  const int64_t t = blockIdx.y, h = blockIdx.x;
-  const int64_t C = a.C, R = a.R, N = a.N, V = a.V, qh = N + R;
-  const int64_t n = a.pos + t + 1;
-  float* qabs = smem;
-  float* ctx = smem + C;
-  const float* qn = a.q + t * a.ldq + h * qh;
-  const float* qpe = qn + N;
-  const int64_t w0 = h * (N + V);
-  // q_abs[c] = sum_i q_nope[i] W_UK[h][i][c]
-  for (int64_t c = threadIdx.x; c < C; c += kThreads) {
-    float acc = 0.0f;
-    for (int64_t i = 0; i < N; ++i) acc = fmaf(qn[i], decode_elem(a.kv_b, w0 + i, c), acc);
-    qabs[c] = acc;
+// ---- absorbed MLA, in five launches so a one-token step spreads over the GPU
+// (one block per head left most of the SMs idle and walked 500+ positions per
+// thread). Every value depends only on its own row t, head h and position, so
+// a token alone and the same token inside a batch give the same bits.
+
+constexpr int kColTile = 32;   // output columns per block (one warp's width)
+constexpr int kSlices = 8;     // row slices per block, summed in a fixed tree
+constexpr int kPosPerBlock = 32;
+
+// out[c] = sum_j a[j] * M(j, c) for c in one 32-column tile: slice k of the
+// block walks rows j = k, k+8, k+16, ... in order, then the eight partial sums
+// are added as ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)).
+template <class Load>
+__device__ void weighted_row_sum(const float* a, int64_t rows, int64_t cols, Load load, float* out) {
+  __shared__ float part[kSlices][kColTile];
+  const int lane = threadIdx.x % kColTile, k = threadIdx.x / kColTile;
+  const int64_t c = int64_t(blockIdx.x) * kColTile + lane;
+  float acc = 0.0f;
+  if (c < cols) {
+#pragma unroll 4
+    for (int64_t j = k; j < rows; j += kSlices) acc = fmaf(a[j], load(j, c), acc);
   }
+  part[k][lane] = acc;
   __syncthreads();
-  float* p = a.scratch + (t * a.H + h) * (a.pos + a.T);
+  if (k == 0 && c < cols)
+    out[c] = ((part[0][lane] + part[1][lane]) + (part[2][lane] + part[3][lane])) +
+             ((part[4][lane] + part[5][lane]) + (part[6][lane] + part[7][lane]));
+}
+
+// q_abs[t, h, c] = sum_i q_nope[t, h, i] W_UK[h][i][c]: the query against the latent.
+// grid (ceil(C/32), H, T)
+__global__ void mla_qabs_kernel(MlaArgs a, int64_t t0) {
+  const int64_t h = blockIdx.y, t = t0 + blockIdx.z;
+  const float* qn = a.q + t * a.ldq + h * (a.N + a.R);
+  const int64_t w0 = h * (a.N + a.V);
+  const QMatrix& W = a.kv_b;
+  weighted_row_sum(qn, a.N, a.C, [&](int64_t i, int64_t c) { return decode_elem(W, w0 + i, c); },
+                   a.qabs + (t * a.H + h) * a.C);
+}
+
+// p[t, h, j] = (q_abs . latent_j + q_rope . k_rope_j) * scale, one warp per position.
+// grid (ceil((pos+T)/32), H, T); dynamic shared memory: q_abs [C] then q_rope [R].
+__global__ void mla_scores_kernel(MlaArgs a, int64_t t0) {
+  extern __shared__ float smem[];
+  const int64_t h = blockIdx.y, t = t0 + blockIdx.z, n = a.pos + t + 1;
+  const int64_t j0 = int64_t(blockIdx.x) * kPosPerBlock;
+  if (j0 >= n) return;  // the whole block: no barrier below is skipped by part of it
+  float* qa = smem;
+  float* qr = smem + a.C;
+  const float* qabs = a.qabs + (t * a.H + h) * a.C;
+  const float* qpe = a.q + t * a.ldq + h * (a.N + a.R) + a.N;
+  for (int64_t c = threadIdx.x; c < a.C; c += kThreads) qa[c] = qabs[c];
+  for (int64_t r = threadIdx.x; r < a.R; r += kThreads) qr[r] = qpe[r];
+  __syncthreads();
+  float* p = a.scores + (t * a.H + h) * (a.pos + a.T);
   const int warp = threadIdx.x >> 5, warps = kThreads / 32;
-  for (int64_t j = warp; j < n; j += warps) {
+  for (int64_t j = j0 + warp; j < j0 + kPosPerBlock && j < n; j += warps) {
     const float* cj = a.cache + j * a.ldc;
-    const float s = (warp_dot(qabs, cj, C) + warp_dot(qpe, cj + C, R)) * a.scale;
+    const float s = (warp_dot(qa, cj, a.C) + warp_dot(qr, cj + a.C, a.R)) * a.scale;
     if ((threadIdx.x & 31) == 0) p[j] = s;
   }
+}
+
+// p[t, h, :] <- softmax over the row's pos + t + 1 positions. grid (H, T)
+__global__ void mla_softmax_kernel(MlaArgs a, int64_t t0) {
+  __shared__ float shf[kThreads];
+  __shared__ double shd[kThreads];
+  const int64_t h = blockIdx.x, t = t0 + blockIdx.y;
+  block_softmax(a.scores + (t * a.H + h) * (a.pos + a.T), a.pos + t + 1, shf, shd);
+}
+
+// ctx[t, h, c] = sum_j p[t, h, j] latent_j[c]. grid (ceil(C/32), H, T)
+__global__ void mla_context_kernel(MlaArgs a, int64_t t0) {
+  const int64_t h = blockIdx.y, t = t0 + blockIdx.z;
+  const float* cache = a.cache;
+  const int64_t ldc = a.ldc;
+  weighted_row_sum(a.scores + (t * a.H + h) * (a.pos + a.T), a.pos + t + 1, a.C,
+                   [&](int64_t j, int64_t c) { return cache[j * ldc + c]; }, a.ctx + (t * a.H + h) * a.C);
+}
+
+// o[t, h*V + v] = W_UV[h][v] . ctx[t, h], one warp per output. grid (ceil(V/8), H, T); shared: ctx [C].
+__global__ void mla_out_kernel(MlaArgs a, int64_t t0) {
+  extern __shared__ float smem[];
+  const int64_t h = blockIdx.y, t = t0 + blockIdx.z;
+  const float* ctx = a.ctx + (t * a.H + h) * a.C;
+  for (int64_t c = threadIdx.x; c < a.C; c += kThreads) smem[c] = ctx[c];
   __syncthreads();
-  block_softmax(p, n, shf, shd);
-  for (int64_t c = threadIdx.x; c < C; c += kThreads) {
-    float acc = 0.0f;
-    for (int64_t j = 0; j < n; ++j) acc = fmaf(p[j], a.cache[j * a.ldc + c], acc);
-    ctx[c] = acc;
-  }
-  __syncthreads();
-  // o[v] = W_UV[h][v] . ctx
-  for (int64_t v = warp; v < V; v += warps) {
-    float acc = 0.0f;
-    for (int64_t c = threadIdx.x & 31; c < C; c += 32) acc = fmaf(decode_elem(a.kv_b, w0 + N + v, c), ctx[c], acc);
-    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if ((threadIdx.x & 31) == 0) a.o[t * a.ldo + h * V + v] = acc;
-  }
+  const int warp = threadIdx.x >> 5, warps = kThreads / 32;
+  const int64_t v = int64_t(blockIdx.x) * warps + warp;
+  if (v >= a.V) return;
+  const int64_t w = h * (a.N + a.V) + a.N + v;
+  float acc = 0.0f;
+  for (int64_t c = threadIdx.x & 31; c < a.C; c += 32) acc = fmaf(decode_elem(a.kv_b, w, c), smem[c], acc);
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if ((threadIdx.x & 31) == 0) a.o[t * a.ldo + h * a.V + v] = acc;
 }
 
 __global__ void gqa_kernel(GqaArgs a) {
@@ -251,9 +305,20 @@ int done() { return int(cudaGetLastError()); }
 
 int mla_attend(const MlaArgs& a, Stream s) {
   if (a.T <= 0) return 0;
-  const size_t shared = size_t(2 * a.C) * sizeof(float);
+  const size_t shared = size_t(a.C + a.R) * sizeof(float);
   if (shared > 48 * 1024) return int(cudaErrorInvalidValue);
-  mla_kernel<<<dim3(unsigned(a.H), unsigned(a.T)), kThreads, shared, cudaStream_t(s)>>>(a);
+  const cudaStream_t st = cudaStream_t(s);
+  const unsigned H = unsigned(a.H), ctiles = unsigned((a.C + kColTile - 1) / kColTile);
+  const unsigned vtiles = unsigned((a.V + kThreads / 32 - 1) / (kThreads / 32));
+  for (int64_t t0 = 0; t0 < a.T; t0 += 65535) {  // grid z holds at most 65535 rows
+    const unsigned T = unsigned(a.T - t0 < 65535 ? a.T - t0 : 65535);
+    const unsigned ptiles = unsigned((a.pos + t0 + T + kPosPerBlock - 1) / kPosPerBlock);
+    mla_qabs_kernel<<<dim3(ctiles, H, T), kColTile * kSlices, 0, st>>>(a, t0);
+    mla_scores_kernel<<<dim3(ptiles, H, T), kThreads, shared, st>>>(a, t0);
+    mla_softmax_kernel<<<dim3(H, T), kThreads, 0, st>>>(a, t0);
+    mla_context_kernel<<<dim3(ctiles, H, T), kColTile * kSlices, 0, st>>>(a, t0);
+    mla_out_kernel<<<dim3(vtiles, H, T), kThreads, size_t(a.C) * sizeof(float), st>>>(a, t0);
+  }
   return done();
 }
 

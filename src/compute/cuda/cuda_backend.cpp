@@ -412,10 +412,13 @@ void CudaBackend::embed(const Matrix& table, const int32_t* tokens, int64_t n, T
 void CudaBackend::mla_attend(const MlaShape& s, const Matrix& kv_b, Tensor q, Tensor cache, int64_t pos, Tensor o) {
   SLUICE_VIEW(W, kv_b);
   cuda::MlaArgs a{s.n_heads, s.kv_lora, s.rope_dim, s.nope, s.v_dim, s.scale, W.q(), q.data(), q.ld(), q.rows(),
-                  cache.data(), cache.ld(), pos, o.data(), o.ld(), nullptr};
-  a.scratch = static_cast<float*>(impl_->stream_alloc(uint64_t(a.T * a.H * (pos + a.T)) * 4, "attention scores"));
+                  cache.data(), cache.ld(), pos, o.data(), o.ld(), nullptr, nullptr, nullptr};
+  const uint64_t scores = uint64_t(a.T * a.H * (pos + a.T)), latent = uint64_t(a.T * a.H * a.C);
+  a.scores = static_cast<float*>(impl_->stream_alloc((scores + 2 * latent) * 4, "attention scores"));
+  a.qabs = a.scores + scores;
+  a.ctx = a.qabs + latent;
   impl_->launched(cuda::mla_attend(a, impl_->stream), "MLA attention");
-  impl_->stream_free(a.scratch);
+  impl_->stream_free(a.scores);
 }
 
 void CudaBackend::gqa_attend(const GqaShape& s, const Vector& sinks, Tensor q, Tensor k, Tensor v, int64_t pos,
@@ -561,7 +564,9 @@ void CudaBackend::expert_ffns(std::span<const ExpertWeights* const> experts, std
   };
   auto run = [&](const std::vector<cuda::MatmulProblem>& ps, WeightFormat fmt, int64_t max_rows, const char* what) {
     cuda::MatmulProblem* d = impl_->upload_small(ps, "expert product descriptors");
-    impl_->launched(cuda::grouped_matmul(fmt, d, int(ps.size()), max_rows, impl_->stream), what);
+    int64_t max_n = 0;
+    for (const auto& p : ps) max_n = std::max(max_n, p.n);
+    impl_->launched(cuda::grouped_matmul(fmt, d, int(ps.size()), max_rows, max_n, impl_->stream), what);
     impl_->stream_free(d);
   };
   auto problem = [](const QMatrix& w, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy) {

@@ -42,8 +42,9 @@ struct MatmulProblem {
 // Fills in the problem's load widths (host side, before the problems are copied to the device).
 void prepare_problem(MatmulProblem& p);
 // Every problem (`dev`: `count` of them in device memory, all weights in format `fmt`, none with more
-// than max_rows rows) in one launch; each output row bit-identical to matmul() of its problem.
-int grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, Stream s);
+// than max_rows rows, none over more than max_n activation rows) in one launch; each output row
+// bit-identical to matmul() of its problem.
+int grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, Stream s);
 // out[t] = decoded table row tokens[t].
 int embed(const QMatrix& table, const RowList& tokens, float* out, int64_t ldo, Stream s);
 
@@ -72,7 +73,8 @@ struct MlaArgs {
   int64_t ldc, pos;
   float* o;
   int64_t ldo;
-  float* scratch;  // T * H * (pos + T) floats
+  // Scratch: scores T * H * (pos + T) floats, qabs and ctx T * H * C floats each.
+  float *scores, *qabs, *ctx;
 };
 int mla_attend(const MlaArgs& a, Stream s);
 
