@@ -190,6 +190,13 @@ std::string Metrics::render() const {
          "Bytes of routed experts read from storage.", experts_.bytes_read);
   single("sluice_expert_stall_seconds_total", "counter",
          "Seconds generation waited for expert reads.", experts_.stall_seconds);
+  single("sluice_expert_device_hits_total", "counter",
+         "Routed experts found in the VRAM expert cache (with --device cuda; 0 on the CPU).", experts_.device_hits);
+  single("sluice_expert_device_bytes_copied_total", "counter",
+         "Bytes of routed experts copied from host memory over PCIe into the VRAM expert cache (with --device cuda).",
+         experts_.device_bytes_copied);
+  single("sluice_expert_device_copy_seconds_total", "counter",
+         "Seconds generation waited for those copies to the GPU.", experts_.device_copy_seconds);
   single("sluice_queue_waiting", "gauge", "Generation requests waiting for their turn.", waiting_ ? waiting_() : 0);
   single("sluice_queue_running", "gauge", "Generation requests running (at most --parallel).",
          running_ ? running_() : 0);

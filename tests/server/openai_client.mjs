@@ -388,6 +388,10 @@ await t.test('with --ram, metrics count expert reads and cache hits', async () =
     assert.ok((await metric(streamed.url, 'sluice_expert_bytes_read_total')) > 0);
     const ratio = await metric(streamed.url, 'sluice_expert_cache_hit_ratio');
     assert.ok(ratio >= 0 && ratio <= 1);
+    // On the CPU nothing crosses PCIe: the GPU counters are there, and zero.
+    for (const name of ['sluice_expert_device_hits_total', 'sluice_expert_device_bytes_copied_total',
+                        'sluice_expert_device_copy_seconds_total'])
+      assert.equal(await metric(streamed.url, name), 0, name);
   } finally {
     assert.equal((await streamed.stop()).code, 0);
   }
