@@ -126,7 +126,9 @@ constexpr WeightFormat kFormats[] = {WeightFormat::BF16,       WeightFormat::F16
                                      WeightFormat::FP8_E4M3_BLOCK, WeightFormat::INT4_GROUP,
                                      WeightFormat::MXFP4,      WeightFormat::INT8_ROW};
 
-std::string short_name(WeightFormat f) {
+}  // namespace
+
+std::string kernel_format_key(WeightFormat f) {
   switch (f) {
     case WeightFormat::FP8_E4M3_BLOCK: return "fp8";
     case WeightFormat::INT4_GROUP: return "int4";
@@ -134,8 +136,6 @@ std::string short_name(WeightFormat f) {
     default: return std::string(weight_format_name(f));
   }
 }
-
-}  // namespace
 
 int run_kernels_bench(const std::string& json_out) {
   const kernels::IsaKernels& isa = kernels::active_isa();
@@ -164,16 +164,16 @@ int run_kernels_bench(const std::string& json_out) {
     for (auto& v : X) v = normal(rng);
     const double tv = best_seconds(kReps, [&] { matvec(w.m, X.data(), Y.data()); });
     const double gbps = wbytes / tv / 1e9;
-    j["matvec"].push_back({{"format", short_name(fmt)}, {"rows", rows}, {"cols", cols}, {"gbps", gbps}});
+    j["matvec"].push_back({{"format", kernel_format_key(fmt)}, {"rows", rows}, {"cols", cols}, {"gbps", gbps}});
     double gf[2] = {};
     int k = 0;
     for (int64_t n : {16, 64}) {
       const double tb = best_seconds(3, [&] { matmul(w.m, X.data(), n, cols, Y.data(), rows); });
       gf[k] = 2.0 * double(rows) * double(cols) * double(n) / tb / 1e9;
-      j["batched"].push_back({{"format", short_name(fmt)}, {"tokens", n}, {"gflops", gf[k]}, {"peak_gflops", peak}});
+      j["batched"].push_back({{"format", kernel_format_key(fmt)}, {"tokens", n}, {"gflops", gf[k]}, {"peak_gflops", peak}});
       ++k;
     }
-    std::printf("%-6s %12.2f %8.0f%% %10.1f %14.1f %13.0f%%\n", short_name(fmt).c_str(), gbps, 100 * gbps / dram,
+    std::printf("%-6s %12.2f %8.0f%% %10.1f %14.1f %13.0f%%\n", kernel_format_key(fmt).c_str(), gbps, 100 * gbps / dram,
                 gf[0], gf[1], peak > 0 ? 100 * gf[1] / peak : 0.0);
     std::fflush(stdout);
   }

@@ -6,9 +6,14 @@
 #pragma once
 #include <string>
 
+#include "kernels/qmatrix.h"
+
 namespace sluice::cli {
 
 int run_kernels_bench(const std::string& json_out);
+
+// The format names both benchmarks print and write: bf16, f16, f32, fp8, int4, mxfp4, int8.
+std::string kernel_format_key(WeightFormat f);
 
 // `sluice bench --kernels --device cuda[:N]`: the CUDA backend's products alone. Prints a table and
 // optionally writes JSON:

@@ -45,19 +45,6 @@ std::vector<float> normal_values(int64_t n) {
   return v;
 }
 
-const char* format_key(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::FP8_E4M3_BLOCK: return "fp8";
-    case WeightFormat::INT4_GROUP: return "int4";
-    case WeightFormat::INT8_ROW: return "int8";
-    case WeightFormat::BF16: return "bf16";
-    case WeightFormat::F16: return "f16";
-    case WeightFormat::F32: return "f32";
-    case WeightFormat::MXFP4: return "mxfp4";
-  }
-  return "?";
-}
-
 }  // namespace
 
 int run_gpu_kernels_bench(int device, const std::string& json_out) {
@@ -125,11 +112,11 @@ int run_gpu_kernels_bench(int device, const std::string& json_out) {
       const double t = seconds_per_call(be, fence, [&] { be.expert_ffns(ptrs, offsets, act, x, y); });
       expert_gbps = bytes / t / 1e9;
     }
-    j["matvec"].push_back({{"format", format_key(fmt)}, {"rows", rows}, {"cols", cols}, {"gbps", gbps}});
-    j["experts"].push_back({{"format", format_key(fmt)}, {"experts", E}, {"hidden", hidden}, {"intermediate", inter},
+    j["matvec"].push_back({{"format", kernel_format_key(fmt)}, {"rows", rows}, {"cols", cols}, {"gbps", gbps}});
+    j["experts"].push_back({{"format", kernel_format_key(fmt)}, {"experts", E}, {"hidden", hidden}, {"intermediate", inter},
                             {"gbps", expert_gbps}});
-    for (int k = 0; k < 2; ++k) j["batched"].push_back({{"format", format_key(fmt)}, {"tokens", k ? 64 : 16}, {"gflops", gf[k]}});
-    std::printf("%-6s %12.0f %8.0f%% %14.0f %8.0f%% %11.0f %11.0f\n", format_key(fmt), gbps, 100 * gbps / copy_gbps,
+    for (int k = 0; k < 2; ++k) j["batched"].push_back({{"format", kernel_format_key(fmt)}, {"tokens", k ? 64 : 16}, {"gflops", gf[k]}});
+    std::printf("%-6s %12.0f %8.0f%% %14.0f %8.0f%% %11.0f %11.0f\n", kernel_format_key(fmt).c_str(), gbps, 100 * gbps / copy_gbps,
                 expert_gbps, 100 * expert_gbps / copy_gbps, gf[0], gf[1]);
     std::fflush(stdout);
   }
