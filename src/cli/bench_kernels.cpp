@@ -1,4 +1,5 @@
 #include "cli/bench_kernels.h"
+#include "cli/json_file.h"
 
 #include <unistd.h>
 
@@ -177,11 +178,7 @@ int run_kernels_bench(const std::string& json_out) {
                 gf[0], gf[1], peak > 0 ? 100 * gf[1] / peak : 0.0);
     std::fflush(stdout);
   }
-  if (!json_out.empty()) {
-    std::ofstream out(json_out);
-    if (!out) fail("{}: cannot write", json_out);
-    out << j.dump(2) << "\n";
-  }
+  write_json_file(json_out, j);
   return 0;
 }
 

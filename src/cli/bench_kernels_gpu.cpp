@@ -1,9 +1,9 @@
 #include "cli/bench_kernels.h"
+#include "cli/json_file.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <random>
 #include <vector>
 
@@ -12,7 +12,7 @@
 #include "compute/devices.h"
 #include "compute/tensor.h"
 #include "kernels/random_qmatrix.h"
-#include "util/error.h"
+#include <fmt/format.h>
 
 namespace sluice::cli {
 namespace {
@@ -120,11 +120,7 @@ int run_gpu_kernels_bench(int device, const std::string& json_out) {
                 expert_gbps, 100 * expert_gbps / copy_gbps, gf[0], gf[1]);
     std::fflush(stdout);
   }
-  if (!json_out.empty()) {
-    std::ofstream out(json_out);
-    if (!out) fail("{}: cannot write", json_out);
-    out << j.dump(2) << "\n";
-  }
+  write_json_file(json_out, j);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "cli/bench_kernels.h"
+#include "cli/json_file.h"
 #include "cli/commands.h"
 #include "cli/memory_options.h"
 #include "engine/benchmark.h"
@@ -37,11 +38,7 @@ int run_bench(BenchOpts& o) {
   });
   for (const auto& line : res.summary) std::printf("%s\n", line.c_str());
   std::fflush(stdout);
-  if (!o.json_out.empty()) {
-    std::ofstream out(o.json_out);
-    out << res.json.dump(2) << "\n";
-    if (!out) fail("{}: cannot write", o.json_out);
-  }
+  write_json_file(o.json_out, res.json);
   return 0;
 }
 

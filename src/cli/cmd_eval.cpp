@@ -4,11 +4,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_file.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "runtime/evaluation.h"
@@ -96,11 +96,7 @@ void add_eval_command(CLI::App& app, Action& action) {
         out["max_kl"] = rep.kl_max;
         out["top1_agreement"] = rep.top1_agreement();
       }
-      if (!o->json.empty()) {
-        std::ofstream f(o->json);
-        f << out.dump(2) << "\n";
-        if (!f) fail("{}: cannot write", o->json);
-      }
+      write_json_file(o->json, out);
       return 0;
     };
   });

@@ -37,10 +37,11 @@ __device__ __forceinline__ float e8m0_value(uint8_t e) {
 }
 
 __device__ __forceinline__ float fp4_value(uint32_t u) {
-  // E2M1: magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign.
+  // E2M1 of the low nibble: magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign. From bits alone
+  // (no int->float conversion): codes 2..7 are the f32 bits (code + 252) << 22, code 1 is 0.5.
   const uint32_t m = u & 7u;
-  const float mag = m < 4 ? 0.5f * float(m) : float(1u << ((m >> 1) - 1)) * (1.0f + 0.5f * float(m & 1u));
-  return (u & 8u) ? -mag : mag;
+  const uint32_t mag = m >= 2u ? (m + 252u) << 22 : (m == 1u ? 0x3F000000u : 0u);
+  return __uint_as_float(mag | (u & 8u) << 28);
 }
 
 // Element (r, c) of W (r relative to the view, as decode_elem_ref).

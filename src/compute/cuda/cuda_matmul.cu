@@ -68,14 +68,6 @@ __device__ __forceinline__ float nibble_float(uint32_t word, int k) {
   return __uint_as_float(0x4B000000u | ((word >> (4 * k)) & 15u));
 }
 
-// The E2M1 value of the low nibble of u (fp4_value's definition) from bits alone: magnitudes
-// 1, 1.5, 2, 3, 4, 6 (codes 2..7) are the f32 bits (code + 252) << 22, code 1 is 0.5, code 0 is 0.
-__device__ __forceinline__ float fp4_bits_value(uint32_t u) {
-  const uint32_t m = u & 7u;
-  const uint32_t mag = m >= 2u ? (m + 252u) << 22 : (m == 1u ? 0x3F000000u : 0u);
-  return __uint_as_float(mag | (u & 8u) << 28);
-}
-
 // Decodes group g of row r (its bytes in word[]) into w[]: columns g * values onwards.
 // Scale indices use 32-bit arithmetic (64-bit divisions cost more than the decoding; a
 // scale table is far below 2^32 entries).
@@ -127,7 +119,7 @@ __device__ __forceinline__ void decode_group(const QMatrix& W, int64_t ar, int64
   } else if constexpr (F == WeightFormat::MXFP4) {
     const float s = e8m0_value(static_cast<const uint8_t*>(W.scale)[ar * W.scale_stride + c0 / 32]);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) w[k] = fp4_bits_value(word[0] >> (4 * k)) * s;
+    for (int k = 0; k < 8; ++k) w[k] = fp4_value(word[0] >> (4 * k)) * s;
   }
 }
 
