@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,21 @@ uint64_t hex64(const std::string& s) {
   if (used != s.size() || s.empty() || s[0] == '-' || s[0] == '+' || std::isspace((unsigned char)s[0]))
     throw std::invalid_argument(s);
   return v;
+}
+
+// An integer field that fits T. nlohmann's get<T>() casts whatever number is there, and a
+// float beyond T's range (1e80 for a size) is undefined behaviour, so the manifest checks first.
+template <class T>
+T integer(const nlohmann::json& v) {
+  using L = std::numeric_limits<T>;
+  const bool fits = v.is_number_unsigned()  ? v.get<uint64_t>() <= uint64_t(L::max())
+                    : v.is_number_integer() ? (L::is_signed && v.get<int64_t>() >= int64_t(L::min()) &&
+                                               v.get<int64_t>() <= int64_t(L::max()))
+                                            : false;
+  if (!fits)
+    throw nlohmann::json::type_error::create(302, "expected an integer that fits " + std::to_string(sizeof(T) * 8) +
+                                                      " bits, got " + v.dump(), &v);
+  return v.is_number_unsigned() ? T(v.get<uint64_t>()) : T(v.get<int64_t>());
 }
 }  // namespace
 
@@ -65,15 +81,15 @@ Manifest Manifest::load(const std::string& path) {
   Manifest m;
   try {
     nlohmann::json j = nlohmann::json::parse(in);
-    m.version = j.at("version").get<int>();
+    m.version = integer<int>(j.at("version"));
     if (m.version != 1) fail("{}: manifest version {} is not supported", path, m.version);
     const auto& spine = j.at("spine");
     m.spine_format = spine.at("format").get<std::string>();
     if (spine.contains("xxh3"))
-      m.spine_file = Manifest::SpineFile{spine.at("size").get<uint64_t>(), hex64(spine.at("xxh3").get<std::string>())};
+      m.spine_file = Manifest::SpineFile{integer<uint64_t>(spine.at("size")), hex64(spine.at("xxh3").get<std::string>())};
     bool rest = false;
     for (const auto& f : j.at("files")) {
-      m.files.push_back({f.at("name").get<std::string>(), f.at("size").get<uint64_t>()});
+      m.files.push_back({f.at("name").get<std::string>(), integer<uint64_t>(f.at("size"))});
       if (m.files.size() == 1) rest = f.contains("rest_xxh3");
       if (rest != f.contains("rest_xxh3")) fail("{}: files[{}]: rest_xxh3 on some files only", path, m.files.size() - 1);
       if (rest) m.rest_checksums.push_back(hex64(f.at("rest_xxh3").get<std::string>()));
@@ -82,7 +98,7 @@ Manifest Manifest::load(const std::string& path) {
       for (const auto& p : j.at("packs")) m.packs.push_back(p.get<std::string>());
     if (j.contains("expert_dirs")) {
       for (const auto& d : j.at("expert_dirs")) m.expert_dirs.push_back(d.get<std::string>());
-      for (const auto& d : j.at("pack_dirs")) m.pack_dirs.push_back(d.get<int32_t>());
+      for (const auto& d : j.at("pack_dirs")) m.pack_dirs.push_back(integer<int32_t>(d));
       if (m.pack_dirs.size() != m.packs.size())
         fail("{}: {} pack_dirs entries for {} packs", path, m.pack_dirs.size(), m.packs.size());
       for (size_t p = 0; p < m.pack_dirs.size(); ++p)
@@ -91,9 +107,9 @@ Manifest Manifest::load(const std::string& path) {
     }
     for (const auto& e : j.at("experts")) {
       ManifestExpert me;
-      me.layer = e.at(0).get<int32_t>();
-      me.expert = e.at(1).get<int32_t>();
-      for (const auto& x : e.at(2)) me.extents.push_back({x.at(0).get<int32_t>(), x.at(1).get<uint64_t>(), x.at(2).get<uint64_t>()});
+      me.layer = integer<int32_t>(e.at(0));
+      me.expert = integer<int32_t>(e.at(1));
+      for (const auto& x : e.at(2)) me.extents.push_back({integer<int32_t>(x.at(0)), integer<uint64_t>(x.at(1)), integer<uint64_t>(x.at(2))});
       me.checksum = hex64(e.at(3).get<std::string>());
       m.experts.push_back(std::move(me));
     }

@@ -163,3 +163,31 @@ TEST(Prepare, ExpertPacksMakeEachExpertOneAlignedExtent) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// A manifest's numbers are integers that fit their fields: a size written as 1e80 or a layer of
+// 2^40 is a malformed manifest (named), never a cast out of range.
+using test::error_of;
+using test::TempDir;
+
+TEST(ManifestLoad, NumbersMustBeIntegersThatFitTheirFields) {
+  TempDir tmp;
+  const std::string path = tmp.file("sluice-manifest.json");
+  const auto error_for = [&](const std::string& size, const std::string& layer) {
+    std::ofstream(path) << R"({"version":1,"spine":{"format":"bf16"},"files":[{"name":"a","size":)" << size
+                        << R"(}],"experts":[[)" << layer << R"(,0,[[0,0,16]],"00ff"]]})";
+    return error_of([&] { Manifest::load(path); });
+  };
+  EXPECT_EQ(error_for("4096", "0"), "");
+  for (const auto& [size, layer] : std::vector<std::pair<std::string, std::string>>{
+           {"1e80", "0"}, {"4096.5", "0"}, {"-1", "0"}, {"4096", "1099511627776"}, {"4096", "-3000000000"}}) {
+    const std::string e = error_for(size, layer);
+    EXPECT_NE(e.find("malformed manifest"), std::string::npos) << size << " " << layer << ": " << e;
+    EXPECT_NE(e.find("fits"), std::string::npos) << size << " " << layer << ": " << e;
+  }
+}
+
+}  // namespace
+}  // namespace sluice
