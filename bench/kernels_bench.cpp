@@ -1,5 +1,6 @@
 // Matrix-vector throughput per weight format (GB/s of weight bytes streamed) for
-// every ISA this CPU runs: 2048 x 7168 (a Kimi K2 expert projection, mostly in
+// every ISA this CPU runs: 192 x 7168 (in L2 for the 4-bit formats: the decode's
+// compute rate alone), 2048 x 7168 (a Kimi K2 expert projection, mostly in
 // cache) and 32768 x 7168 (streamed from DRAM). `sluice bench --kernels` is the
 // fuller measurement (DRAM bandwidth, batched products, peak GFLOP/s).
 #include <benchmark/benchmark.h>
@@ -45,7 +46,7 @@ void register_all() {
       }
       for (int threads : {1, 2})
         benchmark::RegisterBenchmark((n + "/t" + std::to_string(threads)).c_str(), BM_Matvec, f, std::string(isa.name),
-                                     threads)->UseRealTime()->Arg(2048)->Arg(32768);
+                                     threads)->UseRealTime()->Arg(192)->Arg(2048)->Arg(32768);
     }
   }
 }

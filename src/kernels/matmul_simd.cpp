@@ -16,6 +16,7 @@
 //    int4 and mxfp4: the unit is one step, each of whose 128-bit blocks holds one
 //    32-column segment (so a lane's scale is its segment's); fp8: one 128-column
 //    block, the scale carrying the 2^8 of the f16 trick below.
+
 //  - columns past the last whole step are decoded by the scalar definition and
 //    added last; SumOfLanes gives the output.
 // Rows whose scales could make a decoded weight overflow (or are not finite) are
@@ -111,7 +112,15 @@ struct Int8Fmt {
 struct Fp8Fmt {
   static constexpr int64_t S = 4 * kN, V = 4;
   static constexpr bool kFolds = true, kSegmentScales = false;
-  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
+  // A step in f16 form: 2 * kN f16 lanes each (columns in the order of the zips).
+  struct Raw {
+    hn::Vec<DU16> h0, h1;
+    // Written out: GCC's implicit constructor lacks the target attributes on NEON.
+    HWY_INLINE Raw() : h0(hn::Zero(DU16())), h1(h0) {}
+    HWY_INLINE Raw(hn::Vec<DU16> a, hn::Vec<DU16> b) : h0(a), h1(b) {}
+  };
+  static constexpr int kParts = 2;  // part k: vectors 2k, 2k + 1 (from h_k)
+  static HWY_INLINE Raw load(const uint8_t* row, int64_t s) {
     const DU8 d8;
     const DU16 d16;
     const VU8 b = hn::LoadU(d8, row + s * S);
@@ -121,22 +130,29 @@ struct Fp8Fmt {
                             hn::Set(d8, 0x40));
     const VU8 hi = hn::Or(hn::Or(sign, mag), nan);
     const VU8 lo = hn::And(hn::BitCast(d8, hn::ShiftLeft<7>(hn::BitCast(d16, b))), hn::Set(d8, 0x80));
-    const auto h0 = hn::ZipLower(d16, lo, hi);
-    const auto h1 = hn::ZipUpper(d16, lo, hi);
+    return Raw(hn::ZipLower(d16, lo, hi), hn::ZipUpper(d16, lo, hi));
+  }
+  template <int k>
+  static HWY_INLINE void part(const Raw& r, VF* w) {
     const hn::Half<DU16> dh16;
     const hn::Rebind<hwy::float16_t, DF> df16;
-    w[0] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::LowerHalf(dh16, h0)));
-    w[1] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::UpperHalf(dh16, h0)));
-    w[2] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::LowerHalf(dh16, h1)));
-    w[3] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::UpperHalf(dh16, h1)));
+    const auto h = k == 0 ? r.h0 : r.h1;
+    w[0] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::LowerHalf(dh16, h)));
+    w[1] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::UpperHalf(dh16, h)));
+  }
+  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
+    const Raw r = load(row, s);
+    part<0>(r, w);
+    part<1>(r, w + 2);
   }
 };
 
 // 4-bit codes (low nibble = even column). Every value of both 4-bit formats is
-// an f32 whose low 16 bits are zero, so two byte tables (its top and second
-// byte) and two zips build the exact f32 without any conversion.
+// an f32 whose low 16 bits are zero (a bf16), so tables of its bytes build the
+// exact f32 without any conversion.
 struct NibbleTables {
   alignas(16) uint8_t top[16], mid[16];
+  alignas(64) uint16_t bf16[32];  // value of code u & 15 as bf16 bits (twice: any 5-bit index works)
 };
 inline NibbleTables nibble_tables(const float (&values)[16]) {
   NibbleTables t{};
@@ -146,6 +162,7 @@ inline NibbleTables nibble_tables(const float (&values)[16]) {
     if (bits & 0xffffu) throw std::logic_error("4-bit value table needs 16 more mantissa bits");
     t.top[u] = uint8_t(bits >> 24);
     t.mid[u] = uint8_t(bits >> 16);
+    t.bf16[u] = t.bf16[u + 16] = uint16_t(bits >> 16);
   }
   return t;
 }
@@ -162,35 +179,74 @@ inline const NibbleTables& mxfp4_tables() {
   return t;
 }
 
+#if HWY_TARGET == HWY_AVX3
+// AVX-512: one 16-bit table lookup (vpermw, whose index is the low 5 bits of a
+// lane, hence the doubled table) turns nibble k of every u16 lane into a bf16
+// pattern; even u16 lanes become f32 by a shift, odd ones by a mask. Per 32
+// values: one shift, one lookup, two bit operations (the byte-table form below
+// needs two lookups and a zip).
 struct NibbleFmt {
   static constexpr int64_t S = 8 * kN, V = 8;
   static constexpr bool kFolds = true, kSegmentScales = true;
+  using Raw = hn::Vec<DU16>;
+  static constexpr int kParts = 4;  // part k: nibble k of each u16 lane -> vectors 2k, 2k + 1
+  hn::Vec<DU16> tab;
+  explicit NibbleFmt(const NibbleTables& t) : tab(hn::Load(DU16(), t.bf16)) {}
+  HWY_INLINE Raw load(const uint8_t* row, int64_t s) const {
+    return hn::BitCast(DU16(), hn::LoadU(DU8(), row + s * (S / 2)));
+  }
+  template <int k>
+  HWY_INLINE void part(Raw b, VF* w) const {
+    const DU32 d32;
+    const hn::Vec<DU16> idx = k ? hn::ShiftRight<4 * k>(b) : b;
+    const auto h = hn::BitCast(d32, hn::Vec<DU16>{_mm512_permutexvar_epi16(idx.raw, tab.raw)});
+    w[0] = hn::BitCast(DF(), hn::ShiftLeft<16>(h));
+    w[1] = hn::BitCast(DF(), hn::And(h, hn::Set(d32, 0xFFFF0000u)));
+  }
+  HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) const {
+    const Raw b = load(row, s);
+    part<0>(b, w);
+    part<1>(b, w + 2);
+    part<2>(b, w + 4);
+    part<3>(b, w + 6);
+  }
+};
+#else
+// 4-bit codes (low nibble = even column). Two byte tables (the top and second
+// byte of each value) and two zips build the exact f32 without any conversion.
+struct NibbleFmt {
+  static constexpr int64_t S = 8 * kN, V = 8;
+  static constexpr bool kFolds = true, kSegmentScales = true;
+  using Raw = VU8;
+  static constexpr int kParts = 4;  // parts 0, 1: low nibbles (zip lower, upper); 2, 3: high nibbles
   VU8 top, mid;
   explicit NibbleFmt(const NibbleTables& t)
       : top(hn::LoadDup128(DU8(), t.top)), mid(hn::LoadDup128(DU8(), t.mid)) {}
-  HWY_INLINE void expand(VU8 nib, VF* w) const {
+  HWY_INLINE Raw load(const uint8_t* row, int64_t s) const { return hn::LoadU(DU8(), row + s * (S / 2)); }
+  template <int k>
+  HWY_INLINE void part(Raw b, VF* w) const {
+    const DU8 d8;
     const DU16 d16;
     const DU32 d32;
+    const VU8 nib = k < 2 ? hn::And(b, hn::Set(d8, 0x0F))
+                          : hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, b))), hn::Set(d8, 0x0F));
     const VU8 t = hn::TableLookupBytes(top, nib);
     const VU8 m = hn::TableLookupBytes(mid, nib);
     // bf16 patterns of the values (mid byte low), then f32: even u16 lanes by a
     // shift, odd ones by a mask (one shuffle-port op fewer than a zip each).
-    const auto p0 = hn::BitCast(d32, hn::ZipLower(d16, m, t));
-    const auto p1 = hn::BitCast(d32, hn::ZipUpper(d16, m, t));
-    const auto hi16 = hn::Set(d32, 0xFFFF0000u);
-    w[0] = hn::BitCast(DF(), hn::ShiftLeft<16>(p0));
-    w[1] = hn::BitCast(DF(), hn::And(p0, hi16));
-    w[2] = hn::BitCast(DF(), hn::ShiftLeft<16>(p1));
-    w[3] = hn::BitCast(DF(), hn::And(p1, hi16));
+    const auto p = hn::BitCast(d32, k % 2 == 0 ? hn::ZipLower(d16, m, t) : hn::ZipUpper(d16, m, t));
+    w[0] = hn::BitCast(DF(), hn::ShiftLeft<16>(p));
+    w[1] = hn::BitCast(DF(), hn::And(p, hn::Set(d32, 0xFFFF0000u)));
   }
   HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) const {
-    const DU8 d8;
-    const DU16 d16;
-    const VU8 b = hn::LoadU(d8, row + s * (S / 2));
-    expand(hn::And(b, hn::Set(d8, 0x0F)), w);
-    expand(hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, b))), hn::Set(d8, 0x0F)), w + 4);
+    const Raw b = load(row, s);
+    part<0>(b, w);
+    part<1>(b, w + 2);
+    part<2>(b, w + 4);
+    part<3>(b, w + 6);
   }
 };
+#endif
 
 // ------------------------------------------------------- per-row scale plans
 // What a row needs besides its codes: per-fold scales and whether the SIMD
@@ -332,7 +388,7 @@ inline const int16_t* perm_for(WeightFormat f) {
     check_perm(p, "fp8");
     return p;
   }();
-  static const std::vector<int16_t> nib = [] {
+  static const std::vector<int16_t> nib = [] {  // both 4-bit formats (one decoder, two tables)
     auto p = nibble_perm(NibbleFmt(int4_tables()));
     check_perm(p, "nibble");
     return p;
@@ -459,20 +515,8 @@ inline void row_scales(const QMatrix& W, const Layout& L, int64_t r, int R, floa
 
 inline int64_t scale_slot(const QMatrix& W, const Layout& L) { return L.full / 32 + W.cols / 16 + 2 * kN + 4; }
 
-// Scale vector of fold f of a row (its lanes line up with the decoded lanes).
-template <class Fmt>
-HWY_INLINE VF fold_scale(const QMatrix& W, const RowScales& rs, int64_t f) {
-  if constexpr (Fmt::kSegmentScales) {
-    alignas(64) static constexpr int32_t kIdx[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
-    const auto idx = hn::SetTableIndices(DF(), kIdx);
-    return hn::TableLookupLanes(hn::LoadU(DF(), rs.fold + f * kBlocks), idx);
-  } else {
-    (void)W;
-    return hn::Set(DF(), rs.fold[f]);
-  }
-}
-
-// Steps per fold unit: nibble formats fold every step, fp8 every block.
+// Steps per scale block (step_scale's F): one for the nibble formats (their
+// scales are per lane), block / S for fp8.
 inline int64_t fold_steps(const QMatrix& W) {
   if (W.fmt == WeightFormat::FP8_E4M3_BLOCK) return W.block / Fp8Fmt::S;
   return 1;
@@ -509,96 +553,81 @@ struct BufferSrc {
   }
 };
 
-// Steps [s0, s1) of R rows x T tokens into accumulators acc[i * T + t] (memory;
-// kept in registers for the call where the format allows). These loops are the
-// canonical order described at the top of the file.
+// Scale vector of a fold unit in step s of a row: per-lane segment scales for
+// the nibble formats (lane l of every vector lies in segment l / 4 of the
+// step), the step's block scale for fp8.
+template <class Fmt>
+HWY_INLINE VF step_scale(const RowScales& rs, int64_t s, int64_t F) {
+  if constexpr (Fmt::kSegmentScales) {
+    alignas(64) static constexpr int32_t kIdx[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+    return hn::TableLookupLanes(hn::LoadU(DF(), rs.fold + s * kBlocks), hn::SetTableIndices(DF(), kIdx));
+  } else {
+    return hn::Set(DF(), rs.fold[s / F]);
+  }
+}
+
+
+// Part k of one step of R rows x T tokens: each vector adds w*x to the partial
+// g (kStart: the step opens a fold unit, whose first vector starts g with a
+// product); kFold: the step closes the unit, so g * scale goes into the
+// accumulator. The rows are interleaved part by part, so one activation load
+// serves all R rows and their R chains of dependent FMAs overlap (row after
+// row, the one-token product waited on FMA latency).
+template <class Fmt, int R, int T, int k, bool kStart, bool kFold>
+HWY_INLINE void step_parts(const Fmt& dec, const typename Fmt::Raw* raw, const float* const* xo, const VF* sv,
+                           VF (&g)[R][T], VF (&acc)[R][T]) {
+  constexpr int64_t Vp = Fmt::V / Fmt::kParts;
+  VF w[R][Vp];
+  for (int i = 0; i < R; ++i) dec.template part<k>(raw[i], w[i]);
+  for (int64_t j = 0; j < Vp; ++j) {
+    const int64_t v = k * Vp + j;
+    for (int t = 0; t < T; ++t) {
+      const VF xv = hn::LoadU(DF(), xo[t] + v * kN);
+      for (int i = 0; i < R; ++i) {
+        g[i][t] = kStart && v == 0 ? hn::Mul(w[i][j], xv) : hn::MulAdd(w[i][j], xv, g[i][t]);
+        if (kFold && v == Fmt::V - 1) acc[i][t] = hn::MulAdd(g[i][t], sv[i], acc[i][t]);
+      }
+    }
+  }
+  if constexpr (k + 1 < Fmt::kParts) step_parts<Fmt, R, T, k + 1, kStart, kFold>(dec, raw, xo, sv, g, acc);
+}
+
+// Steps [s0, s1) of R rows x T tokens into accumulators acc[i * T + t]
+// (registers for the call). These loops are the canonical order described at
+// the top of the file.
 template <class Fmt, int R, int T, class Src>
 HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64_t s1, int64_t F,
-                          const float* const* xs, VF* accm) {
+                          const float* const* x, VF* accm) {
   const DF df;
-  const float* x[T];
-  for (int t = 0; t < T; ++t) x[t] = xs[t];
-  if constexpr (!Fmt::kFolds) {
-    VF acc[R][T];
-    for (int i = 0; i < R; ++i)
-      for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
-    for (int64_t s = s0; s < s1; ++s) {
+  VF acc[R][T], g[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
+  for (int64_t s = s0; s < s1; ++s) {
+    if constexpr (!Fmt::kFolds) {
       VF w[R];
       for (int i = 0; i < R; ++i) src.get(i, s, &w[i]);
       for (int t = 0; t < T; ++t) {
         const VF xv = hn::LoadU(df, x[t] + s * Fmt::S);
         for (int i = 0; i < R; ++i) acc[i][t] = hn::MulAdd(w[i], xv, acc[i][t]);
       }
-    }
-    for (int i = 0; i < R; ++i)
-      for (int t = 0; t < T; ++t) accm[i * T + t] = acc[i][t];
-  } else if constexpr (Fmt::kSegmentScales) {
-    VF acc[R][T];
-    for (int i = 0; i < R; ++i)
-      for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
-    alignas(64) static constexpr int32_t kIdx[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
-    const auto idx = hn::SetTableIndices(df, kIdx);
-    for (int64_t s = s0; s < s1; ++s) {
+    } else {
+      typename Fmt::Raw raw[R];
+      for (int i = 0; i < R; ++i) raw[i] = src.dec.load(src.rows[i], s);
       const float* xo[T];
       for (int t = 0; t < T; ++t) xo[t] = x[t] + s * Fmt::S;
-      for (int i = 0; i < R; ++i) {
-        VF w[Fmt::V];
-        src.get(i, s, w);
-        VF g[T];
-        for (int t = 0; t < T; ++t) g[t] = hn::Mul(w[0], hn::LoadU(df, xo[t]));
-        for (int64_t v = 1; v < Fmt::V; ++v)
-          for (int t = 0; t < T; ++t) g[t] = hn::MulAdd(w[v], hn::LoadU(df, xo[t] + v * kN), g[t]);
-        const VF sv = hn::TableLookupLanes(hn::LoadU(df, rs[i].fold + s * kBlocks), idx);
-        for (int t = 0; t < T; ++t) acc[i][t] = hn::MulAdd(g[t], sv, acc[i][t]);
-      }
+      // Fold units of F steps starting at s0 (a block start; F = 1 for the nibble formats).
+      const bool start = (s - s0) % F == 0, fold = (s - s0) % F == F - 1 || s + 1 == s1;
+      VF sv[R];
+      if (fold)
+        for (int i = 0; i < R; ++i) sv[i] = step_scale<Fmt>(rs[i], s, F);
+      if (start && fold) step_parts<Fmt, R, T, 0, true, true>(src.dec, raw, xo, sv, g, acc);
+      else if (start) step_parts<Fmt, R, T, 0, true, false>(src.dec, raw, xo, sv, g, acc);
+      else if (fold) step_parts<Fmt, R, T, 0, false, true>(src.dec, raw, xo, sv, g, acc);
+      else step_parts<Fmt, R, T, 0, false, false>(src.dec, raw, xo, sv, g, acc);
     }
-    for (int i = 0; i < R; ++i)
-      for (int t = 0; t < T; ++t) accm[i * T + t] = acc[i][t];
-  } else {
-    // Block scales over F steps (s0 is a block start): partials in registers;
-    // accumulators too when both fit, else updated in memory once per block.
-    constexpr bool kRegAcc = 2 * R * T <= (kVecRegs == 16 ? 8 : 24);
-    VF racc[kRegAcc ? R : 1][kRegAcc ? T : 1];
-    if constexpr (kRegAcc)
-      for (int i = 0; i < R; ++i)
-        for (int t = 0; t < T; ++t) racc[i][t] = accm[i * T + t];
-    for (int64_t b0 = s0; b0 < s1; b0 += F) {
-      const int64_t b1 = std::min(s1, b0 + F);
-      VF g[R][T];
-      {
-        const float* xo[T];
-        for (int t = 0; t < T; ++t) xo[t] = x[t] + b0 * Fmt::S;
-        for (int i = 0; i < R; ++i) {
-          VF w[Fmt::V];
-          src.get(i, b0, w);
-          for (int t = 0; t < T; ++t) g[i][t] = hn::Mul(w[0], hn::LoadU(df, xo[t]));
-          for (int64_t v = 1; v < Fmt::V; ++v)
-            for (int t = 0; t < T; ++t) g[i][t] = hn::MulAdd(w[v], hn::LoadU(df, xo[t] + v * kN), g[i][t]);
-        }
-      }
-      for (int64_t s = b0 + 1; s < b1; ++s) {
-        const float* xo[T];
-        for (int t = 0; t < T; ++t) xo[t] = x[t] + s * Fmt::S;
-        for (int i = 0; i < R; ++i) {
-          VF w[Fmt::V];
-          src.get(i, s, w);
-          for (int64_t v = 0; v < Fmt::V; ++v)
-            for (int t = 0; t < T; ++t) g[i][t] = hn::MulAdd(w[v], hn::LoadU(df, xo[t] + v * kN), g[i][t]);
-        }
-      }
-      const int64_t f = b0 / F;
-      for (int i = 0; i < R; ++i) {
-        const VF sv = hn::Set(df, rs[i].fold[f]);
-        for (int t = 0; t < T; ++t) {
-          if constexpr (kRegAcc) racc[i][t] = hn::MulAdd(g[i][t], sv, racc[i][t]);
-          else accm[i * T + t] = hn::MulAdd(g[i][t], sv, accm[i * T + t]);
-        }
-      }
-    }
-    if constexpr (kRegAcc)
-      for (int i = 0; i < R; ++i)
-        for (int t = 0; t < T; ++t) accm[i * T + t] = racc[i][t];
   }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) accm[i * T + t] = acc[i][t];
 }
 
 // Adds the tail vectors of one row to its accumulator and writes the output.
@@ -878,7 +907,7 @@ void transposed_fmt(const Fmt& dec, const QMatrix& W, const float* a, float* y) 
       VF w[Fmt::V];
       dec.step(p, s, w);
       // fp8: (e4m3 * 2^-8) * (scale * 2^8) is the scaled weight with one rounding.
-      const VF sv = Fmt::kFolds ? fold_scale<Fmt>(W, rs, s / F) : hn::Set(df, rs.final_scale);
+      const VF sv = Fmt::kFolds ? step_scale<Fmt>(rs, s, F) : hn::Set(df, rs.final_scale);
       for (int64_t v = 0; v < Fmt::V; ++v) {
         float* yv = yp.data() + s * Fmt::S + v * kN;
         const VF wv = Fmt::kFolds || W.fmt == WeightFormat::INT8_ROW ? hn::Mul(w[v], sv) : w[v];
