@@ -273,6 +273,13 @@ TEST(Tiktoken, KimiChunksSplitLongRuns) {
 // ---- Jinja ----
 std::string render(const std::string& t, const json& ctx = json::object()) { return text::jinja::Template(t).render(ctx); }
 
+// Found by jinja_template_fuzz (UBSan: a 127-digit literal cast to int64).
+TEST(Jinja, IntegerLiteralsAreExactOrAnError) {
+  EXPECT_EQ(render("{{ 9007199254740992 }}"), "9007199254740992");
+  EXPECT_THROW(render("{{ 9007199254740994 }}"), Error);
+  EXPECT_THROW(render("{{ 33333333333333333333333333333333333333333 }}"), Error);
+}
+
 TEST(Jinja, StatementsExpressionsAndFilters) {
   EXPECT_EQ(render("{% for m in xs[::-1] %}{{ loop.index }}{{ m }}{% if not loop.last %},{% endif %}{% endfor %}",
                    {{"xs", {"a", "b", "c"}}}),

@@ -456,6 +456,10 @@ class Parser {
         bool is_float = tk.value.find('.') != std::string::npos;
         auto n = node(is_float ? Node::Float : Node::Int, tk.line);
         n->num = std::stod(tk.value);
+        // Integer literals travel as a double into the interpreter's int64: one past 2^53 could
+        // round, one past 2^63 would overflow the cast, so both are errors, not wrapped values.
+        if (!is_float && !(n->num <= 9007199254740992.0))
+          error("integer literal " + tk.value + " is larger than 2^53");
         return n;
       }
       case Tok::String: {
