@@ -69,6 +69,22 @@ constexpr int kTileTokens = 4;
 // Each format: S columns per step, V = S / kN vectors, kFolds (whether block
 // scales are folded in), and step(row, s, w) decoding step s of a row.
 
+// A block-scaled format's step is load() then part<0..kParts-1>(), each part
+// writing V / kParts vectors; step() is that sequence in order.
+template <class Fmt, int k = 0>
+HWY_INLINE void step_by_parts(const Fmt& dec, const typename Fmt::Raw& raw, VF* w) {
+  dec.template part<k>(raw, w + k * (Fmt::V / Fmt::kParts));
+  if constexpr (k + 1 < Fmt::kParts) step_by_parts<Fmt, k + 1>(dec, raw, w);
+}
+
+// bf16 patterns in both u16 halves of each 32-bit lane -> two f32 vectors: the
+// even (low) halves by a shift, the odd (high) ones by a mask (one
+// shuffle-port op fewer than a zip each).
+HWY_INLINE void bf16_halves_to_f32(hn::Vec<DU32> p, VF* w) {
+  w[0] = hn::BitCast(DF(), hn::ShiftLeft<16>(p));
+  w[1] = hn::BitCast(DF(), hn::And(p, hn::Set(DU32(), 0xFFFF0000u)));
+}
+
 struct F32Fmt {
   static constexpr int64_t S = kN, V = 1;
   static constexpr bool kFolds = false, kSegmentScales = false;
@@ -140,11 +156,7 @@ struct Fp8Fmt {
     w[0] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::LowerHalf(dh16, h)));
     w[1] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::UpperHalf(dh16, h)));
   }
-  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
-    const Raw r = load(row, s);
-    part<0>(r, w);
-    part<1>(r, w + 2);
-  }
+  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) { step_by_parts(Fp8Fmt{}, load(row, s), w); }
 };
 
 // 4-bit codes (low nibble = even column). Every value of both 4-bit formats is
@@ -199,17 +211,9 @@ struct NibbleFmt {
   HWY_INLINE void part(Raw b, VF* w) const {
     const DU32 d32;
     const hn::Vec<DU16> idx = k ? hn::ShiftRight<4 * k>(b) : b;
-    const auto h = hn::BitCast(d32, hn::Vec<DU16>{_mm512_permutexvar_epi16(idx.raw, tab.raw)});
-    w[0] = hn::BitCast(DF(), hn::ShiftLeft<16>(h));
-    w[1] = hn::BitCast(DF(), hn::And(h, hn::Set(d32, 0xFFFF0000u)));
+    bf16_halves_to_f32(hn::BitCast(d32, hn::Vec<DU16>{_mm512_permutexvar_epi16(idx.raw, tab.raw)}), w);
   }
-  HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) const {
-    const Raw b = load(row, s);
-    part<0>(b, w);
-    part<1>(b, w + 2);
-    part<2>(b, w + 4);
-    part<3>(b, w + 6);
-  }
+  HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) const { step_by_parts(*this, load(row, s), w); }
 };
 #else
 // 4-bit codes (low nibble = even column). Two byte tables (the top and second
@@ -232,19 +236,10 @@ struct NibbleFmt {
                           : hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, b))), hn::Set(d8, 0x0F));
     const VU8 t = hn::TableLookupBytes(top, nib);
     const VU8 m = hn::TableLookupBytes(mid, nib);
-    // bf16 patterns of the values (mid byte low), then f32: even u16 lanes by a
-    // shift, odd ones by a mask (one shuffle-port op fewer than a zip each).
-    const auto p = hn::BitCast(d32, k % 2 == 0 ? hn::ZipLower(d16, m, t) : hn::ZipUpper(d16, m, t));
-    w[0] = hn::BitCast(DF(), hn::ShiftLeft<16>(p));
-    w[1] = hn::BitCast(DF(), hn::And(p, hn::Set(d32, 0xFFFF0000u)));
+    // bf16 patterns of the values (mid byte low).
+    bf16_halves_to_f32(hn::BitCast(d32, k % 2 == 0 ? hn::ZipLower(d16, m, t) : hn::ZipUpper(d16, m, t)), w);
   }
-  HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) const {
-    const Raw b = load(row, s);
-    part<0>(b, w);
-    part<1>(b, w + 2);
-    part<2>(b, w + 4);
-    part<3>(b, w + 6);
-  }
+  HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) const { step_by_parts(*this, load(row, s), w); }
 };
 #endif
 
