@@ -50,7 +50,7 @@ python3 scripts/check_skips.py build-aarch64
 took "ARM64 tree under qemu"
 
 cmake --build build-tsan -j "$JOBS" --target sluice sluice_unit_tests server_test_model
-TSAN_TESTS='^(ThreadPool|Streaming|SpineStreaming|ReadFaults|Pull|ExpertDiskCache|ServerQueue)\.|^server\.(robustness|connections|shutdown|batching)$|^remote\.(stream|faults)\.'
+TSAN_TESTS='^(ThreadPool|Streaming|SpineStreaming|ReadFaults|Pull|ExpertDiskCache|ServerQueue)\.|^server\.(robustness|connections|shutdown|batching|hostile)$|^remote\.(stream|faults)\.'
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/../scripts/tsan-suppressions.txt \
   ctest -j "$JOBS" --output-on-failure --timeout 1800 -R "$TSAN_TESTS")
 python3 scripts/check_skips.py build-tsan

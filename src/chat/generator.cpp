@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "chat/api_error.h"
+#include "chat/prefill_pacer.h"
+#include "util/cancelled.h"
 
 namespace sluice::chat {
 
@@ -17,13 +19,14 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 Generator::Generator(const Model& model, const ChatCodec& codec, GenerationCounters& counters, int64_t context_length,
                      std::shared_ptr<Drafter> drafter, const SpeculationOptions& speculation, PromptCacheOptions cache,
-                     int64_t prefill_chunk)
+                     int64_t prefill_chunk, double prefill_slice_seconds)
     : model_(model),
       codec_(codec),
       counters_(counters),
       cache_(model, std::move(cache)),
       context_(context_length),
       prefill_chunk_(std::max<int64_t>(1, prefill_chunk)),
+      prefill_slice_(prefill_slice_seconds),
       drafter_(std::move(drafter)),
       speculation_(speculation) {
   stop_ids_ = model.info().eos_ids;
@@ -68,21 +71,28 @@ std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const 
   out.cached_tokens = int64_t(start);
   const std::vector<int64_t> save_at = cache_.save_points();
   std::vector<float> logits;
+  // Polled before each chunk and between the layers of each pass: a gone client
+  // or a stopping server ends the prefill within one layer's work.
+  const std::function<bool()> stop = [&alive] { return alive && !alive(); };
+  PrefillPacer pacer(prefill_chunk_, prefill_slice_);
   try {
-    // Everything but the last token, in chunks with a check for a gone client or a
-    // stopping server between them (and the cache's save points as chunk ends);
-    // then the rollback point, then the last token.
+    // Everything but the last token, in chunks (the cache's save points as chunk
+    // ends); then the rollback point, then the last token.
     for (size_t b = start; b + 1 < P;) {
-      if (alive && !alive()) {  // the session keeps the prefix fed so far (a later request may extend it)
+      size_t e = std::min(b + size_t(pacer.next()), P - 1);
+      for (int64_t p : save_at)
+        if (size_t(p) > b && size_t(p) < e) e = size_t(p);
+      try {
+        const auto chunk_start = Clock::now();
+        s.feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(b), prompt.begin() + std::ptrdiff_t(e)), stop);
+        pacer.done(int64_t(e - b), seconds_since(chunk_start));
+      } catch (const Cancelled&) {
+        // The session keeps the chunks fed before this one (a later request may extend them).
         counters_.set_prefill_progress(0, 0);
         current_.mark = -1;
         out.cancelled = true;
         return {};
       }
-      size_t e = std::min(b + size_t(prefill_chunk_), P - 1);
-      for (int64_t p : save_at)
-        if (size_t(p) > b && size_t(p) < e) e = size_t(p);
-      s.feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(b), prompt.begin() + std::ptrdiff_t(e)));
       if (std::find(save_at.begin(), save_at.end(), int64_t(e)) != save_at.end()) cache_.save(s);
       counters_.set_prefill_progress(int64_t(e), int64_t(P));
       if (progress) progress(int64_t(e), int64_t(P));

@@ -29,16 +29,19 @@ class Generator {
   // the memory plan's; a gone client is noticed between chunks). With a
   // drafter, its drafts are verified in batches (the output is the same).
   // `cache`: how many conversations are kept for prefix reuse, and where
-  // prompt states are saved (runtime/prompt_cache.h).
+  // prompt states are saved (runtime/prompt_cache.h). prefill_slice_seconds:
+  // with a positive target, prefill chunks are sized to take about that long
+  // (chat/prefill_pacer.h), at most prefill_chunk tokens.
   Generator(const Model& model, const ChatCodec& codec, GenerationCounters& counters, int64_t context_length,
             std::shared_ptr<Drafter> drafter = nullptr, const SpeculationOptions& speculation = {},
-            PromptCacheOptions cache = {}, int64_t prefill_chunk = 64);
+            PromptCacheOptions cache = {}, int64_t prefill_chunk = 64, double prefill_slice_seconds = 0);
 
   // Context budget checks before queueing: throws ApiError(400) when the prompt does not fit.
   int64_t max_new_tokens(const Request& req, int64_t prompt_tokens) const;
 
   // Not thread-safe: one call at a time (the queue sees to it). `alive` is polled
-  // once per prefill chunk and once per token; false cancels.
+  // before each prefill chunk, between the layers of each prefill pass and once
+  // per token; false cancels.
   // `progress` (optional) hears the prompt positions in the state after each prefill chunk.
   using Progress = std::function<void(int64_t done, int64_t total)>;
   Outcome run(const Request& req, const std::vector<int32_t>& prompt, const EmitFn& emit,
@@ -80,6 +83,7 @@ class Generator {
   std::vector<int32_t> stop_ids_;
   int64_t context_;
   int64_t prefill_chunk_;
+  double prefill_slice_;
   std::shared_ptr<Drafter> drafter_;  // null: no speculation
   SpeculationOptions speculation_;
 };

@@ -25,6 +25,8 @@ void add_serve_command(CLI::App& app, Action& action) {
     int64_t ngram = 4;
     int64_t context = 0;
     double header_timeout_s = 10;
+    double request_timeout_s = 0;
+    double prefill_slice_s = -1;  // -1: as the plan suits
     double prompt_cache_gb = 8;
     server::ServerOptions s;
   };
@@ -43,6 +45,12 @@ void add_serve_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--prefill-chunk", o->s.prefill_chunk,
                   "Prompt tokens per prefill pass (0: as many as the memory plan allows)")->capture_default_str();
+  cmd->add_option("--prefill-slice", o->prefill_slice_s,
+                  "Seconds a prefill chunk should take: chunks are sized from the measured rate (at most "
+                  "--prefill-chunk tokens), so a gone client, SIGTERM or the requests decoding beside a long prompt "
+                  "wait about this long at most (default 0.5 with the weights in memory on the CPU; 0, the plan's "
+                  "chunks, when experts are streamed (--ram) or on a GPU, where shorter chunks would read or copy "
+                  "experts again)");
   cmd->add_option("--served-model-name", o->name, "Model id clients send (default: the directory's name)");
   cmd->add_flag("--speculate", o->speculate,
                 "n-gram speculative decoding: drafts from the conversation are verified in one pass (same output, "
@@ -60,6 +68,10 @@ void add_serve_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--header-timeout", o->header_timeout_s,
                   "Seconds a client has to send a request's line and headers (and a small body); later: 408")
+      ->capture_default_str();
+  cmd->add_option("--request-timeout", o->request_timeout_s,
+                  "Seconds a generation request may take from its arrival (waiting, prefill, decoding); past it "
+                  "the work stops within a layer and the client gets a request_timeout error (0: no limit)")
       ->capture_default_str();
   cmd->add_option("--max-connections-per-client", o->s.transport.max_connections_per_client,
                   "Open connections one client address may hold; more get 429")
@@ -81,6 +93,11 @@ void add_serve_command(CLI::App& app, Action& action) {
       if (!(o->header_timeout_s > 0 && o->header_timeout_s <= 3600))
         fail("--header-timeout must be in (0, 3600] seconds, got {}", o->header_timeout_s);
       o->s.transport.head_timeout = std::chrono::milliseconds(int64_t(o->header_timeout_s * 1000));
+      if (!(o->request_timeout_s >= 0 && o->request_timeout_s <= 1e6))
+        fail("--request-timeout must be in [0, 1000000] seconds (0: no limit), got {}", o->request_timeout_s);
+      o->s.request_timeout = std::chrono::milliseconds(int64_t(o->request_timeout_s * 1000));
+      if (o->prefill_slice_s != -1 && !(o->prefill_slice_s >= 0 && o->prefill_slice_s <= 3600))
+        fail("--prefill-slice must be in [0, 3600] seconds, got {}", o->prefill_slice_s);
       server::check_options(o->s, o->speculate || !o->draft_model.empty());
       if (!(o->prompt_cache_gb > 0)) fail("--prompt-cache-max must be positive, got {}", o->prompt_cache_gb);
       o->s.cache.disk_bytes = uint64_t(o->prompt_cache_gb * 1e9);
@@ -96,6 +113,9 @@ void add_serve_command(CLI::App& app, Action& action) {
       const uint64_t others = model->plan().state / uint64_t(o->mem.sequences) * uint64_t(o->s.parallel - 1);
       if (model->plan().budget > 0) o->s.cache.memory_bytes = model->plan().state - others;  // for kept ones
       if (o->s.prefill_chunk == 0) o->s.prefill_chunk = model->prefill_chunk();
+      o->s.prefill_slice_seconds = o->prefill_slice_s >= 0                                          ? o->prefill_slice_s
+                                   : model->plan().stream_experts || model->plan().device.cuda() ? 0.0
+                                                                                                  : 0.5;
       if (!o->s.cache.dir.empty()) o->s.cache.identity = model_identity(*model);
       o->s.drafter = choose_drafter(o->draft_model, o->speculate, o->ngram, *model);
       o->s.context_length = server::served_context(o->context, model->context_length(), o->model);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/finite_check.h"
+#include "util/cancelled.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -59,6 +60,11 @@ void Decoder::check_layer_finite(std::span<const PassSequence> seqs, size_t l, T
   be_.download(h, host.data());
   for (const PassSequence& s : seqs)
     check_finite(host.data() + s.row0 * h.cols(), s.rows, h.cols(), s.state->pos, int64_t(l));
+}
+
+void Decoder::check_stop(std::span<const PassSequence> seqs) {
+  for (const PassSequence& s : seqs)
+    if (s.state->stop && *s.state->stop && (*s.state->stop)()) throw Cancelled();
 }
 
 void Decoder::trace_layer(ForwardTrace* trace, size_t l, Tensor h) const {
@@ -120,6 +126,7 @@ void Decoder::forward_residual(std::span<const PassSequence> seqs, Tensor h, For
   Buffer xn(be_, h.rows(), h.cols()), tmp(be_, h.rows(), h.cols());
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
+    check_stop(seqs);
     if (hooks_) hooks_->before_layer(int64_t(l));
     be_.rmsnorm(h, L.attn_norm, eps_, xn);
     L.attn->forward(xn, layer_rows(seqs, l), tmp);
@@ -150,6 +157,7 @@ void Decoder::forward_attn_res(std::span<const PassSequence> seqs, Tensor h, For
   };
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
+    check_stop(seqs);
     if (hooks_) hooks_->before_layer(int64_t(l));
     be_.copy(h, p);
     if (blocks.empty()) be_.copy(h, x);

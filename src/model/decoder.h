@@ -114,6 +114,7 @@ class Decoder : public Model {
   };
   std::vector<SequenceRows> layer_rows(std::span<const PassSequence> seqs, size_t layer) const;
   void check_layer_finite(std::span<const PassSequence> seqs, size_t layer, Tensor h) const;
+  static void check_stop(std::span<const PassSequence> seqs);  // throws Cancelled when a state's stop says so
   void forward_residual(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const;
   void forward_attn_res(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const;
   void check_feed(const State& state, const int32_t* tokens, int64_t T) const;

@@ -2,6 +2,7 @@
 // per-sequence state. Models are opened by the engine (engine/engine.h).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -68,6 +69,12 @@ struct State {
   };
   std::vector<Mark> checkpoints;  // each open checkpoint, innermost last
   std::vector<std::unique_ptr<LayerState>> layers;
+  // Polled before each decoder layer of a pass that feeds this state (null:
+  // never). When it returns true the pass throws sluice::Cancelled: the
+  // layers may then hold part of the pass, so whoever sets it rolls the state
+  // back to a mark taken before the pass (Session::feed does). Reading it
+  // changes no computed value.
+  const std::function<bool()>* stop = nullptr;
   int64_t bytes() const {
     int64_t b = 0;
     for (const auto& l : layers) b += l ? l->bytes() : 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "util/cancelled.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -14,16 +15,38 @@ void Session::check_fits(size_t n) const {
          position(), limit);
 }
 
-const std::vector<float>& Session::feed(const std::vector<int32_t>& tokens) {
+const std::vector<float>& Session::feed(const std::vector<int32_t>& tokens, const std::function<bool()>& stop) {
   if (tokens.empty()) fail("nothing to feed: empty token list");
   check_fits(tokens.size());
   logits_.resize(size_t(model_.info().vocab));
   const int64_t T = int64_t(tokens.size()), step = chunk_ > 0 ? chunk_ : T;
   for (int64_t b = 0; b < T; b += step) {
     const int64_t n = std::min(step, T - b);
-    model_.forward(*state_, tokens.data() + b, n, b + n == T ? logits_.data() : nullptr, false);
+    float* out = b + n == T ? logits_.data() : nullptr;
+    if (!stop) {
+      model_.forward(*state_, tokens.data() + b, n, out, false);
+    } else {
+      // A pass stopped between layers leaves some layers fed: the mark taken
+      // before it returns every layer to the chunk's start (rollback is exact).
+      if (stop()) {
+        logits_.clear();
+        throw Cancelled();
+      }
+      state_->checkpoint(/*record=*/false);
+      state_->stop = &stop;
+      try {
+        model_.forward(*state_, tokens.data() + b, n, out, false);
+      } catch (...) {
+        state_->stop = nullptr;
+        state_->rollback(0);
+        logits_.clear();
+        throw;
+      }
+      state_->stop = nullptr;
+      state_->commit();
+    }
+    tokens_.insert(tokens_.end(), tokens.begin() + b, tokens.begin() + b + n);
   }
-  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   return logits_;
 }
 

@@ -21,7 +21,11 @@ class Session {
 
   // Feeds tokens; returns the logits of the last one ([vocab]). Tokens beyond the
   // model's context (ModelInfo::max_positions) are refused before any is fed.
-  const std::vector<float>& feed(const std::vector<int32_t>& tokens);
+  // `stop` (optional) is polled before each chunk and between the layers of
+  // each pass; when it says stop, feed() throws sluice::Cancelled and the
+  // session holds the chunks fed before that one (tokens() and the state
+  // agree; no logits), as if only they had been fed. Polling it changes no value.
+  const std::vector<float>& feed(const std::vector<int32_t>& tokens, const std::function<bool()>& stop = {});
   // Feeds tokens and returns logits for every one of them ([T, vocab]).
   std::vector<float> feed_all(const std::vector<int32_t>& tokens, ForwardTrace* trace = nullptr);
   const std::vector<float>& last_logits() const { return logits_; }

@@ -60,6 +60,7 @@ const char* error_type(int status) {
     case 401: return "authentication_error";
     case 404: return "not_found_error";
     case 408: return "timeout_error";
+    case 504: return "timeout_error";
     case 413: return "invalid_request_error";
     case 429: return "rate_limit_error";
     default: return status >= 500 ? "server_error" : "invalid_request_error";
@@ -113,7 +114,7 @@ struct HttpServer::Impl {
         opts(std::move(o)),
         queue(opts.max_queue, size_t(opts.parallel)),
         generator(m, c, metrics, opts.context_length, opts.drafter, opts.speculation, opts.cache,
-                  opts.prefill_chunk > 0 ? opts.prefill_chunk : 64),
+                  opts.prefill_chunk > 0 ? opts.prefill_chunk : 64, opts.prefill_slice_seconds),
         scheduler(opts.parallel > 1 ? std::make_unique<chat::BatchScheduler>(m, c, generator, metrics, opts.parallel)
                                     : nullptr),
         runner(scheduler ? std::make_unique<BatchRunner>(*scheduler) : nullptr),
@@ -128,6 +129,7 @@ struct HttpServer::Impl {
   // wait for the turn, then stream the reply through the API's writer.
   struct Job;
   std::shared_ptr<Job> prepare_openai(const std::string& body, Request::Kind kind) const;
+  std::shared_ptr<Job> new_job() const;  // its deadline counts from now
   bool wait_for_turn(Job& job, httplib::Response& res);  // false: the client left while waiting
   bool stream_reply(Job& job, httplib::DataSink& sink);   // the content provider's body
   // --parallel > 1: the generation on the scheduler's thread; this worker writes what it
@@ -299,6 +301,9 @@ void HttpServer::Impl::setup() {
 
 // Per-request state shared with the content provider.
 struct HttpServer::Impl::Job {
+  // From arrival: past it the generation stops (ServerOptions::request_timeout).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  bool past_deadline() const { return std::chrono::steady_clock::now() >= deadline; }
   Request req;
   std::vector<int32_t> prompt;
   std::unique_ptr<ReplyWriter> writer;  // set when the turn comes
@@ -307,6 +312,12 @@ struct HttpServer::Impl::Job {
   int fd = -1;  // the client's socket, polled for its close (-1: none to poll)
 };
 
+std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::new_job() const {
+  auto job = std::make_shared<Job>();
+  if (opts.request_timeout.count() > 0) job->deadline = std::chrono::steady_clock::now() + opts.request_timeout;
+  return job;
+}
+
 std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::prepare_openai(const std::string& raw_body,
                                                                         Request::Kind kind) const {
   json body = parse_json_body(raw_body);
@@ -314,7 +325,7 @@ std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::prepare_openai(const st
   limits.vocab = model.info().vocab;
   limits.default_seed = std::random_device{}();
   limits.defaults = opts.sampling_defaults;
-  auto job = std::make_shared<Job>();
+  auto job = new_job();
   job->req = kind == Request::Kind::Chat ? parse_chat_request(body, limits) : parse_completion_request(body, limits);
   Request& req = job->req;
   if (req.model != opts.model_name)
@@ -366,7 +377,7 @@ void HttpServer::Impl::anthropic_route(const std::string& raw_body, httplib::Res
     limits.vocab = model.info().vocab;
     limits.default_seed = std::random_device{}();
     limits.defaults = opts.sampling_defaults;
-    auto job = std::make_shared<Job>();
+    auto job = new_job();
     job->req = parse_anthropic_request(parse_json_body(raw_body), limits, count_tokens);
     if (job->req.model != opts.model_name)
       throw ApiError(404, "not_found_error", "model", "",
@@ -393,7 +404,7 @@ void HttpServer::Impl::responses_route(const std::string& raw_body, httplib::Res
     limits.default_seed = std::random_device{}();
     limits.defaults = opts.sampling_defaults;
     ResponsesRequest rr = parse_responses_request(parse_json_body(raw_body), limits, &responses);
-    auto job = std::make_shared<Job>();
+    auto job = new_job();
     job->req = rr.req;
     if (job->req.model != opts.model_name)
       throw ApiError(404, "invalid_request_error", "model", "model_not_found",
@@ -422,9 +433,13 @@ bool HttpServer::Impl::wait_for_turn(Job& job, httplib::Response& res) {
   job.turn = std::move(turn);
   job.fd = HttpTransport::current_socket();
   const int fd = job.fd;
-  const bool turn_came = job.turn->wait([this, fd] { return stopping || peer_closed(fd); });
+  const bool turn_came = job.turn->wait([this, fd, &job] { return stopping || job.past_deadline() || peer_closed(fd); });
   if (stopping)  // never started: the client may send it again elsewhere
     throw ApiError(503, "server_error", "", "server_shutdown", "the server is shutting down; send it again later");
+  if (!turn_came && job.past_deadline())
+    throw ApiError(504, "server_error", "", "request_timeout",
+                   fmt::format("the request waited longer than the server's --request-timeout of {} s for its turn",
+                               double(opts.request_timeout.count()) / 1000));
   if (!turn_came) {
     res.status = 499;  // gone while waiting: never starts
     return false;
@@ -446,7 +461,7 @@ bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
   // Called once per prefill chunk and once per token. Without the socket, a
   // write is how a vanished client shows up (SSE comment, or whitespace before the JSON body).
   auto alive = [&] {
-    if (stopping) return false;
+    if (stopping || job.past_deadline()) return false;
     if (fd >= 0) return ok && !peer_closed(fd);
     if (!wrote_this_token) write(w.keep_alive());
     wrote_this_token = false;
@@ -473,6 +488,15 @@ bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
     write(w.error("the server is shutting down: the reply was cut short", "server_error", "server_shutdown"));
     if (ok) sink.done();
     tls_outcome = 503;
+    return ok;
+  }
+  if (o.cancelled && ok && job.past_deadline()) {  // the server's own deadline
+    write(w.error(fmt::format("the request took longer than the server's --request-timeout of {} s: the reply was "
+                              "cut short",
+                              double(opts.request_timeout.count()) / 1000),
+                  "server_error", "request_timeout"));
+    if (ok) sink.done();
+    tls_outcome = 504;
     return ok;
   }
   if (o.cancelled || !ok) {
@@ -507,7 +531,8 @@ Outcome HttpServer::Impl::run_batched(Job& job, const std::function<bool(const s
   chat::BatchScheduler::Job b;
   b.req = &job.req;
   b.prompt = job.prompt;
-  b.alive = [this, ch] { return !stopping && !ch->gone; };
+  const auto deadline = job.deadline;
+  b.alive = [this, ch, deadline] { return !stopping && !ch->gone && std::chrono::steady_clock::now() < deadline; };
   b.emit = [this, ch, hand_over](const ReplyDelta& d, const std::vector<LogprobEntry>& lp) {
     hand_over([d, lp](ReplyWriter& w) { return w.delta(d, lp); });
     return !stopping && !ch->gone;
@@ -578,6 +603,8 @@ void check_options(const ServerOptions& o, bool speculating) {
     fail("--speculate and --draft-model verify drafts one request at a time: use them with --parallel 1 "
          "(got --parallel {})", o.parallel);
   if (o.prefill_chunk < 0) fail("--prefill-chunk must be >= 1 (or 0: as the memory plan allows), got {}", o.prefill_chunk);
+  if (!(o.prefill_slice_seconds >= 0 && o.prefill_slice_seconds <= 3600))
+    fail("--prefill-slice must be in [0, 3600] seconds, got {}", o.prefill_slice_seconds);
 }
 
 int64_t served_context(int64_t requested, int64_t model_positions, const std::string& model_dir) {

@@ -2,6 +2,7 @@
 // check, body limits, the FIFO generation queue (one generation at a time, or
 // up to --parallel decoded together by the batch scheduler) and JSON errors for everything.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +32,13 @@ struct ServerOptions {
   // Requests decoded together in one forward pass (chat/batch_scheduler.h); 1: one at a time.
   int64_t parallel = 1;
   int64_t prefill_chunk = 0;  // prompt tokens per prefill pass (0: the sessions' 64; serve sets the plan's)
+  // Prefill chunks sized to take about this long, at most prefill_chunk tokens
+  // (chat/prefill_pacer.h); 0: every chunk prefill_chunk tokens.
+  double prefill_slice_seconds = 0;
+  // A generation request's time from its arrival (queueing, prefill and
+  // decoding); past it the work stops within one layer and the client is told
+  // (504 before the reply starts, a request_timeout error event after). 0: none.
+  std::chrono::milliseconds request_timeout{0};
 };
 
 // Refuses options no server can run with, naming the `sluice serve` flag;

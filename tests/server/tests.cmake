@@ -36,6 +36,10 @@ if(NODE_EXECUTABLE)
   add_test(NAME server.shutdown
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/shutdown.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
   set_tests_properties(server.shutdown PROPERTIES LABELS "server;asan" TIMEOUT 600)
+  # Issue 38's findings, each against the real server, /health answered within 1 s during each.
+  add_test(NAME server.hostile
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/hostile.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
+  set_tests_properties(server.hostile PROPERTIES LABELS "server;asan" TIMEOUT 900)
   if(EXISTS ${SLUICE_NODE_MODULES}/openai)
     add_test(NAME server.openai_client
              COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/openai_client.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
