@@ -198,6 +198,76 @@ TEST(CudaProducts, EveryFormatMatchesTheCpuAndIsBatchInvariant) {
   }
 }
 
+// Large products run several weight rows per warp (cuda_matmul.cu), small ones and row slices
+// one: the rows a slice shares with the whole matrix, and one activation row against many, must
+// come out bit-identical, and all of them match the CPU. 20011 rows fill any GPU up to ~300
+// multiprocessors at eight rows per warp; the odd count leaves a partial last warp.
+TEST(CudaProducts, RowsPerWarpNeverChangeABit) {
+  const FormatCase cases[] = {
+      {WeightFormat::BF16, 20011, 136, 0},        {WeightFormat::F32, 20011, 68, 0},
+      {WeightFormat::FP8_E4M3_BLOCK, 20011, 200, 0}, {WeightFormat::INT4_GROUP, 20011, 264, 8},
+      {WeightFormat::MXFP4, 20011, 96, 0},        {WeightFormat::INT8_ROW, 20011, 203, 0},
+      {WeightFormat::F16, 20011, 136, 0},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(fmt::format("{} [{}, {}]", weight_format_name(c.f), c.rows, c.cols));
+    HostMatrix hm = random_matrix(c.f, c.rows, c.cols, c.group);
+    const int64_t n = 3;
+    auto x = randn(n * c.cols);
+    Matrix wc = cpu().matrix(hm.q), wg = gpu().matrix(hm.q);
+    Buffer xc = on(cpu(), x, n, c.cols), xg = on(gpu(), x, n, c.cols);
+    Buffer yc(cpu(), n, c.rows), yg(gpu(), n, c.rows), y1(gpu(), 1, c.rows);
+    cpu().matmul(wc, xc, yc);
+    gpu().matmul(wg, xg, yg);
+    gpu().matmul(wg, xg.row_range(1, 1), y1);
+    const auto want = values(cpu(), yc), got = values(gpu(), yg), one = values(gpu(), y1);
+    EXPECT_LT(max_rel(got, want, 1e-2), 1e-4);
+    EXPECT_EQ(0, std::memcmp(one.data(), got.data() + c.rows, one.size() * 4)) << "one row vs three";
+    for (const int64_t r0 : {int64_t(0), int64_t(7), c.rows - 13}) {
+      Matrix sg = gpu().matrix(hm.q.slice_rows(r0, 13));
+      Buffer zg(gpu(), n, 13);
+      gpu().matmul(sg, xg, zg);
+      const auto sub = values(gpu(), zg);
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_EQ(0, std::memcmp(sub.data() + i * 13, got.data() + i * c.rows + r0, 13 * 4))
+            << "13-row slice at row " << r0 << ", activation row " << i;
+    }
+  }
+}
+
+// Every f16 code (subnormals, infinities, NaNs) through the product kernels' decoding: row r
+// holds code r in all 8 columns, so against 8 ones each output is 8 * value, exact in f32 (an f16
+// significand has 11 bits), for one activation row and for a tile of nine.
+TEST(CudaProducts, EveryF16CodeDecodesExactly) {
+  const int64_t rows = 65536, cols = 8;
+  HostMatrix hm;
+  hm.data.resize(size_t(rows * cols * 2));
+  auto* h = reinterpret_cast<uint16_t*>(hm.data.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) h[r * cols + c] = uint16_t(r);
+  hm.q.fmt = WeightFormat::F16;
+  hm.q.rows = rows;
+  hm.q.cols = cols;
+  hm.q.row_bytes = cols * 2;
+  hm.q.data = hm.data.data();
+  Matrix wg = gpu().matrix(hm.q);
+  for (const int64_t n : {int64_t(1), int64_t(9)}) {
+    SCOPED_TRACE(fmt::format("{} activation rows", n));
+    Buffer xg = on(gpu(), std::vector<float>(size_t(n * cols), 1.0f), n, cols), yg(gpu(), n, rows);
+    gpu().matmul(wg, xg, yg);
+    const auto got = values(gpu(), yg);
+    int wrong = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t r = 0; r < rows; ++r) {
+        const float want = 8.0f * f16_to_f32(uint16_t(r)), g = got[size_t(i * rows + r)];
+        if (std::isnan(want) ? !std::isnan(g) : g != want) {
+          if (++wrong <= 5) ADD_FAILURE() << fmt::format("code {:#06x}: {} instead of {}", r, g, want);
+        }
+      }
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
 TEST(CudaProducts, EmbeddingRowsDecodeExactly) {
   for (WeightFormat f : {WeightFormat::BF16, WeightFormat::F32, WeightFormat::INT8_ROW}) {
     HostMatrix hm = random_matrix(f, 50, 72);
@@ -296,53 +366,68 @@ TEST(CudaOps, ElementwiseMatchTheCpu) {
 // (grouped by target row on the GPU) gives the bits of the same list fed in
 // short pieces (the one-thread-per-column walk).
 TEST(CudaMoe, GroupedExpertsEqualOneAtATime) {
-  const int64_t D = 136, I = 64;
+  struct Case {
+    bool interleaved;
+    WeightFormat f;
+    int64_t D, I;
+  };
+  std::vector<Case> cases;
   for (const bool interleaved : {false, true})
-    for (const WeightFormat f : {WeightFormat::FP8_E4M3_BLOCK, WeightFormat::BF16, WeightFormat::MXFP4}) {
-      SCOPED_TRACE(fmt::format("{} interleaved={}", weight_format_name(f), interleaved));
-      const int64_t cols = f == WeightFormat::MXFP4 ? 128 : D;  // MXFP4 rows are whole 32-value blocks
-      std::vector<HostMatrix> mats;
-      std::vector<ExpertWeights> gw, hw;
-      const int n_experts = 5;
-      for (int e = 0; e < n_experts; ++e) {
-        mats.push_back(random_matrix(f, interleaved ? 2 * I : I, cols));
-        if (!interleaved) mats.push_back(random_matrix(f, I, cols));
-        mats.push_back(random_matrix(f, cols, I));
-      }
-      for (int e = 0, m = 0; e < n_experts; ++e) {
-        ExpertWeights g, h;
-        g.gate_up_interleaved = h.gate_up_interleaved = interleaved;
-        g.gate = gpu().matrix(mats[size_t(m)].q);
-        h.gate = host_matrix(mats[size_t(m++)].q);
-        if (!interleaved) {
-          g.up = gpu().matrix(mats[size_t(m)].q);
-          h.up = host_matrix(mats[size_t(m++)].q);
-        }
-        g.down = gpu().matrix(mats[size_t(m)].q);
-        h.down = host_matrix(mats[size_t(m++)].q);
-        gw.push_back(g);
-        hw.push_back(h);
-      }
-      const std::vector<int64_t> offsets = {0, 1, 4, 4, 13, 15};  // an expert with no rows too
-      const int64_t N = offsets.back();
-      GatedActivation act;
-      act.kind = interleaved ? GatedActivation::ClampedSwiGLU : GatedActivation::SwiGLU;
-      Twin x(randn(N * cols), N, cols), y(N, cols);
-      Buffer yh(gpu(), N, cols), y1(gpu(), N, cols);
-      std::vector<const ExpertWeights*> pg, ph, pc;
-      for (int e = 0; e < n_experts; ++e) pg.push_back(&gw[size_t(e)]), ph.push_back(&hw[size_t(e)]);
-      gpu().expert_ffns(pg, offsets, act, x.g, y.g);
-      gpu().expert_ffns(ph, offsets, act, x.g, yh);  // every matrix copied in for the call
-      for (int e = 0; e < n_experts; ++e) {
-        const int64_t r0 = offsets[size_t(e)], n = offsets[size_t(e) + 1] - r0;
-        if (n > 0) gpu().expert_ffn(gw[size_t(e)], act, x.g.row_range(r0, n), Tensor(y1).row_range(r0, n));
-      }
-      cpu().expert_ffns(ph, offsets, act, x.c, y.c);
-      const auto grouped = values(gpu(), y.g), hosted = values(gpu(), yh), one = values(gpu(), y1);
-      EXPECT_EQ(0, std::memcmp(grouped.data(), one.data(), one.size() * 4)) << "grouped vs one at a time";
-      EXPECT_EQ(0, std::memcmp(hosted.data(), one.data(), one.size() * 4)) << "copied in vs resident";
-      EXPECT_LT(y.error(1e-2), 1e-4) << "vs the CPU";
+    for (const WeightFormat f : {WeightFormat::FP8_E4M3_BLOCK, WeightFormat::BF16, WeightFormat::MXFP4})
+      cases.push_back({interleaved, f, 136, 64});
+  // Experts wide enough that the grouped launch runs more weight rows per warp than one expert's
+  // product alone (cuda_matmul.cu): the bits must not move.
+  // (2112 rows: four per warp grouped, two alone, on a 132-multiprocessor H200.)
+  cases.push_back({false, WeightFormat::MXFP4, 136, 2112});
+  cases.push_back({false, WeightFormat::INT4_GROUP, 136, 2112});
+  for (const Case& c : cases) {
+    const bool interleaved = c.interleaved;
+    const WeightFormat f = c.f;
+    const int64_t D = c.D, I = c.I;
+    SCOPED_TRACE(fmt::format("{} interleaved={} I={}", weight_format_name(f), interleaved, I));
+    const int64_t cols = (f == WeightFormat::MXFP4 || f == WeightFormat::INT4_GROUP) && D % 32 != 0 ? 128 : D;
+    std::vector<HostMatrix> mats;
+    std::vector<ExpertWeights> gw, hw;
+    const int n_experts = 5;
+    for (int e = 0; e < n_experts; ++e) {
+      mats.push_back(random_matrix(f, interleaved ? 2 * I : I, cols));
+      if (!interleaved) mats.push_back(random_matrix(f, I, cols));
+      mats.push_back(random_matrix(f, cols, I));
     }
+    for (int e = 0, m = 0; e < n_experts; ++e) {
+      ExpertWeights g, h;
+      g.gate_up_interleaved = h.gate_up_interleaved = interleaved;
+      g.gate = gpu().matrix(mats[size_t(m)].q);
+      h.gate = host_matrix(mats[size_t(m++)].q);
+      if (!interleaved) {
+        g.up = gpu().matrix(mats[size_t(m)].q);
+        h.up = host_matrix(mats[size_t(m++)].q);
+      }
+      g.down = gpu().matrix(mats[size_t(m)].q);
+      h.down = host_matrix(mats[size_t(m++)].q);
+      gw.push_back(g);
+      hw.push_back(h);
+    }
+    const std::vector<int64_t> offsets = {0, 1, 4, 4, 13, 15};  // an expert with no rows too
+    const int64_t N = offsets.back();
+    GatedActivation act;
+    act.kind = interleaved ? GatedActivation::ClampedSwiGLU : GatedActivation::SwiGLU;
+    Twin x(randn(N * cols), N, cols), y(N, cols);
+    Buffer yh(gpu(), N, cols), y1(gpu(), N, cols);
+    std::vector<const ExpertWeights*> pg, ph, pc;
+    for (int e = 0; e < n_experts; ++e) pg.push_back(&gw[size_t(e)]), ph.push_back(&hw[size_t(e)]);
+    gpu().expert_ffns(pg, offsets, act, x.g, y.g);
+    gpu().expert_ffns(ph, offsets, act, x.g, yh);  // every matrix copied in for the call
+    for (int e = 0; e < n_experts; ++e) {
+      const int64_t r0 = offsets[size_t(e)], n = offsets[size_t(e) + 1] - r0;
+      if (n > 0) gpu().expert_ffn(gw[size_t(e)], act, x.g.row_range(r0, n), Tensor(y1).row_range(r0, n));
+    }
+    cpu().expert_ffns(ph, offsets, act, x.c, y.c);
+    const auto grouped = values(gpu(), y.g), hosted = values(gpu(), yh), one = values(gpu(), y1);
+    EXPECT_EQ(0, std::memcmp(grouped.data(), one.data(), one.size() * 4)) << "grouped vs one at a time";
+    EXPECT_EQ(0, std::memcmp(hosted.data(), one.data(), one.size() * 4)) << "copied in vs resident";
+    EXPECT_LT(y.error(1e-2), 1e-4) << "vs the CPU";
+  }
   {
     const int64_t T = 7, D = 300, n = 75;
     std::vector<int64_t> rows;
