@@ -7,6 +7,8 @@
 // clear errors for out-of-memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +16,7 @@
 
 #include "compute/cpu/cpu_backend.h"
 #include "compute/cuda/cuda_backend.h"
+#include "compute/cuda/cuda_kernels.h"
 #include "compute/devices.h"
 #include "engine/engine.h"
 #include "kernels/matmul.h"
@@ -279,6 +282,201 @@ TEST(CudaProducts, EmbeddingRowsDecodeExactly) {
   }
 }
 
+// ---- tensor-core products (cuda_matmul_tc.cu)
+
+// What the tensor-core products assume of mma.sync: an output element depends only on its A row,
+// its B column and its C element, so where a row or token sits in a tile, and what the other rows
+// and columns hold, never changes its bits. Operands spread over 2^-30 .. 2^30 (the products need
+// alignment inside the MMA), rows and columns permuted, and NaN and infinities in the neighbours.
+TEST(CudaTensorCores, ElementDependsOnlyOnItsRowAndColumn) {
+  const int count = 512;
+  std::uniform_int_distribution<int> ex(-30, 30), sign(0, 1), mant(0, 127), idx16(0, 15), idx8(0, 7), junk(0, 9);
+  auto value = [&] {
+    const float v = std::ldexp(1.0f + float(mant(rng())) / 128.0f, ex(rng()));
+    return f32_to_bf16(sign(rng()) ? -v : v);
+  };
+  auto garbage = [&]() -> uint16_t {
+    const int k = junk(rng());
+    return k == 0 ? uint16_t(0x7FC1) : k == 1 ? uint16_t(0x7F80) : k == 2 ? uint16_t(0xFF80) : value();
+  };
+  std::vector<uint16_t> A(size_t(count) * 256), B(size_t(count) * 128);
+  std::vector<float> C(size_t(count) * 128);
+  for (auto& a : A) a = value();
+  for (auto& b : B) b = value();
+  for (auto& c : C) c = std::ldexp(float(randn(1)[0]), ex(rng()));
+  auto run = [&](const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, const std::vector<float>& c) {
+    std::vector<float> fa(a.size() / 2), fb(b.size() / 2);
+    std::memcpy(fa.data(), a.data(), a.size() * 2);
+    std::memcpy(fb.data(), b.data(), b.size() * 2);
+    Buffer ga = on(gpu(), fa, 1, int64_t(fa.size())), gb = on(gpu(), fb, 1, int64_t(fb.size()));
+    Buffer gc = on(gpu(), c, 1, int64_t(c.size())), gd(gpu(), 1, int64_t(c.size()));
+    gpu().synchronize("the probe's inputs");
+    EXPECT_EQ(0, cuda::mma_probe(reinterpret_cast<const uint16_t*>(Tensor(ga).data()),
+                                 reinterpret_cast<const uint16_t*>(Tensor(gb).data()), Tensor(gc).data(),
+                                 Tensor(gd).data(), count));
+    return values(gpu(), gd);
+  };
+  const auto D = run(A, B, C);
+  // Rows and columns permuted.
+  std::vector<uint16_t> A1(A.size()), B1(B.size());
+  std::vector<float> C1(C.size());
+  std::vector<std::array<int, 16>> pr(static_cast<size_t>(count));
+  std::vector<std::array<int, 8>> pc(static_cast<size_t>(count));
+  for (int w = 0; w < count; ++w) {
+    auto& r = pr[size_t(w)];
+    auto& c = pc[size_t(w)];
+    for (int i = 0; i < 16; ++i) r[size_t(i)] = i;
+    for (int j = 0; j < 8; ++j) c[size_t(j)] = j;
+    std::shuffle(r.begin(), r.end(), rng());
+    std::shuffle(c.begin(), c.end(), rng());
+    for (int i = 0; i < 16; ++i)
+      for (int k = 0; k < 16; ++k) A1[size_t(w * 256 + r[size_t(i)] * 16 + k)] = A[size_t(w * 256 + i * 16 + k)];
+    for (int j = 0; j < 8; ++j)
+      for (int k = 0; k < 16; ++k) B1[size_t(w * 128 + c[size_t(j)] * 16 + k)] = B[size_t(w * 128 + j * 16 + k)];
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 8; ++j) C1[size_t(w * 128 + r[size_t(i)] * 8 + c[size_t(j)])] = C[size_t(w * 128 + i * 8 + j)];
+  }
+  const auto D1 = run(A1, B1, C1);
+  int moved = 0;
+  for (int w = 0; w < count; ++w)
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 8; ++j) {
+        const float a = D[size_t(w * 128 + i * 8 + j)];
+        const float b = D1[size_t(w * 128 + pr[size_t(w)][size_t(i)] * 8 + pc[size_t(w)][size_t(j)])];
+        if (std::memcmp(&a, &b, 4) != 0 && ++moved <= 5)
+          ADD_FAILURE() << fmt::format("problem {} ({}, {}): {} in place, {} permuted", w, i, j, a, b);
+      }
+  EXPECT_EQ(moved, 0) << "elements whose bits depend on their place in the tile";
+  // One element kept per problem, every other row, column and C element garbage.
+  std::vector<uint16_t> A2 = A, B2 = B;
+  std::vector<float> C2(C.size());
+  std::vector<int> keep_i(static_cast<size_t>(count)), keep_j(static_cast<size_t>(count));
+  for (int w = 0; w < count; ++w) {
+    const int i0 = idx16(rng()), j0 = idx8(rng());
+    keep_i[size_t(w)] = i0, keep_j[size_t(w)] = j0;
+    for (int i = 0; i < 16; ++i)
+      if (i != i0)
+        for (int k = 0; k < 16; ++k) A2[size_t(w * 256 + i * 16 + k)] = garbage();
+    for (int j = 0; j < 8; ++j)
+      if (j != j0)
+        for (int k = 0; k < 16; ++k) B2[size_t(w * 128 + j * 16 + k)] = garbage();
+    for (int e = 0; e < 128; ++e) C2[size_t(w * 128 + e)] = bf16_to_f32(garbage());
+    C2[size_t(w * 128 + i0 * 8 + j0)] = C[size_t(w * 128 + i0 * 8 + j0)];
+  }
+  const auto D2 = run(A2, B2, C2);
+  int changed = 0;
+  for (int w = 0; w < count; ++w) {
+    const size_t e = size_t(w * 128 + keep_i[size_t(w)] * 8 + keep_j[size_t(w)]);
+    if (std::memcmp(&D[e], &D2[e], 4) != 0 && ++changed <= 5)
+      ADD_FAILURE() << fmt::format("problem {}: {} alone, {} among garbage", w, D[e], D2[e]);
+  }
+  EXPECT_EQ(changed, 0) << "elements whose bits depend on other rows or columns";
+}
+
+// Every tensor-core format: each activation-row count (1-2, 3-5, 6-8: the small-n kernel with one
+// to three n8 tiles; 9-16, 17-32, more: the large-n kernel with 16, 32 or 64 tokens per block)
+// gives every row the bits it has in a batch of 77; unaligned activations (scalar loads) too.
+// Partial slices (columns not a multiple of 256), a half stage (columns 32 mod 64), partial row
+// and token tiles. All match the CPU.
+TEST(CudaTensorCores, EveryRowCountGivesTheSameBits) {
+  struct Case {
+    WeightFormat f;
+    int64_t rows, cols;
+    int32_t group;
+  };
+  const Case cases[] = {
+      {WeightFormat::BF16, 300, 1312, 32},          {WeightFormat::BF16, 129, 64, 32},
+      {WeightFormat::FP8_E4M3_BLOCK, 300, 1344, 32}, {WeightFormat::FP8_E4M3_BLOCK, 200, 128, 32},
+      {WeightFormat::INT4_GROUP, 300, 1312, 32},     {WeightFormat::INT4_GROUP, 150, 1280, 128},
+      {WeightFormat::MXFP4, 300, 1312, 32},          {WeightFormat::INT8_ROW, 300, 1344, 32},
+  };
+  const int64_t N = 77;
+  const int64_t pieces[] = {1, 2, 4, 5, 7, 8, 11, 16, 20, 3};  // 77 rows in all
+  for (const auto& c : cases) {
+    SCOPED_TRACE(fmt::format("{} [{}, {}]", weight_format_name(c.f), c.rows, c.cols));
+    HostMatrix hm = random_matrix(c.f, c.rows, c.cols, c.group);
+    ASSERT_TRUE(cuda::tc_eligible(hm.q));
+    auto x = randn(N * c.cols);
+    Matrix wc = cpu().matrix(hm.q), wg = gpu().matrix(hm.q);
+    Buffer xc = on(cpu(), x, N, c.cols), xg = on(gpu(), x, N, c.cols);
+    Buffer yc(cpu(), N, c.rows), yg(gpu(), N, c.rows);
+    cpu().matmul(wc, xc, yc);
+    gpu().matmul(wg, xg, yg);
+    const auto want = values(cpu(), yc), all = values(gpu(), yg);
+    EXPECT_LT(max_rel(all, want, 1e-2), 1e-4) << "vs the CPU";
+    int64_t i0 = 0;
+    for (const int64_t len : pieces) {
+      Buffer yp(gpu(), len, c.rows);
+      gpu().matmul(wg, xg.row_range(i0, len), yp);
+      const auto got = values(gpu(), yp);
+      EXPECT_EQ(0, std::memcmp(got.data(), all.data() + i0 * c.rows, got.size() * 4))
+          << len << " rows from row " << i0;
+      i0 += len;
+    }
+    // Activations at an odd float offset with an odd row stride: the scalar loads.
+    Buffer xu_buf(gpu(), N, c.cols + 1);
+    const Tensor xu = Tensor(xu_buf).col_range(1, c.cols);
+    gpu().upload(x.data(), xu);
+    for (const int64_t n : {int64_t(1), int64_t(6), N}) {
+      Buffer yu(gpu(), n, c.rows);
+      gpu().matmul(wg, xu.row_range(0, n), yu);
+      const auto got = values(gpu(), yu);
+      EXPECT_EQ(0, std::memcmp(got.data(), all.data(), got.size() * 4)) << n << " unaligned rows";
+    }
+  }
+}
+
+// The three-part activations keep f32 accuracy: over 16384 columns, against a float64 reference,
+// the tensor-core error stays within 5x the CPU's (the golden gate), also for rows scaled by
+// 2^60 and 2^-60 and for a row whose values span 2^-20 .. 2^20; a NaN reaches every output of
+// its row, as on the CPU.
+TEST(CudaTensorCores, ProductsKeepF32Accuracy) {
+  const int64_t rows = 64, cols = 16384, n = 5;
+  for (const WeightFormat f : {WeightFormat::BF16, WeightFormat::FP8_E4M3_BLOCK, WeightFormat::INT4_GROUP,
+                               WeightFormat::MXFP4, WeightFormat::INT8_ROW}) {
+    SCOPED_TRACE(weight_format_name(f));
+    HostMatrix hm = random_matrix(f, rows, cols);
+    ASSERT_TRUE(cuda::tc_eligible(hm.q));
+    std::vector<float> x = randn(n * cols);
+    std::uniform_int_distribution<int> spread(-20, 20);
+    for (int64_t c = 0; c < cols; ++c) {
+      x[size_t(1 * cols + c)] = std::ldexp(x[size_t(1 * cols + c)], 60);
+      x[size_t(2 * cols + c)] = std::ldexp(x[size_t(2 * cols + c)], -60);
+      x[size_t(3 * cols + c)] = std::ldexp(x[size_t(3 * cols + c)], spread(rng()));
+    }
+    x[size_t(4 * cols + 777)] = std::nanf("");
+    Matrix wc = cpu().matrix(hm.q), wg = gpu().matrix(hm.q);
+    Buffer xc = on(cpu(), x, n, cols), xg = on(gpu(), x, n, cols);
+    Buffer yc(cpu(), n, rows), yg(gpu(), n, rows);
+    cpu().matmul(wc, xc, yc);
+    gpu().matmul(wg, xg, yg);
+    const auto yc_v = values(cpu(), yc), yg_v = values(gpu(), yg);
+    std::vector<float> wrow(static_cast<size_t>(cols));
+    for (int64_t i = 0; i < 4; ++i) {
+      double ec = 0, eg = 0, ss = 0;
+      std::vector<double> ref(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        decode_row_ref(hm.q, r, wrow.data());
+        double s = 0;
+        for (int64_t c = 0; c < cols; ++c) s += double(wrow[size_t(c)]) * double(x[size_t(i * cols + c)]);
+        ref[size_t(r)] = s;
+        ss += s * s;
+      }
+      const double rms = std::sqrt(ss / double(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        ec = std::max(ec, std::abs(double(yc_v[size_t(i * rows + r)]) - ref[size_t(r)]) / rms);
+        eg = std::max(eg, std::abs(double(yg_v[size_t(i * rows + r)]) - ref[size_t(r)]) / rms);
+      }
+      std::printf("%-6s row %lld: cpu error %.3g, tensor cores %.3g\n", std::string(weight_format_name(f)).c_str(),
+                  static_cast<long long>(i), ec, eg);
+      EXPECT_LE(eg, 5 * ec) << "activation row " << i;
+    }
+    int nan_rows = 0;
+    for (int64_t r = 0; r < rows; ++r) nan_rows += std::isnan(yg_v[size_t(4 * rows + r)]) && std::isnan(yc_v[size_t(4 * rows + r)]);
+    EXPECT_EQ(nan_rows, rows) << "a NaN activation reaches every output";
+  }
+}
+
 // Runs the same op on both backends over copies of the same inputs.
 struct Twin {
   Buffer c, g;
@@ -370,6 +568,7 @@ TEST(CudaMoe, GroupedExpertsEqualOneAtATime) {
     bool interleaved;
     WeightFormat f;
     int64_t D, I;
+    std::vector<int64_t> offsets = {0, 1, 4, 4, 13, 15};  // an expert with no rows too
   };
   std::vector<Case> cases;
   for (const bool interleaved : {false, true})
@@ -380,11 +579,20 @@ TEST(CudaMoe, GroupedExpertsEqualOneAtATime) {
   // (2112 rows: four per warp grouped, two alone, on a 132-multiprocessor H200.)
   cases.push_back({false, WeightFormat::MXFP4, 136, 2112});
   cases.push_back({false, WeightFormat::INT4_GROUP, 136, 2112});
+  // Every matrix on the tensor cores (cuda_matmul_tc.cu), up to 40 rows per expert: the grouped
+  // small-n and large-n launches against each expert alone.
+  const std::vector<int64_t> wide = {0, 40, 43, 43, 60, 61};
+  cases.push_back({false, WeightFormat::BF16, 256, 192, wide});
+  cases.push_back({true, WeightFormat::FP8_E4M3_BLOCK, 256, 128, wide});
+  cases.push_back({false, WeightFormat::INT4_GROUP, 256, 128, wide});
+  cases.push_back({true, WeightFormat::MXFP4, 256, 64, wide});
+  cases.push_back({false, WeightFormat::INT8_ROW, 256, 128, wide});
   for (const Case& c : cases) {
     const bool interleaved = c.interleaved;
     const WeightFormat f = c.f;
     const int64_t D = c.D, I = c.I;
-    SCOPED_TRACE(fmt::format("{} interleaved={} I={}", weight_format_name(f), interleaved, I));
+    SCOPED_TRACE(fmt::format("{} interleaved={} I={} rows={}", weight_format_name(f), interleaved, I, c.offsets.back()));
+    // whole 32-value blocks
     const int64_t cols = (f == WeightFormat::MXFP4 || f == WeightFormat::INT4_GROUP) && D % 32 != 0 ? 128 : D;
     std::vector<HostMatrix> mats;
     std::vector<ExpertWeights> gw, hw;
@@ -408,7 +616,7 @@ TEST(CudaMoe, GroupedExpertsEqualOneAtATime) {
       gw.push_back(g);
       hw.push_back(h);
     }
-    const std::vector<int64_t> offsets = {0, 1, 4, 4, 13, 15};  // an expert with no rows too
+    const std::vector<int64_t>& offsets = c.offsets;
     const int64_t N = offsets.back();
     GatedActivation act;
     act.kind = interleaved ? GatedActivation::ClampedSwiGLU : GatedActivation::SwiGLU;

@@ -9,6 +9,10 @@
 // Own kernels rather than cuBLAS: cuBLAS chooses algorithms (and split-K
 // reductions) by shape, so one token and a verification batch would round
 // differently; and the quantized formats need fused decoding anyway.
+//
+// These are the CUDA-core products: F32 and F16 weights, and matrices of the other formats whose
+// shape the tensor-core products (cuda_matmul_tc.cu, tc_eligible) do not take; matmul() and
+// grouped_matmul() send the rest there.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -372,9 +376,11 @@ void prepare_problem(MatmulProblem& p) {
   p.xvec = x_vectorisable(p.X, p.n, p.ldx);
 }
 
-int grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, Stream s) {
+int grouped_matmul(WeightFormat fmt, bool tensor_cores, const MatmulProblem* dev, int count, int64_t max_rows,
+                   int64_t cols, int64_t max_n, Stream s) {
   if (count <= 0 || max_rows <= 0) return 0;
   if (count > 65535) return int(cudaErrorInvalidValue);
+  if (tensor_cores) return tc_grouped_matmul(fmt, dev, count, max_rows, cols, max_n, s);
   switch (fmt) {
     case WeightFormat::F32: return launch_grouped<WeightFormat::F32>(dev, count, max_rows, max_n, s);
     case WeightFormat::BF16: return launch_grouped<WeightFormat::BF16>(dev, count, max_rows, max_n, s);
@@ -389,6 +395,7 @@ int grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_
 
 int matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
   if (n <= 0 || W.rows <= 0) return 0;
+  if (tc_eligible(W)) return tc_matmul(W, X, n, ldx, Y, ldy, s);
   switch (W.fmt) {
     case WeightFormat::F32: return launch_matmul<WeightFormat::F32>(W, X, n, ldx, Y, ldy, s);
     case WeightFormat::BF16: return launch_matmul<WeightFormat::BF16>(W, X, n, ldx, Y, ldy, s);
