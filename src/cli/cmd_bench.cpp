@@ -81,8 +81,8 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_flag("--kernels", o->kernels,
                 "Measure the compute kernels alone (no model): DRAM read bandwidth, every weight format's matvec "
                 "(7168 x 16384) and 16/64-token products against the ISA's peak; with --device cuda[:N], the GPU's "
-                "products instead (device copy bandwidth, matvec, eight K2-shaped experts in one grouped call); "
-                "--json writes them")
+                "products instead (device copy bandwidth, the tensor-core peak, matvec, eight K2-shaped experts in one "
+                "grouped call, 16/64/512-token products, on the tensor cores and on the CUDA cores); --json writes them")
       ->excludes(model)
       ->excludes(ram);
   cmd->callback([o, ram, &action] {

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "compute/cuda/cuda_backend.h"
+#include "compute/cuda/cuda_kernels.h"
 #include "compute/cuda/vram_experts.h"
 #endif
 #include <algorithm>
@@ -30,7 +31,9 @@ CudaReport cuda_report() {
       g.name = p.name;
       g.cc_major = p.major;
       g.cc_minor = p.minor;
+      g.multiprocessors = p.multiProcessorCount;
     }
+    cudaDeviceGetAttribute(&g.clock_khz, cudaDevAttrClockRate, i);
     size_t free = 0, total = 0;
     if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free, &total) == cudaSuccess) {
       g.free_bytes = free;
@@ -48,6 +51,24 @@ Backend& backend_for_device(bool cuda, int index) {
   return cuda_backend(index);
 #else
   fail("--device cuda:{}: this build has no CUDA backend (configure with nvcc installed, -DSLUICE_CUDA=ON)", index);
+#endif
+}
+
+void cuda_tensor_core_products(bool on) {
+#ifdef SLUICE_HAVE_CUDA
+  cuda::set_tensor_core_products(on);
+#else
+  (void)on;
+#endif
+}
+
+double cuda_mma_rate_tflops(int device) {
+#ifdef SLUICE_HAVE_CUDA
+  if (cudaSetDevice(device) != cudaSuccess) return 0;
+  return cuda::mma_rate_tflops();
+#else
+  (void)device;
+  return 0;
 #endif
 }
 

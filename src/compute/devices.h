@@ -15,6 +15,7 @@ struct GpuInfo {
   std::string name;
   uint64_t free_bytes = 0, total_bytes = 0;
   int cc_major = 0, cc_minor = 0;  // compute capability
+  int multiprocessors = 0, clock_khz = 0;  // peak SM clock
 };
 
 struct CudaReport {
@@ -27,6 +28,12 @@ CudaReport cuda_report();
 // The backend for a device: the CPU, or CUDA device `index` (throws naming it
 // when this build or machine has none).
 Backend& backend_for_device(bool cuda, int index);
+
+// The tensor-core products of the CUDA backend (compute/cuda/cuda_matmul_tc.cu): a process-wide
+// switch for benchmarks that compare them with the CUDA-core products (no-op without CUDA), and
+// the rate of independent bf16 mma.sync chains measured on `device` (TFLOP/s; 0 without CUDA).
+void cuda_tensor_core_products(bool on);
+double cuda_mma_rate_tflops(int device);
 
 // Device memory: free now, and taken by weights the backend placed (zeros on the CPU).
 struct DeviceMemory {

@@ -7,6 +7,8 @@
 // clear errors for out-of-memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +16,7 @@
 
 #include "compute/cpu/cpu_backend.h"
 #include "compute/cuda/cuda_backend.h"
+#include "compute/cuda/cuda_kernels.h"
 #include "compute/devices.h"
 #include "engine/engine.h"
 #include "kernels/matmul.h"
@@ -198,6 +201,76 @@ TEST(CudaProducts, EveryFormatMatchesTheCpuAndIsBatchInvariant) {
   }
 }
 
+// Large products run several weight rows per warp (cuda_matmul.cu), small ones and row slices
+// one: the rows a slice shares with the whole matrix, and one activation row against many, must
+// come out bit-identical, and all of them match the CPU. 20011 rows fill any GPU up to ~300
+// multiprocessors at eight rows per warp; the odd count leaves a partial last warp.
+TEST(CudaProducts, RowsPerWarpNeverChangeABit) {
+  const FormatCase cases[] = {
+      {WeightFormat::BF16, 20011, 136, 0},        {WeightFormat::F32, 20011, 68, 0},
+      {WeightFormat::FP8_E4M3_BLOCK, 20011, 200, 0}, {WeightFormat::INT4_GROUP, 20011, 264, 8},
+      {WeightFormat::MXFP4, 20011, 96, 0},        {WeightFormat::INT8_ROW, 20011, 203, 0},
+      {WeightFormat::F16, 20011, 136, 0},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(fmt::format("{} [{}, {}]", weight_format_name(c.f), c.rows, c.cols));
+    HostMatrix hm = random_matrix(c.f, c.rows, c.cols, c.group);
+    const int64_t n = 3;
+    auto x = randn(n * c.cols);
+    Matrix wc = cpu().matrix(hm.q), wg = gpu().matrix(hm.q);
+    Buffer xc = on(cpu(), x, n, c.cols), xg = on(gpu(), x, n, c.cols);
+    Buffer yc(cpu(), n, c.rows), yg(gpu(), n, c.rows), y1(gpu(), 1, c.rows);
+    cpu().matmul(wc, xc, yc);
+    gpu().matmul(wg, xg, yg);
+    gpu().matmul(wg, xg.row_range(1, 1), y1);
+    const auto want = values(cpu(), yc), got = values(gpu(), yg), one = values(gpu(), y1);
+    EXPECT_LT(max_rel(got, want, 1e-2), 1e-4);
+    EXPECT_EQ(0, std::memcmp(one.data(), got.data() + c.rows, one.size() * 4)) << "one row vs three";
+    for (const int64_t r0 : {int64_t(0), int64_t(7), c.rows - 13}) {
+      Matrix sg = gpu().matrix(hm.q.slice_rows(r0, 13));
+      Buffer zg(gpu(), n, 13);
+      gpu().matmul(sg, xg, zg);
+      const auto sub = values(gpu(), zg);
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_EQ(0, std::memcmp(sub.data() + i * 13, got.data() + i * c.rows + r0, 13 * 4))
+            << "13-row slice at row " << r0 << ", activation row " << i;
+    }
+  }
+}
+
+// Every f16 code (subnormals, infinities, NaNs) through the product kernels' decoding: row r
+// holds code r in all 8 columns, so against 8 ones each output is 8 * value, exact in f32 (an f16
+// significand has 11 bits), for one activation row and for a tile of nine.
+TEST(CudaProducts, EveryF16CodeDecodesExactly) {
+  const int64_t rows = 65536, cols = 8;
+  HostMatrix hm;
+  hm.data.resize(size_t(rows * cols * 2));
+  auto* h = reinterpret_cast<uint16_t*>(hm.data.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) h[r * cols + c] = uint16_t(r);
+  hm.q.fmt = WeightFormat::F16;
+  hm.q.rows = rows;
+  hm.q.cols = cols;
+  hm.q.row_bytes = cols * 2;
+  hm.q.data = hm.data.data();
+  Matrix wg = gpu().matrix(hm.q);
+  for (const int64_t n : {int64_t(1), int64_t(9)}) {
+    SCOPED_TRACE(fmt::format("{} activation rows", n));
+    Buffer xg = on(gpu(), std::vector<float>(size_t(n * cols), 1.0f), n, cols), yg(gpu(), n, rows);
+    gpu().matmul(wg, xg, yg);
+    const auto got = values(gpu(), yg);
+    int wrong = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t r = 0; r < rows; ++r) {
+        const float want = 8.0f * f16_to_f32(uint16_t(r)), g = got[size_t(i * rows + r)];
+        if (std::isnan(want) ? !std::isnan(g) : g != want) {
+          if (++wrong <= 5) ADD_FAILURE() << fmt::format("code {:#06x}: {} instead of {}", r, g, want);
+        }
+      }
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
 TEST(CudaProducts, EmbeddingRowsDecodeExactly) {
   for (WeightFormat f : {WeightFormat::BF16, WeightFormat::F32, WeightFormat::INT8_ROW}) {
     HostMatrix hm = random_matrix(f, 50, 72);
@@ -206,6 +279,201 @@ TEST(CudaProducts, EmbeddingRowsDecodeExactly) {
     cpu().embed(cpu().matrix(hm.q), ids.data(), 5, oc);
     gpu().embed(gpu().matrix(hm.q), ids.data(), 5, og);
     EXPECT_EQ(values(gpu(), og), values(cpu(), oc)) << weight_format_name(f);
+  }
+}
+
+// ---- tensor-core products (cuda_matmul_tc.cu)
+
+// What the tensor-core products assume of mma.sync: an output element depends only on its A row,
+// its B column and its C element, so where a row or token sits in a tile, and what the other rows
+// and columns hold, never changes its bits. Operands spread over 2^-30 .. 2^30 (the products need
+// alignment inside the MMA), rows and columns permuted, and NaN and infinities in the neighbours.
+TEST(CudaTensorCores, ElementDependsOnlyOnItsRowAndColumn) {
+  const int count = 512;
+  std::uniform_int_distribution<int> ex(-30, 30), sign(0, 1), mant(0, 127), idx16(0, 15), idx8(0, 7), junk(0, 9);
+  auto value = [&] {
+    const float v = std::ldexp(1.0f + float(mant(rng())) / 128.0f, ex(rng()));
+    return f32_to_bf16(sign(rng()) ? -v : v);
+  };
+  auto garbage = [&]() -> uint16_t {
+    const int k = junk(rng());
+    return k == 0 ? uint16_t(0x7FC1) : k == 1 ? uint16_t(0x7F80) : k == 2 ? uint16_t(0xFF80) : value();
+  };
+  std::vector<uint16_t> A(size_t(count) * 256), B(size_t(count) * 128);
+  std::vector<float> C(size_t(count) * 128);
+  for (auto& a : A) a = value();
+  for (auto& b : B) b = value();
+  for (auto& c : C) c = std::ldexp(float(randn(1)[0]), ex(rng()));
+  auto run = [&](const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, const std::vector<float>& c) {
+    std::vector<float> fa(a.size() / 2), fb(b.size() / 2);
+    std::memcpy(fa.data(), a.data(), a.size() * 2);
+    std::memcpy(fb.data(), b.data(), b.size() * 2);
+    Buffer ga = on(gpu(), fa, 1, int64_t(fa.size())), gb = on(gpu(), fb, 1, int64_t(fb.size()));
+    Buffer gc = on(gpu(), c, 1, int64_t(c.size())), gd(gpu(), 1, int64_t(c.size()));
+    gpu().synchronize("the probe's inputs");
+    EXPECT_EQ(0, cuda::mma_probe(reinterpret_cast<const uint16_t*>(Tensor(ga).data()),
+                                 reinterpret_cast<const uint16_t*>(Tensor(gb).data()), Tensor(gc).data(),
+                                 Tensor(gd).data(), count));
+    return values(gpu(), gd);
+  };
+  const auto D = run(A, B, C);
+  // Rows and columns permuted.
+  std::vector<uint16_t> A1(A.size()), B1(B.size());
+  std::vector<float> C1(C.size());
+  std::vector<std::array<int, 16>> pr(static_cast<size_t>(count));
+  std::vector<std::array<int, 8>> pc(static_cast<size_t>(count));
+  for (int w = 0; w < count; ++w) {
+    auto& r = pr[size_t(w)];
+    auto& c = pc[size_t(w)];
+    for (int i = 0; i < 16; ++i) r[size_t(i)] = i;
+    for (int j = 0; j < 8; ++j) c[size_t(j)] = j;
+    std::shuffle(r.begin(), r.end(), rng());
+    std::shuffle(c.begin(), c.end(), rng());
+    for (int i = 0; i < 16; ++i)
+      for (int k = 0; k < 16; ++k) A1[size_t(w * 256 + r[size_t(i)] * 16 + k)] = A[size_t(w * 256 + i * 16 + k)];
+    for (int j = 0; j < 8; ++j)
+      for (int k = 0; k < 16; ++k) B1[size_t(w * 128 + c[size_t(j)] * 16 + k)] = B[size_t(w * 128 + j * 16 + k)];
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 8; ++j) C1[size_t(w * 128 + r[size_t(i)] * 8 + c[size_t(j)])] = C[size_t(w * 128 + i * 8 + j)];
+  }
+  const auto D1 = run(A1, B1, C1);
+  int moved = 0;
+  for (int w = 0; w < count; ++w)
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 8; ++j) {
+        const float a = D[size_t(w * 128 + i * 8 + j)];
+        const float b = D1[size_t(w * 128 + pr[size_t(w)][size_t(i)] * 8 + pc[size_t(w)][size_t(j)])];
+        if (std::memcmp(&a, &b, 4) != 0 && ++moved <= 5)
+          ADD_FAILURE() << fmt::format("problem {} ({}, {}): {} in place, {} permuted", w, i, j, a, b);
+      }
+  EXPECT_EQ(moved, 0) << "elements whose bits depend on their place in the tile";
+  // One element kept per problem, every other row, column and C element garbage.
+  std::vector<uint16_t> A2 = A, B2 = B;
+  std::vector<float> C2(C.size());
+  std::vector<int> keep_i(static_cast<size_t>(count)), keep_j(static_cast<size_t>(count));
+  for (int w = 0; w < count; ++w) {
+    const int i0 = idx16(rng()), j0 = idx8(rng());
+    keep_i[size_t(w)] = i0, keep_j[size_t(w)] = j0;
+    for (int i = 0; i < 16; ++i)
+      if (i != i0)
+        for (int k = 0; k < 16; ++k) A2[size_t(w * 256 + i * 16 + k)] = garbage();
+    for (int j = 0; j < 8; ++j)
+      if (j != j0)
+        for (int k = 0; k < 16; ++k) B2[size_t(w * 128 + j * 16 + k)] = garbage();
+    for (int e = 0; e < 128; ++e) C2[size_t(w * 128 + e)] = bf16_to_f32(garbage());
+    C2[size_t(w * 128 + i0 * 8 + j0)] = C[size_t(w * 128 + i0 * 8 + j0)];
+  }
+  const auto D2 = run(A2, B2, C2);
+  int changed = 0;
+  for (int w = 0; w < count; ++w) {
+    const size_t e = size_t(w * 128 + keep_i[size_t(w)] * 8 + keep_j[size_t(w)]);
+    if (std::memcmp(&D[e], &D2[e], 4) != 0 && ++changed <= 5)
+      ADD_FAILURE() << fmt::format("problem {}: {} alone, {} among garbage", w, D[e], D2[e]);
+  }
+  EXPECT_EQ(changed, 0) << "elements whose bits depend on other rows or columns";
+}
+
+// Every tensor-core format: each activation-row count (1-2, 3-5, 6-8: the small-n kernel with one
+// to three n8 tiles; 9-16, 17-32, more: the large-n kernel with 16, 32 or 64 tokens per block)
+// gives every row the bits it has in a batch of 77; unaligned activations (scalar loads) too.
+// Partial slices (columns not a multiple of 256), a half stage (columns 32 mod 64), partial row
+// and token tiles. All match the CPU.
+TEST(CudaTensorCores, EveryRowCountGivesTheSameBits) {
+  struct Case {
+    WeightFormat f;
+    int64_t rows, cols;
+    int32_t group;
+  };
+  const Case cases[] = {
+      {WeightFormat::BF16, 300, 1312, 32},          {WeightFormat::BF16, 129, 64, 32},
+      {WeightFormat::FP8_E4M3_BLOCK, 300, 1344, 32}, {WeightFormat::FP8_E4M3_BLOCK, 200, 128, 32},
+      {WeightFormat::INT4_GROUP, 300, 1312, 32},     {WeightFormat::INT4_GROUP, 150, 1280, 128},
+      {WeightFormat::MXFP4, 300, 1312, 32},          {WeightFormat::INT8_ROW, 300, 1344, 32},
+  };
+  const int64_t N = 77;
+  const int64_t pieces[] = {1, 2, 4, 5, 7, 8, 11, 16, 20, 3};  // 77 rows in all
+  for (const auto& c : cases) {
+    SCOPED_TRACE(fmt::format("{} [{}, {}]", weight_format_name(c.f), c.rows, c.cols));
+    HostMatrix hm = random_matrix(c.f, c.rows, c.cols, c.group);
+    ASSERT_TRUE(cuda::tc_eligible(hm.q));
+    auto x = randn(N * c.cols);
+    Matrix wc = cpu().matrix(hm.q), wg = gpu().matrix(hm.q);
+    Buffer xc = on(cpu(), x, N, c.cols), xg = on(gpu(), x, N, c.cols);
+    Buffer yc(cpu(), N, c.rows), yg(gpu(), N, c.rows);
+    cpu().matmul(wc, xc, yc);
+    gpu().matmul(wg, xg, yg);
+    const auto want = values(cpu(), yc), all = values(gpu(), yg);
+    EXPECT_LT(max_rel(all, want, 1e-2), 1e-4) << "vs the CPU";
+    int64_t i0 = 0;
+    for (const int64_t len : pieces) {
+      Buffer yp(gpu(), len, c.rows);
+      gpu().matmul(wg, xg.row_range(i0, len), yp);
+      const auto got = values(gpu(), yp);
+      EXPECT_EQ(0, std::memcmp(got.data(), all.data() + i0 * c.rows, got.size() * 4))
+          << len << " rows from row " << i0;
+      i0 += len;
+    }
+    // Activations at an odd float offset with an odd row stride: the scalar loads.
+    Buffer xu_buf(gpu(), N, c.cols + 1);
+    const Tensor xu = Tensor(xu_buf).col_range(1, c.cols);
+    gpu().upload(x.data(), xu);
+    for (const int64_t n : {int64_t(1), int64_t(6), N}) {
+      Buffer yu(gpu(), n, c.rows);
+      gpu().matmul(wg, xu.row_range(0, n), yu);
+      const auto got = values(gpu(), yu);
+      EXPECT_EQ(0, std::memcmp(got.data(), all.data(), got.size() * 4)) << n << " unaligned rows";
+    }
+  }
+}
+
+// The three-part activations keep f32 accuracy: over 16384 columns, against a float64 reference,
+// the tensor-core error stays within 5x the CPU's (the golden gate), also for rows scaled by
+// 2^60 and 2^-60 and for a row whose values span 2^-20 .. 2^20; a NaN reaches every output of
+// its row, as on the CPU.
+TEST(CudaTensorCores, ProductsKeepF32Accuracy) {
+  const int64_t rows = 64, cols = 16384, n = 5;
+  for (const WeightFormat f : {WeightFormat::BF16, WeightFormat::FP8_E4M3_BLOCK, WeightFormat::INT4_GROUP,
+                               WeightFormat::MXFP4, WeightFormat::INT8_ROW}) {
+    SCOPED_TRACE(weight_format_name(f));
+    HostMatrix hm = random_matrix(f, rows, cols);
+    ASSERT_TRUE(cuda::tc_eligible(hm.q));
+    std::vector<float> x = randn(n * cols);
+    std::uniform_int_distribution<int> spread(-20, 20);
+    for (int64_t c = 0; c < cols; ++c) {
+      x[size_t(1 * cols + c)] = std::ldexp(x[size_t(1 * cols + c)], 60);
+      x[size_t(2 * cols + c)] = std::ldexp(x[size_t(2 * cols + c)], -60);
+      x[size_t(3 * cols + c)] = std::ldexp(x[size_t(3 * cols + c)], spread(rng()));
+    }
+    x[size_t(4 * cols + 777)] = std::nanf("");
+    Matrix wc = cpu().matrix(hm.q), wg = gpu().matrix(hm.q);
+    Buffer xc = on(cpu(), x, n, cols), xg = on(gpu(), x, n, cols);
+    Buffer yc(cpu(), n, rows), yg(gpu(), n, rows);
+    cpu().matmul(wc, xc, yc);
+    gpu().matmul(wg, xg, yg);
+    const auto yc_v = values(cpu(), yc), yg_v = values(gpu(), yg);
+    std::vector<float> wrow(static_cast<size_t>(cols));
+    for (int64_t i = 0; i < 4; ++i) {
+      double ec = 0, eg = 0, ss = 0;
+      std::vector<double> ref(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        decode_row_ref(hm.q, r, wrow.data());
+        double s = 0;
+        for (int64_t c = 0; c < cols; ++c) s += double(wrow[size_t(c)]) * double(x[size_t(i * cols + c)]);
+        ref[size_t(r)] = s;
+        ss += s * s;
+      }
+      const double rms = std::sqrt(ss / double(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        ec = std::max(ec, std::abs(double(yc_v[size_t(i * rows + r)]) - ref[size_t(r)]) / rms);
+        eg = std::max(eg, std::abs(double(yg_v[size_t(i * rows + r)]) - ref[size_t(r)]) / rms);
+      }
+      std::printf("%-6s row %lld: cpu error %.3g, tensor cores %.3g\n", std::string(weight_format_name(f)).c_str(),
+                  static_cast<long long>(i), ec, eg);
+      EXPECT_LE(eg, 5 * ec) << "activation row " << i;
+    }
+    int nan_rows = 0;
+    for (int64_t r = 0; r < rows; ++r) nan_rows += std::isnan(yg_v[size_t(4 * rows + r)]) && std::isnan(yc_v[size_t(4 * rows + r)]);
+    EXPECT_EQ(nan_rows, rows) << "a NaN activation reaches every output";
   }
 }
 
@@ -296,53 +564,78 @@ TEST(CudaOps, ElementwiseMatchTheCpu) {
 // (grouped by target row on the GPU) gives the bits of the same list fed in
 // short pieces (the one-thread-per-column walk).
 TEST(CudaMoe, GroupedExpertsEqualOneAtATime) {
-  const int64_t D = 136, I = 64;
+  struct Case {
+    bool interleaved;
+    WeightFormat f;
+    int64_t D, I;
+    std::vector<int64_t> offsets = {0, 1, 4, 4, 13, 15};  // an expert with no rows too
+  };
+  std::vector<Case> cases;
   for (const bool interleaved : {false, true})
-    for (const WeightFormat f : {WeightFormat::FP8_E4M3_BLOCK, WeightFormat::BF16, WeightFormat::MXFP4}) {
-      SCOPED_TRACE(fmt::format("{} interleaved={}", weight_format_name(f), interleaved));
-      const int64_t cols = f == WeightFormat::MXFP4 ? 128 : D;  // MXFP4 rows are whole 32-value blocks
-      std::vector<HostMatrix> mats;
-      std::vector<ExpertWeights> gw, hw;
-      const int n_experts = 5;
-      for (int e = 0; e < n_experts; ++e) {
-        mats.push_back(random_matrix(f, interleaved ? 2 * I : I, cols));
-        if (!interleaved) mats.push_back(random_matrix(f, I, cols));
-        mats.push_back(random_matrix(f, cols, I));
-      }
-      for (int e = 0, m = 0; e < n_experts; ++e) {
-        ExpertWeights g, h;
-        g.gate_up_interleaved = h.gate_up_interleaved = interleaved;
-        g.gate = gpu().matrix(mats[size_t(m)].q);
-        h.gate = host_matrix(mats[size_t(m++)].q);
-        if (!interleaved) {
-          g.up = gpu().matrix(mats[size_t(m)].q);
-          h.up = host_matrix(mats[size_t(m++)].q);
-        }
-        g.down = gpu().matrix(mats[size_t(m)].q);
-        h.down = host_matrix(mats[size_t(m++)].q);
-        gw.push_back(g);
-        hw.push_back(h);
-      }
-      const std::vector<int64_t> offsets = {0, 1, 4, 4, 13, 15};  // an expert with no rows too
-      const int64_t N = offsets.back();
-      GatedActivation act;
-      act.kind = interleaved ? GatedActivation::ClampedSwiGLU : GatedActivation::SwiGLU;
-      Twin x(randn(N * cols), N, cols), y(N, cols);
-      Buffer yh(gpu(), N, cols), y1(gpu(), N, cols);
-      std::vector<const ExpertWeights*> pg, ph, pc;
-      for (int e = 0; e < n_experts; ++e) pg.push_back(&gw[size_t(e)]), ph.push_back(&hw[size_t(e)]);
-      gpu().expert_ffns(pg, offsets, act, x.g, y.g);
-      gpu().expert_ffns(ph, offsets, act, x.g, yh);  // every matrix copied in for the call
-      for (int e = 0; e < n_experts; ++e) {
-        const int64_t r0 = offsets[size_t(e)], n = offsets[size_t(e) + 1] - r0;
-        if (n > 0) gpu().expert_ffn(gw[size_t(e)], act, x.g.row_range(r0, n), Tensor(y1).row_range(r0, n));
-      }
-      cpu().expert_ffns(ph, offsets, act, x.c, y.c);
-      const auto grouped = values(gpu(), y.g), hosted = values(gpu(), yh), one = values(gpu(), y1);
-      EXPECT_EQ(0, std::memcmp(grouped.data(), one.data(), one.size() * 4)) << "grouped vs one at a time";
-      EXPECT_EQ(0, std::memcmp(hosted.data(), one.data(), one.size() * 4)) << "copied in vs resident";
-      EXPECT_LT(y.error(1e-2), 1e-4) << "vs the CPU";
+    for (const WeightFormat f : {WeightFormat::FP8_E4M3_BLOCK, WeightFormat::BF16, WeightFormat::MXFP4})
+      cases.push_back({interleaved, f, 136, 64});
+  // Experts wide enough that the grouped launch runs more weight rows per warp than one expert's
+  // product alone (cuda_matmul.cu): the bits must not move.
+  // (2112 rows: four per warp grouped, two alone, on a 132-multiprocessor H200.)
+  cases.push_back({false, WeightFormat::MXFP4, 136, 2112});
+  cases.push_back({false, WeightFormat::INT4_GROUP, 136, 2112});
+  // Every matrix on the tensor cores (cuda_matmul_tc.cu), up to 40 rows per expert: the grouped
+  // small-n and large-n launches against each expert alone.
+  const std::vector<int64_t> wide = {0, 40, 43, 43, 60, 61};
+  cases.push_back({false, WeightFormat::BF16, 256, 192, wide});
+  cases.push_back({true, WeightFormat::FP8_E4M3_BLOCK, 256, 128, wide});
+  cases.push_back({false, WeightFormat::INT4_GROUP, 256, 128, wide});
+  cases.push_back({true, WeightFormat::MXFP4, 256, 64, wide});
+  cases.push_back({false, WeightFormat::INT8_ROW, 256, 128, wide});
+  for (const Case& c : cases) {
+    const bool interleaved = c.interleaved;
+    const WeightFormat f = c.f;
+    const int64_t D = c.D, I = c.I;
+    SCOPED_TRACE(fmt::format("{} interleaved={} I={} rows={}", weight_format_name(f), interleaved, I, c.offsets.back()));
+    // whole 32-value blocks
+    const int64_t cols = (f == WeightFormat::MXFP4 || f == WeightFormat::INT4_GROUP) && D % 32 != 0 ? 128 : D;
+    std::vector<HostMatrix> mats;
+    std::vector<ExpertWeights> gw, hw;
+    const int n_experts = 5;
+    for (int e = 0; e < n_experts; ++e) {
+      mats.push_back(random_matrix(f, interleaved ? 2 * I : I, cols));
+      if (!interleaved) mats.push_back(random_matrix(f, I, cols));
+      mats.push_back(random_matrix(f, cols, I));
     }
+    for (int e = 0, m = 0; e < n_experts; ++e) {
+      ExpertWeights g, h;
+      g.gate_up_interleaved = h.gate_up_interleaved = interleaved;
+      g.gate = gpu().matrix(mats[size_t(m)].q);
+      h.gate = host_matrix(mats[size_t(m++)].q);
+      if (!interleaved) {
+        g.up = gpu().matrix(mats[size_t(m)].q);
+        h.up = host_matrix(mats[size_t(m++)].q);
+      }
+      g.down = gpu().matrix(mats[size_t(m)].q);
+      h.down = host_matrix(mats[size_t(m++)].q);
+      gw.push_back(g);
+      hw.push_back(h);
+    }
+    const std::vector<int64_t>& offsets = c.offsets;
+    const int64_t N = offsets.back();
+    GatedActivation act;
+    act.kind = interleaved ? GatedActivation::ClampedSwiGLU : GatedActivation::SwiGLU;
+    Twin x(randn(N * cols), N, cols), y(N, cols);
+    Buffer yh(gpu(), N, cols), y1(gpu(), N, cols);
+    std::vector<const ExpertWeights*> pg, ph, pc;
+    for (int e = 0; e < n_experts; ++e) pg.push_back(&gw[size_t(e)]), ph.push_back(&hw[size_t(e)]);
+    gpu().expert_ffns(pg, offsets, act, x.g, y.g);
+    gpu().expert_ffns(ph, offsets, act, x.g, yh);  // every matrix copied in for the call
+    for (int e = 0; e < n_experts; ++e) {
+      const int64_t r0 = offsets[size_t(e)], n = offsets[size_t(e) + 1] - r0;
+      if (n > 0) gpu().expert_ffn(gw[size_t(e)], act, x.g.row_range(r0, n), Tensor(y1).row_range(r0, n));
+    }
+    cpu().expert_ffns(ph, offsets, act, x.c, y.c);
+    const auto grouped = values(gpu(), y.g), hosted = values(gpu(), yh), one = values(gpu(), y1);
+    EXPECT_EQ(0, std::memcmp(grouped.data(), one.data(), one.size() * 4)) << "grouped vs one at a time";
+    EXPECT_EQ(0, std::memcmp(hosted.data(), one.data(), one.size() * 4)) << "copied in vs resident";
+    EXPECT_LT(y.error(1e-2), 1e-4) << "vs the CPU";
+  }
   {
     const int64_t T = 7, D = 300, n = 75;
     std::vector<int64_t> rows;

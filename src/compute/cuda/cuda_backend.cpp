@@ -563,10 +563,21 @@ void CudaBackend::expert_ffns(std::span<const ExpertWeights* const> experts, std
     return views.back()->q();
   };
   auto run = [&](const std::vector<cuda::MatmulProblem>& ps, WeightFormat fmt, int64_t max_rows, const char* what) {
+    // One launch when every matrix takes the same product path (tensor cores or not), which
+    // matrices of one layout do; else each product alone (same bits either way).
+    const bool tc = cuda::tc_eligible(ps[0].W);
+    bool same = true;
+    for (const auto& p : ps) same = same && cuda::tc_eligible(p.W) == tc;
+    if (!same) {
+      for (const auto& p : ps)
+        impl_->launched(cuda::matmul(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, impl_->stream), what);
+      return;
+    }
     cuda::MatmulProblem* d = impl_->upload_small(ps, "expert product descriptors");
     int64_t max_n = 0;
     for (const auto& p : ps) max_n = std::max(max_n, p.n);
-    impl_->launched(cuda::grouped_matmul(fmt, d, int(ps.size()), max_rows, max_n, impl_->stream), what);
+    impl_->launched(
+        cuda::grouped_matmul(fmt, tc, d, int(ps.size()), max_rows, ps[0].W.cols, max_n, impl_->stream), what);
     impl_->stream_free(d);
   };
   auto problem = [](const QMatrix& w, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy) {

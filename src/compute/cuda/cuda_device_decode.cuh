@@ -2,6 +2,7 @@
 // as util/numeric.h and kernels/matmul_scalar.cpp (decode_elem_ref), written
 // with bit operations so every value equals the CPU's.
 #pragma once
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -14,14 +15,10 @@ namespace sluice::cuda {
 __device__ __forceinline__ float bf16_value(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
 
 __device__ __forceinline__ float f16_value(uint16_t h) {
-  const uint32_t s = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0) {
-    // zero or subnormal: m * 2^-24, exact in f32
-    const float v = float(m) * 5.9604644775390625e-8f;
-    return s ? -v : v;
-  }
-  if (e == 31) return __uint_as_float(s | 0x7f800000u | (m << 13));
-  return __uint_as_float(s | ((e + 112u) << 23) | (m << 13));
+  // Finite values by the hardware conversion (exact: every f16 value is an f32 value, subnormals
+  // included); Inf and NaN from the bits, so a NaN keeps its payload as on the CPU.
+  if ((h & 0x7c00u) == 0x7c00u) return __uint_as_float(uint32_t(h & 0x8000u) << 16 | 0x7f800000u | uint32_t(h & 0x3ffu) << 13);
+  return __half2float(__ushort_as_half(h));
 }
 
 __device__ __forceinline__ float fp8_value(uint8_t b) {

@@ -41,10 +41,29 @@ struct MatmulProblem {
 };
 // Fills in the problem's load widths (host side, before the problems are copied to the device).
 void prepare_problem(MatmulProblem& p);
-// Every problem (`dev`: `count` of them in device memory, all weights in format `fmt`, none with more
-// than max_rows rows, none over more than max_n activation rows) in one launch; each output row
-// bit-identical to matmul() of its problem.
-int grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, Stream s);
+// Every problem (`dev`: `count` of them in device memory, all weights in format `fmt` with `cols`
+// columns, on the tensor cores or not as tc_eligible says of each, none with more than max_rows
+// rows, none over more than max_n activation rows) in one launch; each output row bit-identical
+// to matmul() of its problem.
+int grouped_matmul(WeightFormat fmt, bool tensor_cores, const MatmulProblem* dev, int count, int64_t max_rows,
+                   int64_t cols, int64_t max_n, Stream s);
+
+// Tensor-core products (cuda_matmul_tc.cu). Whether W's products run on the tensor cores: a
+// property of the matrix alone (format, columns, group, row stride), so every call with it
+// gives the same bits whatever the number of activation rows. matmul() dispatches by it.
+bool tc_eligible(const QMatrix& W);
+// Process-wide switch (SLUICE_CUDA_TENSOR_CORES=0 starts with it off); for benchmarks that
+// compare the two paths. Products before and after a switch are not bit-comparable.
+void set_tensor_core_products(bool on);
+int tc_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s);
+int tc_grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols,
+                      int64_t max_n, Stream s);
+// D = A B + C for `count` m16n8k16 problems by one mma.sync each (A [16][16] row-major, B [8][16]
+// column by column, both bf16 bits; C, D [16][8] f32), for checking what the products assume.
+// Synchronous: waits for the whole device before and after.
+int mma_probe(const uint16_t* A, const uint16_t* B, const float* C, float* D, int count);
+// The rate of independent bf16 mma.sync chains on the current device (TFLOP/s), 0 on failure.
+double mma_rate_tflops();
 // out[t] = decoded table row tokens[t].
 int embed(const QMatrix& table, const RowList& tokens, float* out, int64_t ldo, Stream s);
 

@@ -1,6 +1,6 @@
 // Fused dequantise + product for every stored weight format, and the embedding
-// lookup. One warp computes one output row: each lane takes groups of 8 values
-// of the weight row (4 for f32; 16, 8 or 4 bytes by format, see Group below),
+// lookup. One warp computes one to eight output rows (max_rows_per_warp): each
+// lane takes groups of 8 values of each weight row (4 for f32; 16, 8 or 4 bytes by format, see Group below),
 // decodes them exactly in registers and accumulates in f32 against up to kTile
 // activation rows; the 32 lane sums meet in a fixed shuffle tree. The order of
 // every addition depends only on (weight row, activation row), so results are
@@ -9,9 +9,17 @@
 // Own kernels rather than cuBLAS: cuBLAS chooses algorithms (and split-K
 // reductions) by shape, so one token and a verification batch would round
 // differently; and the quantized formats need fused decoding anyway.
+//
+// These are the CUDA-core products: F32 and F16 weights, and matrices of the other formats whose
+// shape the tensor-core products (cuda_matmul_tc.cu, tc_eligible) do not take; matmul() and
+// grouped_matmul() send the rest there.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "compute/cuda/cuda_device_decode.cuh"
 #include "compute/cuda/cuda_kernels.h"
@@ -140,80 +148,127 @@ __device__ __forceinline__ void load_x(const float* x, bool xvec, float* v) {
   for (int k = 0; k < G; ++k) v[k] = x[k];
 }
 
-// Output row r of Y = W X for n activation rows: the one definition every product kernel uses.
-// Tile activation rows share each pass over the weight row (1 for a single row: fewer registers,
-// more warps in flight); the additions into each output depend on neither n nor Tile.
+// Weight rows per warp: a lane decodes the same group of R rows and multiplies each decoded group
+// by one load of the activations, so the activation traffic through L1 per weight byte falls by R.
+// With one row per warp the 4-bit products moved 8 activation bytes per weight byte and were bound
+// by L1 wavefronts (~0.56-0.82 TB/s on an H200). R never changes a result: every output is still
+// one lane chain per (weight row, activation row) and the same shuffle tree.
 template <WeightFormat F, int Tile>
-__device__ __forceinline__ void matmul_row(const QMatrix& W, const float* __restrict__ X, int64_t n, int64_t ldx,
-                                           float* __restrict__ Y, int64_t ldy, bool aligned, bool xvec, int64_t r) {
-  constexpr int G = Group<F>::values, U = Group<F>::unroll;
+constexpr int max_rows_per_warp() {
+  // Measured on an H200 (sluice bench --kernels --device cuda, every R forced in turn): with one
+  // activation row the 4-bit integers gain up to 4 rows (772 -> 1091 GB/s), bf16, fp8, int8 and
+  // mxfp4 peak at 2, f16 and f32 at 1; with a tile
+  // of activation rows 4 rows double the batched rates (f32 2).
+  if constexpr (F == WeightFormat::F32) return Tile == 1 ? 1 : 2;
+  if constexpr (Tile > 1) return 4;
+  if constexpr (F == WeightFormat::INT4_GROUP) return 4;
+  if constexpr (F == WeightFormat::F16) return 1;
+  return 2;
+}
+
+// Output rows r0 .. r0 + R - 1 (those below W.rows) of Y = W X for n activation rows: the one
+// definition every product kernel uses. Tile activation rows share each pass over the weight rows
+// (1 for a single row: fewer registers, more warps in flight). For each output, a lane adds its
+// groups g = lane, lane + 32, ... in order, each group's values in column order, then the tail
+// columns (one lane), then the 32 lane sums meet in a fixed shuffle tree: the additions depend on
+// neither n, Tile nor R.
+template <WeightFormat F, int Tile, int R>
+__device__ __forceinline__ void matmul_rows(const QMatrix& W, const float* __restrict__ X, int64_t n, int64_t ldx,
+                                            float* __restrict__ Y, int64_t ldy, bool aligned, bool xvec, int64_t r0) {
+  constexpr int G = Group<F>::values;
+  constexpr int U = Group<F>::unroll / R > 0 ? Group<F>::unroll / R : 1;  // ~64 bytes in flight per lane
   const int lane = threadIdx.x & 31;
-  const uint8_t* row = W.data + r * W.row_bytes;
-  const int64_t ar = W.row0 + r;
+  const int nrows = int(W.rows - r0 < R ? W.rows - r0 : R);
+  // Row j of the warp (rows past the end repeat the last row: loads stay in bounds, results
+  // are not stored), its bytes and its absolute index; computed where used (fewer live registers).
+  const auto row_of = [&](int j) { return r0 + (j < nrows ? j : nrows - 1); };
+  const auto bytes_of = [&](int j) { return W.data + row_of(j) * W.row_bytes; };
   const int64_t groups = W.cols / G;         // full groups
   const int64_t tail0 = groups * G;          // columns past them, done by the lane next in turn
   const int tail_lane = int(groups % 32);
   for (int64_t i0 = 0; i0 < n; i0 += Tile) {
     const int nb = int(n - i0 < Tile ? n - i0 : Tile);
-    float acc[Tile];
+    float acc[R][Tile];
 #pragma unroll
-    for (int i = 0; i < Tile; ++i) acc[i] = 0.0f;
-    // U groups' loads are issued before the first is used (more bytes in flight
-    // per lane); the additions stay in group order, as one group at a time.
+    for (int j = 0; j < R; ++j)
+#pragma unroll
+      for (int i = 0; i < Tile; ++i) acc[j][i] = 0.0f;
+    // U groups of every row are loaded before the first is used (more bytes in flight per
+    // lane); the additions stay in group order, as one group at a time.
     for (int64_t g0 = lane; g0 < groups; g0 += 32 * U) {
-      uint32_t words[U][Group<F>::words];
+      uint32_t words[U][R][Group<F>::words];
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (g0 + 32 * u < groups) load_group<Group<F>::bytes>(row, g0 + 32 * u, aligned, words[u]);
+        if (g0 + 32 * u < groups)
+#pragma unroll
+          for (int j = 0; j < R; ++j) load_group<Group<F>::bytes>(bytes_of(j), g0 + 32 * u, aligned, words[u][j]);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int64_t g = g0 + 32 * u;
-        if (g < groups) {
-          float w[G];
-          decode_group<F>(W, ar, g, words[u], w);
+        if (g < groups && Tile == 1) {
+          // One activation row: each row's group is decoded and used at once (fewer live registers).
+          float x[G];
+          load_x<G>(X + i0 * ldx + g * G, xvec, x);
+#pragma unroll
+          for (int j = 0; j < R; ++j) {
+            float w[G];
+            decode_group<F>(W, W.row0 + row_of(j), g, words[u][j], w);
+#pragma unroll
+            for (int k = 0; k < G; ++k) acc[j][0] = fmaf(w[k], x[k], acc[j][0]);
+          }
+        } else if (g < groups) {
+          float w[R][G];
+#pragma unroll
+          for (int j = 0; j < R; ++j) decode_group<F>(W, W.row0 + row_of(j), g, words[u][j], w[j]);
 #pragma unroll
           for (int i = 0; i < Tile; ++i) {
             if (i < nb) {
               float x[G];
               load_x<G>(X + (i0 + i) * ldx + g * G, xvec, x);
 #pragma unroll
-              for (int k = 0; k < G; ++k) acc[i] = fmaf(w[k], x[k], acc[i]);
+              for (int j = 0; j < R; ++j)
+#pragma unroll
+                for (int k = 0; k < G; ++k) acc[j][i] = fmaf(w[j][k], x[k], acc[j][i]);
             }
           }
         }
       }
     }
-    if (lane == tail_lane)
-      for (int64_t c = tail0; c < W.cols; ++c) {
-        const float wv = decode_elem(W, r, c);
-        for (int i = 0; i < nb; ++i) acc[i] = fmaf(wv, X[(i0 + i) * ldx + c], acc[i]);
+    if (lane == tail_lane && tail0 < W.cols)
+#pragma unroll
+      for (int j = 0; j < R; ++j)
+        for (int64_t c = tail0; c < W.cols; ++c) {
+          const float wv = decode_elem(W, row_of(j), c);
+          for (int i = 0; i < nb; ++i) acc[j][i] = fmaf(wv, X[(i0 + i) * ldx + c], acc[j][i]);
+        }
+#pragma unroll
+    for (int j = 0; j < R; ++j)
+#pragma unroll
+      for (int i = 0; i < Tile; ++i) {
+        float v = acc[j][i];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+        if (lane == 0 && i < nb && j < nrows) Y[(i0 + i) * ldy + r0 + j] = v;
       }
-#pragma unroll
-    for (int i = 0; i < Tile; ++i) {
-      float v = acc[i];
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-      if (lane == 0 && i < nb) Y[(i0 + i) * ldy + r] = v;
-    }
   }
 }
 
-template <WeightFormat F, int Tile>
+template <WeightFormat F, int Tile, int R>
 __global__ void __launch_bounds__(kWarps * 32)
     matmul_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
                   bool aligned, bool xvec) {
-  const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (r >= W.rows) return;
-  matmul_row<F, Tile>(W, X, n, ldx, Y, ldy, aligned, xvec, r);
+  const int64_t r0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * R;
+  if (r0 >= W.rows) return;
+  matmul_rows<F, Tile, R>(W, X, n, ldx, Y, ldy, aligned, xvec, r0);
 }
 
 // One launch for several products of one format: blockIdx.y picks the product.
-template <WeightFormat F, int Tile>
+template <WeightFormat F, int Tile, int R>
 __global__ void __launch_bounds__(kWarps * 32) grouped_matmul_kernel(const MatmulProblem* __restrict__ problems) {
   const MatmulProblem p = problems[blockIdx.y];
-  const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (r >= p.W.rows || p.n <= 0) return;
-  matmul_row<F, Tile>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.aligned, p.xvec, r);
+  const int64_t r0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * R;
+  if (r0 >= p.W.rows || p.n <= 0) return;
+  matmul_rows<F, Tile, R>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.aligned, p.xvec, r0);
 }
 
 __global__ void embed_kernel(QMatrix table, RowList tokens, float* out, int64_t ldo) {
@@ -231,25 +286,86 @@ bool x_vectorisable(const float* X, int64_t n, int64_t ldx) {
   return reinterpret_cast<uintptr_t>(X) % 16 == 0 && (n == 1 || ldx % 4 == 0);
 }
 
+// Several rows per warp only where the launch still fills the GPU: a small product (a 576-row
+// projection) takes fewer rows per warp and so keeps more warps in flight. Every choice gives the
+// same bits. SLUICE_CUDA_ROWS_PER_WARP=1|2|4|8 replaces the format's default (for measuring it).
+int multiprocessors() {
+  static const int count = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 132;
+    return n;
+  }();
+  return count;
+}
+int forced_rows_per_warp() {
+  static const int forced = [] {
+    const char* e = std::getenv("SLUICE_CUDA_ROWS_PER_WARP");
+    if (!e || !*e) return 0;
+    const std::string v(e);
+    if (v == "1" || v == "2" || v == "4" || v == "8") return std::stoi(v);
+    std::fprintf(stderr, "sluice: SLUICE_CUDA_ROWS_PER_WARP=%s is not 1, 2, 4 or 8; using the defaults\n", e);
+    return 0;
+  }();
+  return forced;
+}
+template <WeightFormat F, int Tile>
+int rows_per_warp(int64_t rows, int64_t count) {
+  int R = forced_rows_per_warp() ? forced_rows_per_warp() : max_rows_per_warp<F, Tile>();
+  while (R > 1 && (rows + int64_t(kWarps) * R - 1) / (int64_t(kWarps) * R) * count < 2 * int64_t(multiprocessors()))
+    R /= 2;
+  return R;
+}
+
+template <WeightFormat F, int Tile, int R>
+void launch_matmul_rows(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, bool aligned,
+                        bool xvec, cudaStream_t s) {
+  const unsigned blocks = unsigned((W.rows + kWarps * R - 1) / (kWarps * R));
+  matmul_kernel<F, Tile, R><<<blocks, kWarps * 32, 0, s>>>(W, X, n, ldx, Y, ldy, aligned, xvec);
+}
+template <WeightFormat F, int Tile>
+void launch_matmul_tile(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy,
+                        bool aligned, bool xvec, cudaStream_t s) {
+  switch (rows_per_warp<F, Tile>(W.rows, 1)) {
+    case 8: return launch_matmul_rows<F, Tile, 8>(W, X, n, ldx, Y, ldy, aligned, xvec, s);
+    case 4: return launch_matmul_rows<F, Tile, 4>(W, X, n, ldx, Y, ldy, aligned, xvec, s);
+    case 2: return launch_matmul_rows<F, Tile, 2>(W, X, n, ldx, Y, ldy, aligned, xvec, s);
+    default: return launch_matmul_rows<F, Tile, 1>(W, X, n, ldx, Y, ldy, aligned, xvec, s);
+  }
+}
+
 template <WeightFormat F>
 int launch_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
   const bool aligned = weight_aligned(W);
   const bool xvec = x_vectorisable(X, n, ldx);
-  const unsigned blocks = unsigned((W.rows + kWarps - 1) / kWarps);
   if (n == 1)
-    matmul_kernel<F, 1><<<blocks, kWarps * 32, 0, cudaStream_t(s)>>>(W, X, n, ldx, Y, ldy, aligned, xvec);
+    launch_matmul_tile<F, 1>(W, X, n, ldx, Y, ldy, aligned, xvec, cudaStream_t(s));
   else
-    matmul_kernel<F, kTile><<<blocks, kWarps * 32, 0, cudaStream_t(s)>>>(W, X, n, ldx, Y, ldy, aligned, xvec);
+    launch_matmul_tile<F, kTile>(W, X, n, ldx, Y, ldy, aligned, xvec, cudaStream_t(s));
   return int(cudaGetLastError());
+}
+
+template <WeightFormat F, int Tile, int R>
+void launch_grouped_rows(const MatmulProblem* dev, int count, int64_t max_rows, cudaStream_t s) {
+  const dim3 grid(unsigned((max_rows + kWarps * R - 1) / (kWarps * R)), unsigned(count));
+  grouped_matmul_kernel<F, Tile, R><<<grid, kWarps * 32, 0, s>>>(dev);
+}
+template <WeightFormat F, int Tile>
+void launch_grouped_tile(const MatmulProblem* dev, int count, int64_t max_rows, cudaStream_t s) {
+  switch (rows_per_warp<F, Tile>(max_rows, count)) {
+    case 8: return launch_grouped_rows<F, Tile, 8>(dev, count, max_rows, s);
+    case 4: return launch_grouped_rows<F, Tile, 4>(dev, count, max_rows, s);
+    case 2: return launch_grouped_rows<F, Tile, 2>(dev, count, max_rows, s);
+    default: return launch_grouped_rows<F, Tile, 1>(dev, count, max_rows, s);
+  }
 }
 
 template <WeightFormat F>
 int launch_grouped(const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, Stream s) {
-  const dim3 grid(unsigned((max_rows + kWarps - 1) / kWarps), unsigned(count));
   if (max_n == 1)
-    grouped_matmul_kernel<F, 1><<<grid, kWarps * 32, 0, cudaStream_t(s)>>>(dev);
+    launch_grouped_tile<F, 1>(dev, count, max_rows, cudaStream_t(s));
   else
-    grouped_matmul_kernel<F, kTile><<<grid, kWarps * 32, 0, cudaStream_t(s)>>>(dev);
+    launch_grouped_tile<F, kTile>(dev, count, max_rows, cudaStream_t(s));
   return int(cudaGetLastError());
 }
 
@@ -260,9 +376,11 @@ void prepare_problem(MatmulProblem& p) {
   p.xvec = x_vectorisable(p.X, p.n, p.ldx);
 }
 
-int grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, Stream s) {
+int grouped_matmul(WeightFormat fmt, bool tensor_cores, const MatmulProblem* dev, int count, int64_t max_rows,
+                   int64_t cols, int64_t max_n, Stream s) {
   if (count <= 0 || max_rows <= 0) return 0;
   if (count > 65535) return int(cudaErrorInvalidValue);
+  if (tensor_cores) return tc_grouped_matmul(fmt, dev, count, max_rows, cols, max_n, s);
   switch (fmt) {
     case WeightFormat::F32: return launch_grouped<WeightFormat::F32>(dev, count, max_rows, max_n, s);
     case WeightFormat::BF16: return launch_grouped<WeightFormat::BF16>(dev, count, max_rows, max_n, s);
@@ -277,6 +395,7 @@ int grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_
 
 int matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
   if (n <= 0 || W.rows <= 0) return 0;
+  if (tc_eligible(W)) return tc_matmul(W, X, n, ldx, Y, ldy, s);
   switch (W.fmt) {
     case WeightFormat::F32: return launch_matmul<WeightFormat::F32>(W, X, n, ldx, Y, ldy, s);
     case WeightFormat::BF16: return launch_matmul<WeightFormat::BF16>(W, X, n, ldx, Y, ldy, s);

@@ -1,0 +1,770 @@
+// Tensor-core products (mma.sync m16n8k16: bf16 inputs, f32 accumulation) for the weight formats
+// whose stored values are exact in bf16 once their scales stay outside the product: bf16, FP8
+// e4m3 (f32 scale per block x block tile), INT4 levels u - 8 (bf16 scale per group), E2M1 codes
+// (E8M0 scale per 32 columns) and int8 (f32 scale per row). Activations stay f32: each value x
+// is cut into three bf16 parts whose sum is exactly x (x0 = x with its low 16 bits cleared,
+// x1 = the same of x - x0, x2 = the rest, at most 8 significant bits), so every product of a
+// weight and a part is exact and the sums carry f32 accuracy. F32 and F16 weights stay on the
+// CUDA cores (cuda_matmul.cu), as do matrices whose shape does not fit the chunking below
+// (tc_eligible): a choice made per matrix, never per call.
+//
+// Bits: one token == a batch. Every output element is one fixed sequence of operations that
+// depends on the matrix alone (format, columns, scales), never on the number of activation rows:
+//   the columns are cut into slices of kSliceCols; in each slice and for each part p, a_p starts
+//   at 0 and takes the slice's chunks (KC = 32 or 64 columns, inside one scale group) in order:
+//     t = the chunk's MMAs (KC/16 of them) chained from 0;  a_p = fmaf(scale, t, a_p)
+//   (scale 1 for bf16 and int8); the slice's value is (a_2 + a_1) + a_0; the output is the slice
+//   values added in slice order, times the row scale for int8.
+// Inside an MMA a thread's share of a chunk row is KC/4 consecutive columns (one 16-byte load; 4
+// bytes for 4-bit weights), placed at the same k positions in every kernel (see Tc::nibble). A
+// tensor-core output element depends only on its A row, its B column and its C input
+// (CudaTensorCores.ElementDependsOnlyOnItsRowAndColumn), so a token's column in a tile and a
+// row's place in its 16-row tile do not change its bits: the small-n kernel packs the three
+// parts of up to 8 tokens into one to three n8 tiles (one token: 3 of 8 columns used, instead of
+// three tiles), the large-n kernel gives each part of 8 tokens its own n8 tile.
+//
+// Not cuBLAS/cuBLASLt: they choose an algorithm (and split-K) by shape, so a token alone and the
+// same token in a batch would round differently; they take no per-group scales for INT4, MXFP4
+// or FP8 blocks (the scale must stay outside the product to keep the weights exact in bf16),
+// and no split of the f32 activations into parts with their own accumulators.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "compute/cuda/cuda_device_decode.cuh"
+#include "compute/cuda/cuda_kernels.h"
+
+namespace sluice::cuda {
+
+namespace {
+
+constexpr int kSliceCols = 256;  // columns per slice: the small-n kernel's unit of parallel work
+
+// Per format: KC columns per chunk (one scale applies to a whole chunk), V values per thread per
+// row per chunk, TB bytes of them. A thread's V values sit in R = V/2 bf16 pairs; MMA m of the
+// chunk takes pair 2m at k slots (2 tig, 2 tig + 1) and pair 2m + 1 at (2 tig + 8, 2 tig + 9).
+// Pair i holds the thread's local columns (2i, 2i + 1), or (i, i + 4) for 4-bit weights (nibble:
+// one mask then extracts a pair from a 32-bit word). The activations use the same pairs.
+template <WeightFormat F>
+struct Tc {
+  static constexpr bool nibble = F == WeightFormat::INT4_GROUP || F == WeightFormat::MXFP4;
+  static constexpr bool wide = F == WeightFormat::FP8_E4M3_BLOCK || F == WeightFormat::INT8_ROW;
+  static constexpr int KC = wide ? 64 : 32;
+  static constexpr int V = KC / 4;
+  static constexpr int R = V / 2;
+  static constexpr int TB = nibble ? 4 : 16;
+  static constexpr int TW = TB / 4;
+  static constexpr int MMAS = KC / 16;
+  static constexpr int chunk_bytes = 4 * TB;  // one row's chunk
+};
+
+// ---- exact conversions
+
+// Two bf16 values (given as f32 values that are exact in bf16) in one register, `lo` in the low half.
+__device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
+  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
+}
+
+__device__ __forceinline__ uint32_t fma_bf16x2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// A chunk row's TW words -> R pairs of exact bf16 values (unscaled).
+template <WeightFormat F>
+__device__ __forceinline__ void decode_a(const uint32_t* w, uint32_t* r) {
+  if constexpr (F == WeightFormat::BF16) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) r[i] = w[i];
+  } else if constexpr (F == WeightFormat::FP8_E4M3_BLOCK) {
+    // e4m3 -> f16 by the hardware (exact), f16 -> f32 (exact), and every e4m3 value is a bf16 value.
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const __half2_raw h =
+          __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t((w[i >> 1] >> ((i & 1) * 16)) & 0xffffu), __NV_E4M3);
+      const float2 f = __half22float2(__half2(h));
+      r[i] = bf16x2_bits(f.x, f.y);
+    }
+  } else if constexpr (F == WeightFormat::INT8_ROW) {
+    // byte b -> the f32 2^23 + (b ^ 0x80) = 2^23 + 128 + int8(b); minus 2^23 + 128 leaves int8(b)
+    // exactly, and |int8| <= 128 is exact in bf16.
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t word = w[i >> 1] ^ 0x80808080u;
+      const uint32_t b = (i & 1) * 2;
+      const float lo = __uint_as_float(__byte_perm(word, 0x4B00u, 0x5440u | b)) - 8388736.0f;
+      const float hi = __uint_as_float(__byte_perm(word, 0x4B00u, 0x5440u | (b + 1))) - 8388736.0f;
+      r[i] = bf16x2_bits(lo, hi);
+    }
+  } else if constexpr (F == WeightFormat::INT4_GROUP) {
+    // Nibbles i and i + 4 ORed into the significand of bf16 128: 128 + u; times 1 minus 136
+    // leaves u - 8 exactly.
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      r[i] = fma_bf16x2(((w[0] >> (4 * i)) & 0x000F000Fu) | 0x43004300u, 0x3F803F80u, 0xC308C308u);
+  } else if constexpr (F == WeightFormat::MXFP4) {
+    // |E2M1| doubled is an integer (0 1 2 3 4 6 8 12): one byte-permute table lookup per four
+    // codes, ORed into bf16 128 and halved minus 64 (exact), then the code's sign bit.
+    const uint32_t m = w[0] & 0x77777777u;
+    const uint32_t v03 = __byte_perm(0x03020100u, 0x0C080604u, m);
+    const uint32_t v47 = __byte_perm(0x03020100u, 0x0C080604u, m >> 16);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t p = (__byte_perm(v03, v47, uint32_t(i) | uint32_t(4 + i) << 8) & 0x00FF00FFu) | 0x43004300u;
+      r[i] = fma_bf16x2(p, 0x3F003F00u, 0xC280C280u) | ((w[0] << (12 - 4 * i)) & 0x80008000u);
+    }
+  }
+}
+
+// The scale of the chunk at column c0 of absolute row ar (1 for the formats without one per chunk).
+template <WeightFormat F>
+__device__ __forceinline__ float chunk_scale(const QMatrix& W, int64_t ar, int64_t c0) {
+  if constexpr (F == WeightFormat::FP8_E4M3_BLOCK) {
+    const uint32_t blk = uint32_t(W.block);
+    return static_cast<const float*>(W.scale)[(uint32_t(ar) / blk) * uint32_t(W.scale_stride) + uint32_t(c0) / blk];
+  } else if constexpr (F == WeightFormat::INT4_GROUP) {
+    return bf16_value(static_cast<const uint16_t*>(W.scale)[ar * W.scale_stride + uint32_t(c0) / uint32_t(W.group)]);
+  } else if constexpr (F == WeightFormat::MXFP4) {
+    return e8m0_value(static_cast<const uint8_t*>(W.scale)[ar * W.scale_stride + (c0 >> 5)]);
+  } else {
+    return 1.0f;
+  }
+}
+
+// x with its low 16 bits cleared: a bf16 value, x - it is exact.
+__device__ __forceinline__ float top16(float x) { return __uint_as_float(__float_as_uint(x) & 0xFFFF0000u); }
+
+// The three parts of x: x0 + x1 + x2 == x exactly (for |x| above ~2^-110; below, bits under
+// 2^-133 are dropped). An infinity is all in x0; a NaN makes every part NaN.
+__device__ __forceinline__ void split3(float x, float& x0, float& x1, float& x2) {
+  x0 = top16(x);
+  const float r = x == x0 ? 0.0f : x - x0;
+  x1 = top16(r);
+  x2 = r - x1;
+}
+__device__ __forceinline__ float part_of(float x, int p) {
+  float x0, x1, x2;
+  split3(x, x0, x1, x2);
+  return p == 0 ? x0 : p == 1 ? x1 : x2;
+}
+
+// Pair i of a thread's V local values (see Tc).
+template <WeightFormat F>
+__device__ __forceinline__ uint32_t pair_of(const float* v, int i) {
+  if constexpr (Tc<F>::nibble)
+    return bf16x2_bits(v[i], v[i + 4]);
+  else
+    return bf16x2_bits(v[2 * i], v[2 * i + 1]);
+}
+
+__device__ __forceinline__ void mma_bf16(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One chunk of one (16-row, 8-column) tile: the sequence every kernel uses. ag / ag8: the pairs of
+// rows g and g + 8; b: the column's pairs; sg / sg8: the rows' chunk scales.
+template <WeightFormat F>
+__device__ __forceinline__ void chunk_step(float* acc, const uint32_t* ag, const uint32_t* ag8, const uint32_t* b,
+                                           float sg, float sg8) {
+  float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int m = 0; m < Tc<F>::MMAS; ++m) mma_bf16(t, ag[2 * m], ag8[2 * m], ag[2 * m + 1], ag8[2 * m + 1], b[2 * m], b[2 * m + 1]);
+  acc[0] = fmaf(sg, t[0], acc[0]);
+  acc[1] = fmaf(sg, t[1], acc[1]);
+  acc[2] = fmaf(sg8, t[2], acc[2]);
+  acc[3] = fmaf(sg8, t[3], acc[3]);
+}
+
+// A slice's value from its three part sums.
+__device__ __forceinline__ float slice_value(float a0, float a1, float a2) { return (a2 + a1) + a0; }
+
+template <WeightFormat F>
+__device__ __forceinline__ float row_scale(const QMatrix& W, int64_t r) {
+  if constexpr (F == WeightFormat::INT8_ROW)
+    return static_cast<const float*>(W.scale)[W.row0 + r];
+  else
+    return 1.0f;
+}
+
+template <int TB>
+__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t* w) {
+  if constexpr (TB == 16) {
+    const uint4 v = __ldcs(reinterpret_cast<const uint4*>(p));
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else {
+    w[0] = __ldcs(reinterpret_cast<const unsigned int*>(p));
+  }
+}
+
+template <int V>
+__device__ __forceinline__ void load_acts(const float* x, bool xvec, float* v) {
+  if (xvec) {
+#pragma unroll
+    for (int k = 0; k < V; k += 4) {
+      const float4 q = *reinterpret_cast<const float4*>(x + k);
+      v[k] = q.x, v[k + 1] = q.y, v[k + 2] = q.z, v[k + 3] = q.w;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = x[k];
+  }
+}
+
+// ---- small n (at most 8 activation rows): memory-bound, one 16-row tile per 1-8 warps
+
+constexpr int kSmallWarps = 8;
+
+// Warps per 16-row tile: one per slice up to 8, so a short matrix still spreads over the GPU.
+__host__ __device__ __forceinline__ int small_warps_per_tile(int64_t cols) {
+  const int64_t S = (cols + kSliceCols - 1) / kSliceCols;
+  return S >= 8 ? 8 : S >= 4 ? 4 : S >= 2 ? 2 : 1;
+}
+
+// Rows of the block's tiles (tile0 onwards) for n <= 8 activation rows, whose 3n parts fill NT
+// n8 tiles (column 3 i + p: part p of row i). Each warp takes its tile's slices ws, ws + WS, ...;
+// after each round the block adds the round's slice values, in slice order, into yacc.
+template <WeightFormat F, int NT>
+__device__ __forceinline__ void small_rows(const QMatrix& W, const float* __restrict__ X, int64_t n, int64_t ldx,
+                                           float* __restrict__ Y, int64_t ldy, bool xvec, int64_t tile0) {
+  using T = Tc<F>;
+  __shared__ float part[kSmallWarps][NT][16][8];
+  __shared__ float yacc[kSmallWarps][16][8];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+  const int64_t K = W.cols, M = W.rows;
+  const int S = int((K + kSliceCols - 1) / kSliceCols);
+  const int WS = small_warps_per_tile(K), MT = kSmallWarps / WS;
+  const int mt = warp / WS, ws = warp % WS;
+  const int64_t r0 = (tile0 + mt) * 16;
+  const int64_t rg = r0 + g < M ? r0 + g : M - 1, rg8 = r0 + g + 8 < M ? r0 + g + 8 : M - 1;
+  const uint8_t* wrow = W.data + rg * W.row_bytes;
+  const uint8_t* wrow8 = W.data + rg8 * W.row_bytes;
+  const int nn = int(n);
+  const int rounds = (S + WS - 1) / WS;
+  for (int rd = 0; rd < rounds; ++rd) {
+    const int s = rd * WS + ws;
+    float acc[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    if (s < S && r0 < M) {
+      constexpr int CH = kSliceCols / T::KC;
+      const int64_t c_begin = int64_t(s) * kSliceCols;
+      const int chunks = int((K - c_begin) / T::KC < CH ? (K - c_begin) / T::KC : CH);
+      uint32_t wg[CH][T::TW], wg8[CH][T::TW];
+#pragma unroll
+      for (int q = 0; q < CH; ++q)
+        if (q < chunks) {
+          const int64_t off = (c_begin / T::KC + q) * T::chunk_bytes + tig * T::TB;
+          load_words<T::TB>(wrow + off, wg[q]);
+          load_words<T::TB>(wrow8 + off, wg8[q]);
+        }
+#pragma unroll
+      for (int q = 0; q < CH; ++q)
+        if (q < chunks) {
+          const int64_t c0 = c_begin + int64_t(q) * T::KC;
+          uint32_t ag[T::R], ag8[T::R];
+          decode_a<F>(wg[q], ag);
+          decode_a<F>(wg8[q], ag8);
+          const float sg = chunk_scale<F>(W, W.row0 + rg, c0), sg8 = chunk_scale<F>(W, W.row0 + rg8, c0);
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            const int col = 8 * j + g, tok = col / 3, p = col % 3;
+            uint32_t b[T::R];
+            if (tok < nn) {
+              float v[T::V];
+              load_acts<T::V>(X + tok * ldx + c0 + tig * T::V, xvec, v);
+#pragma unroll
+              for (int k = 0; k < T::V; ++k) v[k] = part_of(v[k], p);
+#pragma unroll
+              for (int i = 0; i < T::R; ++i) b[i] = pair_of<F>(v, i);
+            } else {
+#pragma unroll
+              for (int i = 0; i < T::R; ++i) b[i] = 0u;
+            }
+            chunk_step<F>(acc[j], ag, ag8, b, sg, sg8);
+          }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      part[warp][j][g][2 * tig] = acc[j][0];
+      part[warp][j][g][2 * tig + 1] = acc[j][1];
+      part[warp][j][g + 8][2 * tig] = acc[j][2];
+      part[warp][j][g + 8][2 * tig + 1] = acc[j][3];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < MT * 16 * nn; e += blockDim.x) {
+      const int m = e / (16 * nn), row = (e / nn) % 16, t = e % nn;
+      float y = rd == 0 ? 0.0f : yacc[m][row][t];
+      for (int w = 0; w < WS; ++w) {
+        const int ss = rd * WS + w;
+        if (ss >= S) break;
+        const int c = 3 * t;
+        const float(*pw)[16][8] = part[m * WS + w];
+        const float v = slice_value(pw[c >> 3][row][c & 7], pw[(c + 1) >> 3][row][(c + 1) & 7],
+                                    pw[(c + 2) >> 3][row][(c + 2) & 7]);
+        y = ss == 0 ? v : y + v;
+      }
+      yacc[m][row][t] = y;
+    }
+    __syncthreads();
+  }
+  for (int e = threadIdx.x; e < MT * 16 * nn; e += blockDim.x) {
+    const int m = e / (16 * nn), row = (e / nn) % 16, t = e % nn;
+    const int64_t r = (tile0 + m) * 16 + row;
+    if (r < M) {
+      float y = yacc[m][row][t];
+      if constexpr (F == WeightFormat::INT8_ROW) y = y * row_scale<F>(W, r);
+      Y[t * ldy + r] = y;
+    }
+  }
+}
+
+template <WeightFormat F, int NT>
+__global__ void __launch_bounds__(kSmallWarps * 32)
+    small_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
+                 bool xvec) {
+  const int64_t tiles_per_block = kSmallWarps / small_warps_per_tile(W.cols);
+  small_rows<F, NT>(W, X, n, ldx, Y, ldy, xvec, int64_t(blockIdx.x) * tiles_per_block);
+}
+
+template <WeightFormat F, int NT>
+__global__ void __launch_bounds__(kSmallWarps * 32) grouped_small_kernel(const MatmulProblem* __restrict__ problems) {
+  const MatmulProblem p = problems[blockIdx.y];
+  const int64_t tiles_per_block = kSmallWarps / small_warps_per_tile(p.W.cols);
+  if (p.n <= 0 || int64_t(blockIdx.x) * tiles_per_block * 16 >= p.W.rows) return;  // whole block: uniform
+  small_rows<F, NT>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, int64_t(blockIdx.x) * tiles_per_block);
+}
+
+// ---- large n: 128 rows x 16 TT tokens per block, k in stages of 64 columns through shared memory
+
+constexpr int kBM = 128, kBK = 64, kStages = 3, kLargeThreads = 256;
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, int bytes) {
+  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+// Shared-memory layout of the large kernel (bytes). Row strides are padded so the warp's
+// fragment loads fall in distinct banks.
+template <WeightFormat F, int TT>
+struct Large {
+  static constexpr int BN = 16 * TT;                                   // tokens per block (2 warps x TT x 8)
+  static constexpr int a_row = Tc<F>::nibble ? kBK / 2 : Tc<F>::wide ? kBK : kBK * 2;
+  static constexpr int a_stride = Tc<F>::nibble ? 48 : Tc<F>::wide ? 64 : 192;
+  static constexpr int a_bytes = kBM * a_stride;
+  static constexpr int x_stride = kBK * 4;
+  static constexpr int x_bytes = BN * x_stride;
+  static constexpr int b_stride = Tc<F>::V == 8 ? 192 : 144;          // one (part, token) row of bf16
+  static constexpr int stage_bytes = a_bytes + x_bytes;
+  static constexpr int y_bytes = 2 * TT * 4 * kLargeThreads * 4;   // the slice sums so far (y below)
+  static constexpr int smem = kStages * stage_bytes + 3 * BN * b_stride + y_bytes;
+};
+
+// Rows m0 .. m0 + 127, activation rows t0 .. t0 + BN - 1. Warp (wm, wn): rows 32 wm .. + 31 (two
+// 16-row tiles), tokens 8 TT wn .. + 8 TT - 1; its n8 tiles are (token tile tt, part p): 3 tt + p.
+// The part sums of the current slice live in registers, the sum of the slices before it in
+// shared memory (touched once a slice; in registers it spilled).
+template <WeightFormat F, int TT>
+__device__ __forceinline__ void large_tile(const QMatrix& W, const float* __restrict__ X, int64_t n, int64_t ldx,
+                                           float* __restrict__ Y, int64_t ldy, bool xvec, int64_t m0, int64_t t0,
+                                           uint8_t* smem) {
+  using T = Tc<F>;
+  using L = Large<F, TT>;
+  constexpr int BN = L::BN, NTILE = 3 * TT;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+  const int wm = warp & 3, wn = warp >> 2;
+  const int64_t K = W.cols, M = W.rows;
+  const int KT = int((K + kBK - 1) / kBK);
+  uint8_t* const bsm = smem + kStages * L::stage_bytes;
+  float* const ysm = reinterpret_cast<float*>(bsm + 3 * BN * L::b_stride);  // [2 TT 4][threads]
+
+  // Enqueues stage kt's weights and activations (zeros past the columns, rows and tokens).
+  auto issue = [&](int kt) {
+    uint8_t* as = smem + (kt % kStages) * L::stage_bytes;
+    uint8_t* xs = as + L::a_bytes;
+    const int64_t k0 = int64_t(kt) * kBK;
+    constexpr int pieces_a = L::a_row / 16;  // 16-byte pieces of a row's stage
+    constexpr int cols_per_piece = kBK / pieces_a;
+    for (int i = tid; i < kBM * pieces_a; i += kLargeThreads) {
+      const int r = i / pieces_a, pc = i % pieces_a;
+      const int64_t row = m0 + r < M ? m0 + r : M - 1;
+      const uint8_t* src = W.data + row * W.row_bytes;
+      const bool in = k0 + pc * cols_per_piece < K;
+      cp_async16(as + r * L::a_stride + pc * 16, in ? src + (k0 / kBK) * L::a_row + pc * 16 : src, in ? 16 : 0);
+    }
+    for (int i = tid; i < BN * 16; i += kLargeThreads) {
+      const int t = i >> 4, pc = i & 15;
+      const int64_t tok = t0 + t, col = k0 + pc * 4;
+      const bool in = tok < n && col < K;
+      uint8_t* dst = xs + t * L::x_stride + pc * 16;
+      if (xvec) {
+        cp_async16(dst, in ? X + tok * ldx + col : X, in ? 16 : 0);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) cp_async4(dst + 4 * e, in ? X + tok * ldx + col + e : X, in ? 4 : 0);
+      }
+    }
+  };
+
+  float acc[2][NTILE][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int j = 0; j < NTILE; ++j) acc[mt][j][0] = acc[mt][j][1] = acc[mt][j][2] = acc[mt][j][3] = 0.0f;
+  auto ys = [&](int mt, int tt, int r) -> float& { return ysm[((mt * TT + tt) * 4 + r) * kLargeThreads + tid]; };
+
+  // The thread's four weight rows (clamped) in the scale tables.
+  int64_t arow[2][2];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = m0 + wm * 32 + mt * 16 + g + 8 * h;
+      arow[mt][h] = W.row0 + (r < M ? r : M - 1);
+    }
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < KT) issue(s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < KT; ++kt) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // stage kt is in; every warp is done with stage kt - 1 and the parts tile
+    if (kt + kStages - 1 < KT) issue(kt + kStages - 1);
+    cp_async_commit();
+    const uint8_t* as = smem + (kt % kStages) * L::stage_bytes;
+    const uint8_t* xs = as + L::a_bytes;
+    const int64_t k0 = int64_t(kt) * kBK;
+    constexpr int QN = kBK / T::KC;
+    float sc[QN][2][2];
+#pragma unroll
+    for (int q = 0; q < QN; ++q)
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          sc[q][mt][h] = k0 + q * T::KC < K ? chunk_scale<F>(W, arow[mt][h], k0 + q * T::KC) : 0.0f;
+    // The stage's activations -> three bf16 parts, each 8-value block in pair order.
+    for (int i = tid; i < BN * (kBK / 8); i += kLargeThreads) {
+      const int t = i / (kBK / 8), kb = i % (kBK / 8);
+      const float4 lo = *reinterpret_cast<const float4*>(xs + t * L::x_stride + kb * 32);
+      const float4 hi = *reinterpret_cast<const float4*>(xs + t * L::x_stride + kb * 32 + 16);
+      const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      float p0[8], p1[8], p2[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) split3(v[k], p0[k], p1[k], p2[k]);
+      const float* ps[3] = {p0, p1, p2};
+#pragma unroll
+      for (int p = 0; p < 3; ++p) {
+        uint4 o;
+        if constexpr (Tc<F>::nibble)
+          o = make_uint4(pair_of<F>(ps[p], 0), pair_of<F>(ps[p], 1), pair_of<F>(ps[p], 2), pair_of<F>(ps[p], 3));
+        else
+          o = make_uint4(bf16x2_bits(ps[p][0], ps[p][1]), bf16x2_bits(ps[p][2], ps[p][3]),
+                         bf16x2_bits(ps[p][4], ps[p][5]), bf16x2_bits(ps[p][6], ps[p][7]));
+        *reinterpret_cast<uint4*>(bsm + (p * BN + t) * L::b_stride + kb * 16) = o;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < QN; ++q) {
+      if (k0 + q * T::KC >= K) break;
+      uint32_t ra[2][2][T::R];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* p = as + (wm * 32 + mt * 16 + g + 8 * h) * L::a_stride + q * T::chunk_bytes + tig * T::TB;
+          uint32_t w[T::TW];
+          if constexpr (T::TB == 16) {
+            const uint4 v = *reinterpret_cast<const uint4*>(p);
+            w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+          } else {
+            w[0] = *reinterpret_cast<const uint32_t*>(p);
+          }
+          decode_a<F>(w, ra[mt][h]);
+        }
+#pragma unroll
+      for (int j = 0; j < NTILE; ++j) {
+        const int p = j % 3, tt = j / 3;
+        const uint8_t* bp = bsm + (p * BN + wn * TT * 8 + tt * 8 + g) * L::b_stride + (q * T::KC + tig * T::V) * 2;
+        uint32_t b[T::R];
+#pragma unroll
+        for (int i = 0; i < T::R; i += 4) {
+          const uint4 v = *reinterpret_cast<const uint4*>(bp + i * 4);
+          b[i] = v.x, b[i + 1] = v.y, b[i + 2] = v.z, b[i + 3] = v.w;
+        }
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) chunk_step<F>(acc[mt][j], ra[mt][0], ra[mt][1], b, sc[q][mt][0], sc[q][mt][1]);
+      }
+    }
+    if ((k0 + kBK) % kSliceCols == 0 || k0 + kBK >= K) {  // a slice ends with this stage
+      const bool first = k0 < kSliceCols;
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int tt = 0; tt < TT; ++tt)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const float v = slice_value(acc[mt][3 * tt][r], acc[mt][3 * tt + 1][r], acc[mt][3 * tt + 2][r]);
+            ys(mt, tt, r) = first ? v : ys(mt, tt, r) + v;
+            acc[mt][3 * tt][r] = acc[mt][3 * tt + 1][r] = acc[mt][3 * tt + 2][r] = 0.0f;
+          }
+    }
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int tt = 0; tt < TT; ++tt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int64_t row = m0 + wm * 32 + mt * 16 + g + (r >= 2 ? 8 : 0);
+        const int64_t tok = t0 + wn * TT * 8 + tt * 8 + 2 * tig + (r & 1);
+        if (row < M && tok < n) {
+          float v = ys(mt, tt, r);
+          if constexpr (F == WeightFormat::INT8_ROW) v = v * row_scale<F>(W, row);
+          Y[tok * ldy + row] = v;
+        }
+      }
+}
+
+template <WeightFormat F, int TT>
+__global__ void __launch_bounds__(kLargeThreads, 1)
+    large_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
+                 bool xvec) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  large_tile<F, TT>(W, X, n, ldx, Y, ldy, xvec, int64_t(blockIdx.x) * kBM, int64_t(blockIdx.y) * Large<F, TT>::BN,
+                    smem);
+}
+
+template <WeightFormat F, int TT>
+__global__ void __launch_bounds__(kLargeThreads, 1) grouped_large_kernel(const MatmulProblem* __restrict__ problems) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const MatmulProblem p = problems[blockIdx.z];
+  const int64_t m0 = int64_t(blockIdx.x) * kBM, t0 = int64_t(blockIdx.y) * Large<F, TT>::BN;
+  if (m0 >= p.W.rows || t0 >= p.n) return;  // whole block: uniform
+  large_tile<F, TT>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, m0, t0, smem);
+}
+
+// ---- launchers
+
+bool tensor_cores_on = [] {
+  const char* e = std::getenv("SLUICE_CUDA_TENSOR_CORES");
+  return !(e && std::strcmp(e, "0") == 0);
+}();
+
+bool x_aligned(const float* X, int64_t n, int64_t ldx) {
+  return reinterpret_cast<uintptr_t>(X) % 16 == 0 && (n == 1 || ldx % 4 == 0);
+}
+
+template <class Kernel>
+int prepare_smem(Kernel k, int bytes) {
+  return int(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+template <WeightFormat F, int NT>
+void launch_small(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
+  const int64_t tiles = (W.rows + 15) / 16, per_block = kSmallWarps / small_warps_per_tile(W.cols);
+  small_kernel<F, NT><<<unsigned((tiles + per_block - 1) / per_block), kSmallWarps * 32, 0, s>>>(
+      W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx));
+}
+
+template <WeightFormat F, int TT>
+int launch_large(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
+  constexpr int bytes = Large<F, TT>::smem;
+  static const int attr = prepare_smem(large_kernel<F, TT>, bytes);
+  if (attr) return attr;
+  const dim3 grid(unsigned((W.rows + kBM - 1) / kBM), unsigned((n + Large<F, TT>::BN - 1) / Large<F, TT>::BN));
+  large_kernel<F, TT><<<grid, kLargeThreads, bytes, s>>>(W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx));
+  return 0;
+}
+
+template <WeightFormat F>
+int launch_tc(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
+  int e = 0;
+  if (n <= 2)
+    launch_small<F, 1>(W, X, n, ldx, Y, ldy, s);
+  else if (n <= 5)
+    launch_small<F, 2>(W, X, n, ldx, Y, ldy, s);
+  else if (n <= 8)
+    launch_small<F, 3>(W, X, n, ldx, Y, ldy, s);
+  else if (n <= 16)
+    e = launch_large<F, 1>(W, X, n, ldx, Y, ldy, s);
+  else if (n <= 32)
+    e = launch_large<F, 2>(W, X, n, ldx, Y, ldy, s);
+  else
+    e = launch_large<F, 4>(W, X, n, ldx, Y, ldy, s);
+  return e ? e : int(cudaGetLastError());
+}
+
+template <WeightFormat F, int NT>
+void launch_grouped_small(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, cudaStream_t s) {
+  const int64_t tiles = (max_rows + 15) / 16, per_block = kSmallWarps / small_warps_per_tile(cols);
+  const dim3 grid(unsigned((tiles + per_block - 1) / per_block), unsigned(count));
+  grouped_small_kernel<F, NT><<<grid, kSmallWarps * 32, 0, s>>>(dev);
+}
+
+template <WeightFormat F, int TT>
+int launch_grouped_large(const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, cudaStream_t s) {
+  constexpr int bytes = Large<F, TT>::smem;
+  static const int attr = prepare_smem(grouped_large_kernel<F, TT>, bytes);
+  if (attr) return attr;
+  const dim3 grid(unsigned((max_rows + kBM - 1) / kBM), unsigned((max_n + Large<F, TT>::BN - 1) / Large<F, TT>::BN),
+                  unsigned(count));
+  grouped_large_kernel<F, TT><<<grid, kLargeThreads, bytes, s>>>(dev);
+  return 0;
+}
+
+template <WeightFormat F>
+int launch_grouped_tc(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, int64_t max_n,
+                      cudaStream_t s) {
+  int e = 0;
+  if (max_n <= 2)
+    launch_grouped_small<F, 1>(dev, count, max_rows, cols, s);
+  else if (max_n <= 5)
+    launch_grouped_small<F, 2>(dev, count, max_rows, cols, s);
+  else if (max_n <= 8)
+    launch_grouped_small<F, 3>(dev, count, max_rows, cols, s);
+  else if (max_n <= 16)
+    e = launch_grouped_large<F, 1>(dev, count, max_rows, max_n, s);
+  else if (max_n <= 32)
+    e = launch_grouped_large<F, 2>(dev, count, max_rows, max_n, s);
+  else
+    e = launch_grouped_large<F, 4>(dev, count, max_rows, max_n, s);
+  return e ? e : int(cudaGetLastError());
+}
+
+// ---- the probe of the tensor cores' element independence (tests)
+
+__global__ void mma_probe_kernel(const uint16_t* A, const uint16_t* B, const float* C, float* D, int count) {
+  const int w = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (w >= count) return;
+  const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+  const uint16_t* a = A + w * 256;
+  const uint16_t* b = B + w * 128;
+  auto pa = [&](int r, int k) { return uint32_t(a[r * 16 + k]) | uint32_t(a[r * 16 + k + 1]) << 16; };
+  auto pb = [&](int c, int k) { return uint32_t(b[c * 16 + k]) | uint32_t(b[c * 16 + k + 1]) << 16; };
+  float d[4] = {C[w * 128 + g * 8 + 2 * tig], C[w * 128 + g * 8 + 2 * tig + 1], C[w * 128 + (g + 8) * 8 + 2 * tig],
+                C[w * 128 + (g + 8) * 8 + 2 * tig + 1]};
+  mma_bf16(d, pa(g, 2 * tig), pa(g + 8, 2 * tig), pa(g, 2 * tig + 8), pa(g + 8, 2 * tig + 8), pb(g, 2 * tig),
+           pb(g, 2 * tig + 8));
+  D[w * 128 + g * 8 + 2 * tig] = d[0];
+  D[w * 128 + g * 8 + 2 * tig + 1] = d[1];
+  D[w * 128 + (g + 8) * 8 + 2 * tig] = d[2];
+  D[w * 128 + (g + 8) * 8 + 2 * tig + 1] = d[3];
+}
+
+// Independent MMA chains for the rate probe (inputs from registers, so only the tensor cores run).
+__global__ void mma_rate_kernel(int iters, float* out) {
+  uint32_t a = 0x3F803F80u ^ threadIdx.x, b = 0x3F803F80u + blockIdx.x;
+  float acc[8][4] = {};
+  for (int i = 0; i < iters; ++i)
+#pragma unroll
+    for (int c = 0; c < 8; ++c) mma_bf16(acc[c], a, a ^ c, b, a, b, b ^ c);
+  float s = 0.0f;
+#pragma unroll
+  for (int c = 0; c < 8; ++c) s += acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3];
+  if (s == 1.2345f) out[0] = s;  // keeps the loop
+}
+
+}  // namespace
+
+bool tc_eligible(const QMatrix& W) {
+  if (!tensor_cores_on || W.rows <= 0 || W.row_bytes % 16 != 0) return false;
+  switch (W.fmt) {
+    case WeightFormat::BF16: return W.cols % 32 == 0;
+    case WeightFormat::FP8_E4M3_BLOCK: return W.cols % 64 == 0 && W.block % 64 == 0;
+    case WeightFormat::INT8_ROW: return W.cols % 64 == 0;
+    case WeightFormat::INT4_GROUP: return W.cols % 32 == 0 && W.group % 32 == 0;
+    case WeightFormat::MXFP4: return W.cols % 32 == 0;
+    case WeightFormat::F32:
+    case WeightFormat::F16: return false;
+  }
+  return false;
+}
+
+void set_tensor_core_products(bool on) { tensor_cores_on = on; }
+
+int tc_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
+  if (n <= 0 || W.rows <= 0) return 0;
+  if (reinterpret_cast<uintptr_t>(W.data) % 16 != 0) return int(cudaErrorMisalignedAddress);
+  const cudaStream_t st = cudaStream_t(s);
+  switch (W.fmt) {
+    case WeightFormat::BF16: return launch_tc<WeightFormat::BF16>(W, X, n, ldx, Y, ldy, st);
+    case WeightFormat::FP8_E4M3_BLOCK: return launch_tc<WeightFormat::FP8_E4M3_BLOCK>(W, X, n, ldx, Y, ldy, st);
+    case WeightFormat::INT8_ROW: return launch_tc<WeightFormat::INT8_ROW>(W, X, n, ldx, Y, ldy, st);
+    case WeightFormat::INT4_GROUP: return launch_tc<WeightFormat::INT4_GROUP>(W, X, n, ldx, Y, ldy, st);
+    case WeightFormat::MXFP4: return launch_tc<WeightFormat::MXFP4>(W, X, n, ldx, Y, ldy, st);
+    default: return int(cudaErrorInvalidValue);
+  }
+}
+
+int tc_grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols,
+                      int64_t max_n, Stream s) {
+  if (count <= 0 || max_rows <= 0 || max_n <= 0) return 0;
+  const cudaStream_t st = cudaStream_t(s);
+  switch (fmt) {
+    case WeightFormat::BF16: return launch_grouped_tc<WeightFormat::BF16>(dev, count, max_rows, cols, max_n, st);
+    case WeightFormat::FP8_E4M3_BLOCK:
+      return launch_grouped_tc<WeightFormat::FP8_E4M3_BLOCK>(dev, count, max_rows, cols, max_n, st);
+    case WeightFormat::INT8_ROW: return launch_grouped_tc<WeightFormat::INT8_ROW>(dev, count, max_rows, cols, max_n, st);
+    case WeightFormat::INT4_GROUP:
+      return launch_grouped_tc<WeightFormat::INT4_GROUP>(dev, count, max_rows, cols, max_n, st);
+    case WeightFormat::MXFP4: return launch_grouped_tc<WeightFormat::MXFP4>(dev, count, max_rows, cols, max_n, st);
+    default: return int(cudaErrorInvalidValue);
+  }
+}
+
+int mma_probe(const uint16_t* A, const uint16_t* B, const float* C, float* D, int count) {
+  if (count <= 0) return 0;
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) return int(e);
+  mma_probe_kernel<<<unsigned((count + 3) / 4), 128>>>(A, B, C, D, count);
+  e = cudaGetLastError();
+  return int(e != cudaSuccess ? e : cudaDeviceSynchronize());
+}
+
+double mma_rate_tflops() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
+    return 0;
+  float* out = nullptr;
+  cudaEvent_t e0, e1;
+  if (cudaMalloc(&out, 4) != cudaSuccess) return 0;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  const int blocks = sms * 4, threads = 256, iters = 4096;
+  mma_rate_kernel<<<blocks, threads>>>(64, out);  // warm-up
+  cudaEventRecord(e0);
+  mma_rate_kernel<<<blocks, threads>>>(iters, out);
+  cudaEventRecord(e1);
+  float ms = 0;
+  const bool ok = cudaEventSynchronize(e1) == cudaSuccess && cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(out);
+  if (!ok || ms <= 0) return 0;
+  const double flop = double(blocks) * (threads / 32) * iters * 8 * 2.0 * 16 * 8 * 16;
+  return flop / (ms * 1e-3) / 1e12;
+}
+
+}  // namespace sluice::cuda
