@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "format/model_dir.h"
 #include "util/error.h"
 
 namespace sluice::cli {
@@ -19,11 +20,17 @@ std::string default_model_dir() {
   return env && *env ? env : SLUICE_DEFAULT_MODEL;
 }
 
-std::string model_or_default(const std::string& given) {
-  if (!given.empty()) return given;
+std::string model_or_default(const std::string& given, bool weights) {
+  if (!given.empty()) {
+    if (weights) check_model_dir(given);
+    else check_directory(given);
+    return given;
+  }
+  const char* env = std::getenv("SLUICE_MODEL");
   std::string d = default_model_dir();
   if (!std::filesystem::exists(d + "/config.json"))
-    fail("no --model given and the default model {} is missing (set SLUICE_MODEL or pass --model)", d);
+    fail("no --model given and the default model {} ({}) has no config.json: pass --model DIR", d,
+         env && *env ? "from $SLUICE_MODEL" : "the shipped sluice-k3-mini");
   return d;
 }
 }  // namespace sluice::cli

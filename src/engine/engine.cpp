@@ -7,6 +7,7 @@
 #include "compute/devices.h"
 #include "engine/unread_tensors.h"
 #include "format/generation_config.h"
+#include "format/model_dir.h"
 #include "io/remote_experts.h"
 #include "model/architectures.h"
 #include "model/decoder.h"
@@ -60,6 +61,7 @@ Engine::~Engine() {
 }
 
 std::unique_ptr<Engine> Engine::open(const std::string& dir, const LoadOptions& opts) {
+  check_model_dir(dir);
   std::unique_ptr<Engine> e(new Engine(dir, Config::load(dir), opts.use_prepared_spine, opts.device));
   // Explicit options: the plan only records what they say.
   e->plan_ = plan_memory(0, e->footprint(0), opts.device);
@@ -73,6 +75,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& dir, const LoadOptions& 
 
 std::unique_ptr<Engine> Engine::open(const std::string& dir, const MemoryRequest& r) {
   check_memory_request(r);
+  check_model_dir(dir);
   const Device device = parse_device(r.device);
   std::unique_ptr<Engine> e(new Engine(dir, Config::load(dir), /*use_prepared_spine=*/true, device));
   e->plan_ = e->plan_for(r);
@@ -83,6 +86,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& dir, const MemoryRequest
 
 MemoryPlan Engine::plan(const std::string& dir, const MemoryRequest& r) {
   check_memory_request(r);
+  check_model_dir(dir);
   const Engine e(dir, Config::load(dir), /*use_prepared_spine=*/true, parse_device(r.device));
   return e.plan_for(r);
 }

@@ -608,7 +608,9 @@ int HttpServer::bind() {
     if (port <= 0) fail("cannot listen on {}: no free port", o.host);
     o.port = port;
   } else if (!impl_->http.bind_to_port(o.host, o.port)) {
-    fail("cannot listen on {}:{} (address in use or not available)", o.host, o.port);
+    fail("cannot listen on {}:{}: another program has the port, or {} is not an address of this machine (choose "
+         "another with --port N, 0 for any free port, or --host)",
+         o.host, o.port, o.host);
   }
   impl_->http.set_backlog(int(impl_->http_backlog()));
   return o.port;
