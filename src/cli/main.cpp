@@ -15,9 +15,18 @@ std::vector<std::pair<int, CommandSetup>>& command_registry() {
 }
 CommandRegistrar::CommandRegistrar(int order, CommandSetup setup) { command_registry().push_back({order, setup}); }
 
+// $SLUICE_MODEL, else the shipped model where `cmake --install` (or the .deb)
+// put it beside this binary, else the source tree the binary was built from.
 std::string default_model_dir() {
   const char* env = std::getenv("SLUICE_MODEL");
-  return env && *env ? env : SLUICE_DEFAULT_MODEL;
+  if (env && *env) return env;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed = (exe.parent_path() / SLUICE_INSTALLED_MODEL).lexically_normal();
+    if (std::filesystem::exists(installed / "config.json", ec)) return installed.string();
+  }
+  return SLUICE_DEFAULT_MODEL;
 }
 
 std::string model_or_default(const std::string& given, bool weights) {
@@ -29,8 +38,9 @@ std::string model_or_default(const std::string& given, bool weights) {
   const char* env = std::getenv("SLUICE_MODEL");
   std::string d = default_model_dir();
   if (!std::filesystem::exists(d + "/config.json"))
-    fail("no --model given and the default model {} ({}) has no config.json: pass --model DIR", d,
-         env && *env ? "from $SLUICE_MODEL" : "the shipped sluice-k3-mini");
+    fail("no --model given and the default model {} ({}) has no config.json: pass --model DIR, or install "
+         "sluice with its model (cmake --install, or the .deb)",
+         d, env && *env ? "from $SLUICE_MODEL" : "the shipped sluice-k3-mini");
   return d;
 }
 }  // namespace sluice::cli
