@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "chat/chat_codec.h"
 #include "model/model.h"
 #include "runtime/prompt_cache.h"
@@ -31,6 +33,9 @@ struct ServerOptions {
   // Requests decoded together in one forward pass (chat/batch_scheduler.h); 1: one at a time.
   int64_t parallel = 1;
   int64_t prefill_chunk = 0;  // prompt tokens per prefill pass (0: the sessions' 64; serve sets the plan's)
+  // What the chat page at / shows beyond the API's model fields: the memory
+  // plan, the directory (server/chat_page.h; `sluice serve` fills it).
+  nlohmann::json page_card;
 };
 
 // Refuses options no server can run with, naming the `sluice serve` flag;
