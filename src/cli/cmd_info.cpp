@@ -1,12 +1,11 @@
 // sluice info [--json] [--ram N]: what this binary will use on this machine:
 // version, the instruction set the kernels run with, threads, whether io_uring
 // and O_DIRECT reads work on the model's filesystem, the CUDA backend with the
-// GPUs it sees and their free memory, and with --ram the memory plan the model
-// would run under (engine/memory_plan.h). Keys are stable; later sections add
-// keys without renaming these.
+// GPUs it sees and their free memory, and the memory plan the model would run
+// under (engine/memory_plan.h: for --ram N, or for the memory available without
+// it). Keys are stable; later sections add keys without renaming these.
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -81,11 +80,9 @@ int run_info(const InfoOpts& o) {
     for (const size_t i : used) files.push_back(man->file_path(dir, i));
     j["expert_files"] = files;
   }
-  std::optional<MemoryPlan> plan;
-  if (o.mem.ram_gib > 0) {
-    plan = Engine::plan(dir, o.mem);
-    j["memory_plan"] = plan->to_json();
-  }
+  // The plan run, chat, serve... would make: from the memory available without --ram.
+  const MemoryPlan plan = Engine::plan(dir, o.mem);
+  j["memory_plan"] = plan.to_json();
   if (o.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -103,23 +100,25 @@ int run_info(const InfoOpts& o) {
   for (const auto& g : cuda.devices)
     std::printf("cuda:%d:   %s (sm_%d%d), %.2f GiB free of %.2f GiB\n", g.index, g.name.c_str(), g.cc_major, g.cc_minor,
                 double(g.free_bytes) / double(1ull << 30), double(g.total_bytes) / double(1ull << 30));
-  if (plan) std::printf("%s\n", plan->describe().c_str());
+  if (!plan.notice().empty()) std::printf("%s\n", plan.notice().c_str());
+  std::printf("%s\n", plan.describe().c_str());
   return 0;
 }
 
 void add_info_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("info", "Show the version, the SIMD instruction set in use, threads, whether "
-                                         "io_uring and O_DIRECT work on the model's filesystem, the GPUs, and with "
-                                         "--ram the memory plan");
+                                         "io_uring and O_DIRECT work on the model's filesystem, the GPUs, and the "
+                                         "memory plan");
   auto o = std::make_shared<InfoOpts>();
   cmd->add_option("--model", o->model,
-                  "Model directory whose filesystem is probed and whose memory plan --ram prints (default: the "
+                  "Model directory whose filesystem is probed and whose memory plan is printed (default: the "
                   "shipped model)");
   cmd->add_flag("--json", o->json, "Print JSON (keys version, isa, threads, io_uring, o_direct, cuda, expert_files of a prepared model, memory_plan, ...)");
   add_plan_options(cmd, o->mem);
   cmd->get_option("--ram")->description(
       "Print the memory plan for this budget in GiB (spine, expert cache, state, reserve), as run, chat, generate, "
-      "serve and bench would split it");
+      "serve and bench would split it (default: the plan for the memory available now, as those commands make it "
+      "without --ram; 0 or map: every weight mapped)");
   cmd->callback([o, &action] { action = [o] { return run_info(*o); }; });
 }
 

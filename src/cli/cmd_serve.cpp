@@ -17,7 +17,7 @@ namespace sluice::cli {
 namespace {
 
 void add_serve_command(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat completions, completions, models)");
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat completions, completions, models) with a chat page at /");
   struct Opts {
     std::string model, name, draft_model;
     MemoryRequest mem;
@@ -120,10 +120,15 @@ void add_serve_command(CLI::App& app, Action& action) {
       o->s.drafter = choose_drafter(o->draft_model, o->speculate, o->ngram, *model);
       o->s.context_length = server::served_context(o->context, model->context_length(), o->model);
       auto codec = chat::make_chat_codec(o->model, model->info().vocab);
+      const MemoryPlan& plan = model->plan();
+      o->s.page_card = {{"directory", o->model},
+                        {"memory_plan", plan.to_json()},
+                        {"memory_plan_text", plan.describe()},
+                        {"memory_notice", plan.notice()}};
       o->s.sampling_defaults = server::sampling_defaults(o->model);
       server::HttpServer srv(*model, *codec, o->s);
       const int port = srv.bind();
-      std::fprintf(stderr, "sluice: serving '%s' (%s) on http://%s:%d\n", o->s.model_name.c_str(),
+      std::fprintf(stderr, "sluice: serving '%s' (%s) on http://%s:%d (chat page at /)\n", o->s.model_name.c_str(),
                    codec->describe().c_str(), o->s.host.c_str(), port);
       std::fflush(stderr);
       stop_signals.serve(srv);

@@ -42,7 +42,7 @@ void add_tokenize_command(CLI::App& app, Action& action) {
   cmd->callback([o, t, j, d, &action] {
     action = [o, t, j, d] {
       if (!*t && !*j && !*d) fail("tokenize: give one of --text, --jsonl or --decode");
-      auto tok = text::Tokenizer::load(model_or_default(o->model));
+      auto tok = text::Tokenizer::load(model_or_default(o->model, /*weights=*/false));
       auto enc = [&](const std::string& s) { return o->ordinary ? tok->encode_ordinary(s) : tok->encode(s); };
       if (*t) {
         std::printf("%s\n", ids_json(enc(o->text)).c_str());

@@ -23,7 +23,9 @@ std::vector<std::pair<int, CommandSetup>>& command_registry();
 std::vector<int32_t> parse_token_list(const std::string& s);
 // --model when the user gave none: $SLUICE_MODEL, else the shipped sluice-k3-mini.
 std::string default_model_dir();
-std::string model_or_default(const std::string& given);
+// A given directory is checked (format/model_dir.h): a model's, or with
+// `weights` false only that it is a directory (tokenize reads only the tokenizer).
+std::string model_or_default(const std::string& given, bool weights = true);
 
 // Token ids from FILE:TENSOR, an integer tensor (e.g. a reference's input_ids).
 std::vector<int32_t> tokens_from_safetensors(const std::string& spec);

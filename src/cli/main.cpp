@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "format/model_dir.h"
 #include "util/error.h"
 
 namespace sluice::cli {
@@ -14,16 +15,32 @@ std::vector<std::pair<int, CommandSetup>>& command_registry() {
 }
 CommandRegistrar::CommandRegistrar(int order, CommandSetup setup) { command_registry().push_back({order, setup}); }
 
+// $SLUICE_MODEL, else the shipped model where `cmake --install` (or the .deb)
+// put it beside this binary, else the source tree the binary was built from.
 std::string default_model_dir() {
   const char* env = std::getenv("SLUICE_MODEL");
-  return env && *env ? env : SLUICE_DEFAULT_MODEL;
+  if (env && *env) return env;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed = (exe.parent_path() / SLUICE_INSTALLED_MODEL).lexically_normal();
+    if (std::filesystem::exists(installed / "config.json", ec)) return installed.string();
+  }
+  return SLUICE_DEFAULT_MODEL;
 }
 
-std::string model_or_default(const std::string& given) {
-  if (!given.empty()) return given;
+std::string model_or_default(const std::string& given, bool weights) {
+  if (!given.empty()) {
+    if (weights) check_model_dir(given);
+    else check_directory(given);
+    return given;
+  }
+  const char* env = std::getenv("SLUICE_MODEL");
   std::string d = default_model_dir();
   if (!std::filesystem::exists(d + "/config.json"))
-    fail("no --model given and the default model {} is missing (set SLUICE_MODEL or pass --model)", d);
+    fail("no --model given and the default model {} ({}) has no config.json: pass --model DIR, or install "
+         "sluice with its model (cmake --install, or the .deb)",
+         d, env && *env ? "from $SLUICE_MODEL" : "the shipped sluice-k3-mini");
   return d;
 }
 }  // namespace sluice::cli

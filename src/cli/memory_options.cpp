@@ -1,18 +1,46 @@
 #include "cli/memory_options.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
 #include "util/thread_pool.h"
 
 namespace sluice::cli {
 
 namespace {
 const std::string kGroup = "Memory and streaming";
+
+// --ram: "auto" (the default: plan from the memory available), "map" or 0 (no
+// budget), or GiB. Errors are CLI11's, so they read like any other bad value.
+std::optional<double> parse_ram(const std::string& s) {
+  if (s == "auto") return std::nullopt;
+  if (s == "map") return 0.0;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !std::isfinite(v) || v < 0 || v > double(1ull << 33))
+    throw CLI::ValidationError("--ram", "expected auto, map, 0 or a number of GiB up to 2^33, got '" + s + "'");
+  return v;
+}
+
+// Without --ram the first line of output says what the plan made of the memory available.
+void print_notice(const MemoryPlan& p) {
+  const std::string line = p.notice();
+  if (line.empty()) return;
+  std::fprintf(stderr, "sluice: %s\n", line.c_str());
+  std::fflush(stderr);
+}
 }  // namespace
 
 void add_plan_options(CLI::App* cmd, MemoryRequest& r) {
   const std::string& group = kGroup;
-  cmd->add_option("--ram", r.ram_gib,
-                  "Memory budget in GiB for spine, expert cache, state and scratch; routed experts are streamed from "
-                  "disk within it, and the spine too when it does not fit (default: no budget, everything mapped)")
+  cmd->add_option_function<std::string>(
+         "--ram", [&r](const std::string& s) { r.ram_gib = parse_ram(s); },
+         "Memory budget in GiB for spine, expert cache, state and scratch; routed experts are streamed from disk "
+         "within it, and the spine too when it does not fit. Default (auto): the memory available now (cgroup limit "
+         "and MemAvailable) less a margin of a tenth (256 MiB to 2 GiB): a model that fits there is mapped, a larger "
+         "one streamed within it. 0 or map: no budget, every weight mapped")
+      ->type_name("GIB|auto|map")
       ->group(group);
   cmd->add_option("--threads", r.threads, "Worker threads (default: one per hardware thread)")->group(group);
   cmd->add_option("--device", r.device,
@@ -28,6 +56,7 @@ void add_plan_options(CLI::App* cmd, MemoryRequest& r) {
 void add_memory_options(CLI::App* cmd, MemoryRequest& r) {
   const std::string& group = kGroup;
   add_plan_options(cmd, r);
+  r.on_plan = print_notice;
   cmd->add_option("--policy", r.policy, "Expert cache policy: lru, lfu or heat (use counts kept across runs)")
       ->capture_default_str()
       ->group(group);

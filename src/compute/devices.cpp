@@ -7,11 +7,63 @@
 #include "compute/cuda/cuda_kernels.h"
 #include "compute/cuda/vram_experts.h"
 #endif
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
 
 #include "util/error.h"
 
 namespace sluice {
+
+namespace {
+std::string cuda_version_text(int v) { return fmt::format("{}.{}", v / 1000, v % 1000 / 10); }
+
+#ifdef SLUICE_HAVE_CUDA
+// What is there of the driver: its library, the CUDA version it supports, its device nodes.
+CudaProbe probe_cuda_driver(cudaError_t e) {
+  CudaProbe p;
+  p.error = int(e);
+  p.error_text = cudaGetErrorString(e);
+  cudaRuntimeGetVersion(&p.runtime_version);
+  std::error_code ec;
+  p.device_nodes = std::filesystem::exists("/dev/nvidiactl", ec);
+  if (void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    p.driver_library = true;
+    using GetVersion = int (*)(int*);
+    if (auto get = reinterpret_cast<GetVersion>(dlsym(lib, "cuDriverGetVersion"))) {
+      int v = 0;
+      if (get(&v) == 0) p.driver_version = v;
+    }
+    dlclose(lib);
+  }
+  return p;
+}
+#endif
+}  // namespace
+
+std::string explain_cuda_failure(const CudaProbe& p) {
+  const std::string runtime = p.runtime_version > 0 ? "CUDA " + cuda_version_text(p.runtime_version) : "its CUDA";
+  const std::string raw = p.error_text.empty() ? "" : " [CUDA: " + p.error_text + "]";
+  if (!p.driver_library)
+    return fmt::format("no NVIDIA driver is installed (libcuda.so.1 not found{}): install the NVIDIA driver for "
+                       "the GPU (one that supports {}) to compute on it; sluice computes on the CPU{}",
+                       p.device_nodes ? "" : ", no /dev/nvidiactl", runtime, raw);
+  if (p.driver_version > 0 && p.runtime_version > 0 && p.driver_version < p.runtime_version)
+    return fmt::format("the NVIDIA driver is too old: it supports up to CUDA {}, this build needs {}: update the "
+                       "driver (or build sluice with an older CUDA toolkit){}",
+                       cuda_version_text(p.driver_version), runtime, raw);
+  // cudaErrorNoDevice = 100; a driver without device nodes cannot reach a GPU either.
+  if (p.error == 100 || !p.device_nodes)
+    return fmt::format("the NVIDIA driver{} is installed but no NVIDIA GPU is visible{}: check that the machine "
+                       "(or container: --gpus) has one; sluice computes on the CPU{}",
+                       p.driver_version > 0 ? " (CUDA " + cuda_version_text(p.driver_version) + ")" : "",
+                       p.device_nodes ? "" : " (no /dev/nvidiactl: the kernel module is not loaded)", raw);
+  return fmt::format("the CUDA runtime cannot use the GPU: {} (driver supports CUDA {}, this build {})",
+                     p.error_text, p.driver_version > 0 ? cuda_version_text(p.driver_version) : "?", runtime);
+}
 
 CudaReport cuda_report() {
   CudaReport r;
@@ -20,7 +72,7 @@ CudaReport cuda_report() {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    r.error = cudaGetErrorString(e);
+    r.error = explain_cuda_failure(probe_cuda_driver(e));
     return r;
   }
   for (int i = 0; i < n; ++i) {

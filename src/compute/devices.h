@@ -25,6 +25,21 @@ struct CudaReport {
 };
 CudaReport cuda_report();
 
+// What was found when the CUDA runtime could not list a GPU, to tell a missing
+// driver from an old one and from a machine without a GPU.
+struct CudaProbe {
+  int error = 0;               // the runtime's cudaError_t from cudaGetDeviceCount
+  std::string error_text;      // cudaGetErrorString of it
+  bool driver_library = false; // libcuda.so.1 (the NVIDIA driver's user-space part) loads
+  int driver_version = 0;      // cuDriverGetVersion: the newest CUDA the driver supports (12040: 12.4); 0: unknown
+  int runtime_version = 0;     // the CUDA runtime this build carries (13000: 13.0)
+  bool device_nodes = false;   // /dev/nvidiactl exists (the kernel module is loaded)
+};
+// One sentence naming what is wrong and what to do ("no NVIDIA driver is
+// installed ...", "the NVIDIA driver supports CUDA 12.4, older than ...", "no
+// NVIDIA GPU ..."); the runtime's own text is kept at the end.
+std::string explain_cuda_failure(const CudaProbe& p);
+
 // The backend for a device: the CPU, or CUDA device `index` (throws naming it
 // when this build or machine has none).
 Backend& backend_for_device(bool cuda, int index);

@@ -7,6 +7,7 @@
 #include "compute/devices.h"
 #include "engine/unread_tensors.h"
 #include "format/generation_config.h"
+#include "format/model_dir.h"
 #include "io/remote_experts.h"
 #include "model/architectures.h"
 #include "model/decoder.h"
@@ -60,6 +61,7 @@ Engine::~Engine() {
 }
 
 std::unique_ptr<Engine> Engine::open(const std::string& dir, const LoadOptions& opts) {
+  check_model_dir(dir);
   std::unique_ptr<Engine> e(new Engine(dir, Config::load(dir), opts.use_prepared_spine, opts.device));
   // Explicit options: the plan only records what they say.
   e->plan_ = plan_memory(0, e->footprint(0), opts.device);
@@ -73,15 +75,18 @@ std::unique_ptr<Engine> Engine::open(const std::string& dir, const LoadOptions& 
 
 std::unique_ptr<Engine> Engine::open(const std::string& dir, const MemoryRequest& r) {
   check_memory_request(r);
+  check_model_dir(dir);
   const Device device = parse_device(r.device);
   std::unique_ptr<Engine> e(new Engine(dir, Config::load(dir), /*use_prepared_spine=*/true, device));
   e->plan_ = e->plan_for(r);
+  if (r.on_plan) r.on_plan(e->plan_);
   e->install(load_options(e->plan_, r, dir));
   return e;
 }
 
 MemoryPlan Engine::plan(const std::string& dir, const MemoryRequest& r) {
   check_memory_request(r);
+  check_model_dir(dir);
   const Engine e(dir, Config::load(dir), /*use_prepared_spine=*/true, parse_device(r.device));
   return e.plan_for(r);
 }
@@ -91,7 +96,8 @@ MemoryPlan Engine::plan_for(const MemoryRequest& r) const {
   if (context_length() > 0) ctx = std::min(ctx, context_length());
   ModelFootprint f = footprint(ctx);
   f.sequences = r.sequences;
-  return plan_memory(uint64_t(r.ram_gib * double(kGiB)), f, parse_device(r.device));
+  if (!r.ram_gib) return plan_available(available_memory(), f, parse_device(r.device));
+  return plan_memory(uint64_t(*r.ram_gib * double(kGiB)), f, parse_device(r.device));
 }
 
 ModelFootprint Engine::footprint(int64_t context_tokens) const {
@@ -190,7 +196,7 @@ ExpertStats Engine::expert_stats() const { return decoder_->expert_stats(); }
 uint64_t Engine::activation_bytes_per_token() const { return decoder_->activation_bytes_per_token(); }
 
 int64_t Engine::prefill_chunk() const {
-  const uint64_t reserve = plan_.reserve > 0 ? plan_.reserve : 768ull << 20;
+  const uint64_t reserve = plan_.reserve > 0 ? plan_.reserve : kMappedReserve;
   const uint64_t per_token = std::max<uint64_t>(1, activation_bytes_per_token());
   return std::max<int64_t>(1, int64_t(reserve / 4 * 3 / per_token));
 }

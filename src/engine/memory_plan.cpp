@@ -8,15 +8,23 @@
 #include "compute/devices.h"
 #include "engine/engine.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace sluice {
 
 namespace {
 // The plan's unit is the GiB (--ram); smaller parts in MiB / KiB.
-std::string gib(uint64_t b) {
-  if (b >= kGiB) return fmt::format("{:.2f} GiB", double(b) / double(kGiB));
-  if (b >= (1u << 20)) return fmt::format("{:.1f} MiB", double(b) / double(1u << 20));
-  return fmt::format("{:.1f} KiB", double(b) / 1024.0);
+std::string gib(uint64_t b) { return binary_bytes(b); }
+
+// Activations and scratch: a tenth of the budget, between 768 MiB and 2 GiB, at most a fifth.
+uint64_t reserve_for(uint64_t budget) {
+  return std::min<uint64_t>(budget / 5, std::clamp<uint64_t>(budget / 10, 768ull << 20, 2 * kGiB));
+}
+
+// How the plan's errors name the budget.
+std::string budget_name(uint64_t budget, BudgetSource source) {
+  if (source == BudgetSource::Available) return fmt::format("the memory available ({})", gib(budget));
+  return fmt::format("--ram {}", gib(budget));
 }
 }  // namespace
 
@@ -58,7 +66,8 @@ uint64_t plan_vram_expert_cache(uint64_t budget, uint64_t free, uint64_t spine_o
 
 void check_memory_request(const MemoryRequest& r) {
   if (!(r.vram_gib >= 0) || !std::isfinite(r.vram_gib)) fail("--vram must be a positive number of GiB, got {}", r.vram_gib);
-  if (!(r.ram_gib >= 0) || !std::isfinite(r.ram_gib)) fail("--ram must be a positive number of GiB, got {}", r.ram_gib);
+  if (r.ram_gib && (!(*r.ram_gib >= 0) || !std::isfinite(*r.ram_gib)))
+    fail("--ram must be a positive number of GiB (0: no budget, every weight mapped), got {}", *r.ram_gib);
   if (r.policy != "lru" && r.policy != "lfu" && r.policy != "heat")
     fail("--policy must be lru, lfu or heat, got '{}'", r.policy);
   if (r.queue != "auto" && r.queue != "uring" && r.queue != "threads")
@@ -71,9 +80,10 @@ void check_memory_request(const MemoryRequest& r) {
   parse_device(r.device);
 }
 
-MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device) {
+MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device, BudgetSource source) {
   MemoryPlan p;
   p.device = device;
+  p.source = budget == 0 ? BudgetSource::None : source;
   p.budget = budget;
   p.footprint = f;
   p.spine = f.spine_bytes;
@@ -82,11 +92,11 @@ MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device) 
             uint64_t(std::max<int64_t>(1, f.sequences));
   if (budget == 0) return p;  // no budget: everything mapped, nothing streamed
   p.stream_experts = true;
-  p.reserve = std::min<uint64_t>(budget / 5, std::clamp<uint64_t>(budget / 10, 768ull << 20, 2 * kGiB));
+  p.reserve = reserve_for(budget);
   const uint64_t fixed = p.reserve + p.state;
   if (fixed >= budget)
-    fail("--ram {} leaves nothing after {} of working memory ({} reserve, {} state for {} positions{})",
-         gib(budget), gib(fixed), gib(p.reserve), gib(p.state), f.context_tokens,
+    fail("{} leaves nothing after {} of working memory ({} reserve, {} state for {} positions{})",
+         budget_name(budget, source), gib(fixed), gib(p.reserve), gib(p.state), f.context_tokens,
          f.sequences > 1 ? fmt::format(" in each of {} sequences", f.sequences) : std::string());
   const uint64_t held = p.spine - p.spine_on_demand;  // what a resident spine keeps in memory
   if (held + fixed <= budget / 4 * 3) {
@@ -97,14 +107,54 @@ MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device) 
     p.stream_spine = true;
     p.spine_budget = std::max((budget - fixed) / 4 * 3, f.spine_stream_min_bytes);
     if (fixed + p.spine_budget >= budget)
-      fail("--ram {} is too small: streaming the spine needs {} (head and norms plus the largest layer) next to "
+      fail("{} is too small: streaming the spine needs {} (head and norms plus the largest layer) next to "
            "{} of working memory",
-           gib(budget), gib(f.spine_stream_min_bytes), gib(fixed));
+           budget_name(budget, source), gib(f.spine_stream_min_bytes), gib(fixed));
     p.expert_cache = budget - fixed - p.spine_budget;
   }
   if (p.expert_cache < f.largest_expert_bytes)
-    fail("--ram {} leaves {} for the expert cache, less than one routed expert ({})", gib(budget),
+    fail("{} leaves {} for the expert cache, less than one routed expert ({})", budget_name(budget, source),
          gib(p.expert_cache), gib(f.largest_expert_bytes));
+  return p;
+}
+
+uint64_t available_margin(uint64_t available) {
+  return std::clamp<uint64_t>(available / 10, 256ull << 20, 2 * kGiB);
+}
+
+MemoryPlan plan_available(const AvailableMemory& available, const ModelFootprint& f, Device device) {
+  MemoryPlan p;
+  if (available.bytes == 0) {
+    // Nothing to plan from (no /proc/meminfo): as before budgets existed.
+    p = plan_memory(0, f, device);
+  } else {
+    const uint64_t margin = available_margin(available.bytes);
+    if (available.bytes <= margin)
+      fail("only {} of memory is available ({}), not more than the {} margin kept for the rest of the process: "
+           "free memory, or give a budget with --ram GIB (--ram 0 maps every weight and leaves paging to the kernel)",
+           gib(available.bytes), available.describe(), gib(margin));
+    const uint64_t budget = available.bytes - margin;
+    const MemoryPlan mapped = plan_memory(0, f, device);
+    // A mapped run's activations: what it takes without a budget, or less in a small one.
+    const uint64_t reserve = std::min(kMappedReserve, reserve_for(budget));
+    const uint64_t needs = f.spine_bytes + f.expert_bytes + mapped.state + reserve;
+    if (needs <= budget) {
+      p = mapped;
+      p.reserve = reserve;  // bounds the prefill chunk (Engine::prefill_chunk)
+    } else {
+      try {
+        p = plan_memory(budget, f, device, BudgetSource::Available);
+      } catch (const Error& e) {
+        fail("{} ({} less a {} margin): give a budget that holds it with --ram GIB, or --ram 0 to map every "
+             "weight and leave paging to the kernel",
+             e.what(), available.describe(), gib(margin));
+      }
+    }
+    p.margin = margin;
+    p.mapped_needs = needs;
+  }
+  p.source = BudgetSource::Available;
+  p.available = available;
   return p;
 }
 
@@ -114,11 +164,21 @@ std::string MemoryPlan::describe() const {
     vram = fmt::format("\n  VRAM on {}  {} ({}): spine {} resident, expert cache {}", device.name(),
                        gib(vram_budget), vram_budget_given ? "--vram" : "free memory", gib(vram_spine), gib(vram_expert_cache));
   if (budget == 0)
-    return fmt::format("memory plan on {}: no --ram budget: weights mapped (spine {}, routed experts {}), nothing "
+    return fmt::format("memory plan on {}: {}: weights mapped (spine {}, routed experts {}), nothing "
                        "streamed; state {} for {} positions",
-                       device.name(), gib(spine), gib(footprint.expert_bytes), gib(state), footprint.context_tokens) +
+                       device.name(),
+                       source == BudgetSource::Available
+                           ? (available.bytes > 0 ? fmt::format("fits in the {} available less a {} margin",
+                                                                gib(available.bytes), gib(margin))
+                                                  : std::string("available memory unknown"))
+                           : std::string("no --ram budget"),
+                       gib(spine), gib(footprint.expert_bytes), gib(state), footprint.context_tokens) +
            vram;
-  std::string s = fmt::format("memory plan for --ram {} on {}:\n", gib(budget), device.name());
+  std::string s =
+      source == BudgetSource::Available
+          ? fmt::format("memory plan for the {} available less a {} margin ({}) on {}:\n", gib(available.bytes),
+                        gib(margin), gib(budget), device.name())
+          : fmt::format("memory plan for --ram {} on {}:\n", gib(budget), device.name());
   if (stream_spine)
     s += fmt::format("  spine         {} of {} (streamed layer by layer)\n", gib(spine_budget), gib(spine - spine_on_demand));
   else
@@ -138,8 +198,31 @@ std::string MemoryPlan::describe() const {
   return s + vram;
 }
 
+std::string MemoryPlan::notice() const {
+  if (source != BudgetSource::Available) return "";
+  const std::string what = fmt::format("{} of weights", gib(spine + footprint.expert_bytes));
+  if (available.bytes == 0)
+    return fmt::format("memory: the available memory could not be read ({}): {} mapped, nothing streamed; "
+                       "--ram GIB streams within a budget",
+                       available.describe(), what);
+  const std::string avail = fmt::format("{} ({} available: {}; less a {} margin)", gib(available.bytes - margin),
+                                        gib(available.bytes), available.describe(), gib(margin));
+  if (budget == 0)
+    return fmt::format("memory: the model ({}, {} with state and scratch) fits in {}: weights mapped, nothing "
+                       "streamed; --ram GIB streams within a budget instead",
+                       what, gib(mapped_needs), avail);
+  return fmt::format("memory: the model ({}, {} with state and scratch) does not fit in {}: routed experts{} "
+                     "streamed from disk within {}; --ram GIB sets another budget, --ram 0 maps every weight",
+                     what, gib(mapped_needs), avail, stream_spine ? " and the spine" : "", gib(budget));
+}
+
 nlohmann::json MemoryPlan::to_json() const {
   return {{"device", device.name()},
+          {"budget_source", source == BudgetSource::Available ? "available"
+                            : source == BudgetSource::Given   ? "ram"
+                                                              : "none"},
+          {"available_bytes", available.bytes},
+          {"margin_bytes", margin},
           {"budget_bytes", budget},
           {"reserve_bytes", reserve},
           {"state_bytes", state},

@@ -7,13 +7,18 @@
 // VRAM expert cache live in its memory (plan_vram()).
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "util/available_memory.h"
+
 namespace sluice {
 
 struct LoadOptions;
+struct MemoryPlan;
 
 enum class DeviceKind { Cpu, Cuda };
 struct Device {
@@ -29,7 +34,9 @@ Device parse_device(const std::string& s);
 // What the user asked for: the memory and streaming option group shared by
 // run, chat, generate, serve, bench, logits and routing-report.
 struct MemoryRequest {
-  double ram_gib = 0;          // total budget in GiB; 0: no budget (weights mapped, nothing streamed)
+  // Total budget in GiB; 0: no budget (weights mapped, nothing streamed); unset
+  // (no --ram): planned from the memory available now (plan_available).
+  std::optional<double> ram_gib;
   std::string policy = "lru";  // expert cache policy: lru | lfu | heat
   std::string heat_file;       // heat: counts file (default MODEL/sluice-expert-heat.txt)
   std::string queue = "auto";  // reader: auto | uring | threads
@@ -45,6 +52,9 @@ struct MemoryRequest {
   int64_t context_tokens = 0;
   // Sequences decoded together (bench --batch, serve --parallel): each has its own state.
   int64_t sequences = 1;
+  // Called with the plan once it is made, before any weight is read (the CLI
+  // prints MemoryPlan::notice() there, so it is the first line of output).
+  std::function<void(const MemoryPlan&)> on_plan;
 };
 // Throws naming the option when a value is out of range.
 void check_memory_request(const MemoryRequest& r);
@@ -64,8 +74,18 @@ struct ModelFootprint {
   int64_t sequences = 1;               // sequences with their own state
 };
 
+// Where the budget came from: --ram 0 (none: everything mapped), --ram N, or
+// the memory available when no --ram was given.
+enum class BudgetSource { None, Given, Available };
+
 struct MemoryPlan {
   Device device;
+  BudgetSource source = BudgetSource::None;
+  // BudgetSource::Available: what was measured, the margin kept back from it,
+  // and what mapping every weight would take (compared with what is left).
+  AvailableMemory available;
+  uint64_t margin = 0;
+  uint64_t mapped_needs = 0;
   uint64_t vram_budget = 0;        // GPU: device memory sluice may use (spine, state, expert cache, scratch)
   bool vram_budget_given = false;  // --vram (else the free memory)
   uint64_t vram_spine = 0;         // GPU: weights the model placed in device memory
@@ -81,6 +101,10 @@ struct MemoryPlan {
   uint64_t expert_cache = 0;  // routed-expert cache
   ModelFootprint footprint;
   std::string describe() const;  // one line per part, for --stats and `sluice info`
+  // Without --ram: one line saying whether the model fits in the memory
+  // available (mapped as with --ram 0) or is streamed within it, and how to
+  // change that; empty when a --ram was given.
+  std::string notice() const;
   nlohmann::json to_json() const;  // the same in bytes (`sluice info --json`, bench JSON)
 };
 
@@ -94,7 +118,20 @@ struct MemoryPlan {
 // left after reserve and state (at least what streaming needs), and the cache
 // gets the rest. Throws when the budget cannot hold the reserve and state, or
 // the cache not one expert.
-MemoryPlan plan_memory(uint64_t budget_bytes, const ModelFootprint& f, Device device = {});
+MemoryPlan plan_memory(uint64_t budget_bytes, const ModelFootprint& f, Device device = {},
+                       BudgetSource source = BudgetSource::Given);
+
+// Kept back from the memory available when planning without --ram, for what
+// the plan does not count (the binary, tokenizer, thread stacks, the GPU
+// runtime, other programs' growth): a tenth, between 256 MiB and 2 GiB.
+uint64_t available_margin(uint64_t available);
+
+// The plan without --ram. `available` less the margin is the budget: a model
+// whose every weight, its state and a mapped run's reserve (kMappedReserve, or
+// the budget's reserve when smaller) fit in it is mapped as with --ram 0
+// (nothing streamed); a larger one is planned as --ram with that budget
+// (plan_memory). Throws, saying what to do, when that budget cannot run it.
+MemoryPlan plan_available(const AvailableMemory& available, const ModelFootprint& f, Device device = {});
 
 // The VRAM expert cache on a GPU: what is left of `budget` (--vram, or the
 // free memory when 0) after the resident spine, the state and a scratch
@@ -108,5 +145,8 @@ uint64_t plan_vram_expert_cache(uint64_t budget, uint64_t free, uint64_t spine_o
 LoadOptions load_options(const MemoryPlan& plan, const MemoryRequest& r, const std::string& model_dir);
 
 constexpr uint64_t kGiB = 1ull << 30;
+// Activations and scratch of a run whose weights are all mapped (no budget):
+// Engine::prefill_chunk sizes chunks to three quarters of it.
+constexpr uint64_t kMappedReserve = 768ull << 20;
 
 }  // namespace sluice

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "format/model_dir.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -33,6 +34,10 @@ Checkpoint::Checkpoint(const std::string& dir, bool use_prepared_spine, const st
              index.string(), it.key(), shard);
       auto f = opened.find(shard);
       if (f == opened.end()) {
+        std::error_code ec;
+        if (!fs::exists(fs::path(dir) / shard, ec))
+          fail("{}: shard {} (listed in model.safetensors.index.json for '{}') is missing; {}", dir, shard, it.key(),
+               incomplete_model_advice(dir));
         files_.push_back(std::make_unique<SafetensorsFile>((fs::path(dir) / shard).string()));
         f = opened.emplace(shard, std::make_pair(files_.back().get(), int32_t(files_.size() - 1))).first;
       }
@@ -45,7 +50,8 @@ Checkpoint::Checkpoint(const std::string& dir, bool use_prepared_spine, const st
     files_.push_back(std::make_unique<SafetensorsFile>(single.string()));
     for (const auto& [name, _] : files_.back()->tensors()) where_[name] = {files_.back().get(), 0};
   } else {
-    fail("{}: no model.safetensors or model.safetensors.index.json", dir);
+    fail("{}: no weights: neither model.safetensors nor model.safetensors.index.json is there; {}", dir,
+         incomplete_model_advice(dir));
   }
   if (use_prepared_spine) overlay_prepared_spine();
   for (const auto& f : extra) overlay(f);

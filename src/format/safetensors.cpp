@@ -9,8 +9,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "format/model_dir.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -18,6 +20,11 @@ namespace sluice {
 
 namespace {
 constexpr uint64_t kMaxHeader = 100ull << 20;  // the format's own limit
+
+// For a file cut short: what to do about its directory's download.
+std::string truncated_advice(const std::string& path) {
+  return incomplete_model_advice(std::filesystem::path(path).parent_path().string());
+}
 
 uint64_t read_u64le(const uint8_t* p) {
   uint64_t v = 0;
@@ -35,11 +42,14 @@ int64_t TensorInfo::numel() const {
 std::map<std::string, TensorInfo> SafetensorsFile::parse_header(const uint8_t* bytes, uint64_t file_size,
                                                                 const std::string& path, uint64_t* data_start,
                                                                 std::map<std::string, std::string>* metadata) {
-  if (file_size < 8) fail("{}: truncated safetensors file: {} bytes, the header length alone needs 8", path, file_size);
+  if (file_size < 8)
+    fail("{}: truncated safetensors file: {} bytes, the header length alone needs 8; {}", path, file_size,
+         truncated_advice(path));
   uint64_t n = read_u64le(bytes);
   if (n > kMaxHeader) fail("{}: header length {} exceeds the 100 MiB limit (corrupt file?)", path, n);
   if (n > file_size - 8)
-    fail("{}: header length {} runs past the end of the file ({} bytes)", path, n, file_size);
+    fail("{}: header length {} runs past the end of the file ({} bytes): truncated or not a safetensors file; {}",
+         path, n, file_size, truncated_advice(path));
   *data_start = 8 + n;
   const uint64_t data_size = file_size - 8 - n;
 
@@ -94,8 +104,9 @@ std::map<std::string, TensorInfo> SafetensorsFile::parse_header(const uint8_t* b
     t.end = (*off)[1].get<uint64_t>();
     if (t.end < t.begin) fail("{}: tensor '{}': data_offsets [{}, {}] end before begin", path, name, t.begin, t.end);
     if (t.end > data_size)
-      fail("{}: tensor '{}': data_offsets [{}, {}] past the end of the data section ({} bytes; file truncated?)", path,
-           name, t.begin, t.end, data_size);
+      fail("{}: tensor '{}': data_offsets [{}, {}] past the end of the data section ({} bytes): the file is "
+           "truncated; {}",
+           path, name, t.begin, t.end, data_size, truncated_advice(path));
     uint64_t esz = uint64_t(dtype_size(t.dtype));
     if (overflow || count > UINT64_MAX / esz || count * esz != t.end - t.begin)
       fail("{}: tensor '{}': {} bytes stored but dtype {} and shape {} need {}", path, name, t.end - t.begin,

@@ -178,6 +178,8 @@ std::string HttpClient::attempt(const std::string& url, const std::string* range
   if (status >= 500 || status == 408) return fmt::format("HTTP {}", status);
   if (status >= 400) {
     *retry = false;
+    if (status == 401 || status == 403)
+      return fmt::format("HTTP {} (a gated or private repository: set $HF_TOKEN to a token that has access)", status);
     return fmt::format("HTTP {}", status);
   }
   return "";

@@ -16,6 +16,7 @@
 #include "server/anthropic_api.h"
 #include "server/batch_runner.h"
 #include "server/api_error.h"
+#include "server/chat_page.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/openai_writer.h"
@@ -154,7 +155,8 @@ void HttpServer::Impl::setup() {
   });
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (opts.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    // The chat page needs no key (a browser cannot send one); with a key it shows no model card.
+    if (opts.api_key.empty() || req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
     // The scheme is case-insensitive (RFC 9110 11.1); Anthropic clients send x-api-key.
     const std::string auth = req.get_header_value("Authorization");
     const bool bearer = auth.size() > 7 && strncasecmp(auth.c_str(), "bearer ", 7) == 0;
@@ -196,6 +198,9 @@ void HttpServer::Impl::setup() {
     }
   });
 
+  http.Get("/", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(chat_page(chat_page_card(model, codec, opts)), "text/html; charset=utf-8");
+  });
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"status\":\"ok\"}", kJson);
   });
@@ -635,7 +640,9 @@ int HttpServer::bind() {
     if (port <= 0) fail("cannot listen on {}: no free port", o.host);
     o.port = port;
   } else if (!impl_->http.bind_to_port(o.host, o.port)) {
-    fail("cannot listen on {}:{} (address in use or not available)", o.host, o.port);
+    fail("cannot listen on {}:{}: another program has the port, or {} is not an address of this machine (choose "
+         "another with --port N, 0 for any free port, or --host)",
+         o.host, o.port, o.host);
   }
   impl_->http.set_backlog(int(impl_->http_backlog()));
   return o.port;

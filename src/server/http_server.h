@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "chat/chat_codec.h"
 #include "model/model.h"
 #include "runtime/prompt_cache.h"
@@ -39,6 +41,9 @@ struct ServerOptions {
   // decoding); past it the work stops within one layer and the client is told
   // (504 before the reply starts, a request_timeout error event after). 0: none.
   std::chrono::milliseconds request_timeout{0};
+  // What the chat page at / shows beyond the API's model fields: the memory
+  // plan, the directory (server/chat_page.h; `sluice serve` fills it).
+  nlohmann::json page_card;
 };
 
 // Refuses options no server can run with, naming the `sluice serve` flag;

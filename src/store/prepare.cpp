@@ -18,6 +18,7 @@
 #include "format/config.h"
 #include "format/expert_index.h"
 #include "format/manifest.h"
+#include "format/model_dir.h"
 #include "store/expert_dirs.h"
 #include "store/expert_placement.h"
 #include "store/file_checksum.h"
@@ -291,6 +292,7 @@ std::vector<std::string> expert_dirs(const PrepareOptions& o) {
 
 PrepareResult prepare(const PrepareOptions& o) {
   if (o.spine != "bf16" && o.spine != "int8") fail("--spine must be bf16 or int8, got '{}'", o.spine);
+  check_model_dir(o.dir);
   PrepareResult res;
   const Config cfg = Config::load(o.dir);
   const Checkpoint released(o.dir, /*use_prepared_spine=*/false);

@@ -339,7 +339,11 @@ void Puller::verify_full() {
 }
 
 PullResult Puller::run() {
-  fs::create_directories(dir_);
+  std::error_code ec;
+  if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
+    fail("--dir {}: is a file; give the directory to download the model into (created when missing)", dir_);
+  fs::create_directories(dir_, ec);
+  if (ec) fail("--dir {}: cannot create the directory: {}", dir_, ec.message());
   if (!o_.stream && is_stream_dir(dir_))
     fail("{} holds a stream-mode pull (sparse shards); pull --full into another directory", dir_);
   if (o_.stream && is_stream_dir(dir_)) {
@@ -360,7 +364,18 @@ PullResult Puller::run() {
     ss << in.rdbuf();
     cfg_text = ss.str();
   } else {
-    cfg_text = *small_file("config.json", true);
+    // The first request: where a wrong name, a gated repository or no network shows.
+    try {
+      cfg_text = *small_file("config.json", true);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (what.find("HTTP 404") != std::string::npos)
+        fail("{}: is '{}' a repository at revision {}? (a private or gated one also needs $HF_TOKEN)", what,
+             repo_.repo, repo_.revision);
+      if (what.find("HTTP 40") == std::string::npos)  // not an answer from the host: the network
+        fail("{}: check the network connection, or point --base (or $SLUICE_HF_BASE) at a reachable mirror", what);
+      throw;
+    }
     write_file_atomic(cfg, cfg_text);
   }
   write_file_atomic((fs::path(staging_) / "config.json").string(), cfg_text);

@@ -113,7 +113,9 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& model_dir) {
     auto opts = tiktoken_options(cfg, tc, count_rank_lines(ranks));
     return std::make_unique<TiktokenTokenizer>(ranks, tk, std::move(opts));
   }
-  fail("{}: no tokenizer.json or tiktoken.model", model_dir);
+  fail("{}: no tokenizer.json or tiktoken.model: text needs the model's tokenizer files (copy them from the "
+       "model's repository; `generate --tokens` runs on token ids without them)",
+       model_dir);
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {

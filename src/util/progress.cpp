@@ -18,6 +18,12 @@ std::string human_bytes(double b) {
   return fmt::format("{:.1f} {}", b, units[u]);
 }
 
+std::string binary_bytes(uint64_t b) {
+  if (b >= (1ull << 30)) return fmt::format("{:.2f} GiB", double(b) / double(1ull << 30));
+  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", double(b) / double(1ull << 20));
+  return fmt::format("{:.1f} KiB", double(b) / 1024.0);
+}
+
 Progress::Progress(std::string label, uint64_t total, bool enabled)
     : label_(std::move(label)), total_(total), enabled_(enabled), start_(std::chrono::steady_clock::now()), last_(start_) {}
 

@@ -23,5 +23,7 @@ class Progress {
 };
 
 std::string human_bytes(double bytes);
+// In binary units, as --ram and --vram count: "12.50 GiB", "300.0 MiB", "4.0 KiB".
+std::string binary_bytes(uint64_t bytes);
 
 }  // namespace sluice

@@ -68,6 +68,41 @@ TEST(CliChat, AnswersEachLineAndEndsOnEof) {
   EXPECT_EQ(all.find("error"), std::string::npos) << all;
 }
 
+// Without --ram the first line says what the plan made of the memory available
+// (the shipped model fits: mapped) and how to change it; --ram 0 or map: no
+// budget and no such line; the words and numbers --ram takes.
+TEST(CliRun, WithoutRamTheFirstLineSaysHowTheModelIsPlanned) {
+  const std::vector<std::string> run = {"run", "And God said", "--max-new", "8"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = run;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return test::run_sluice(args);
+  };
+  const auto plain = with({});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const std::string first = plain.err.substr(0, plain.err.find('\n'));
+  EXPECT_EQ(first.rfind("sluice: memory: the model (", 0), 0u) << plain.err;
+  EXPECT_NE(first.find(" available: MemAvailable "), std::string::npos) << first;
+  EXPECT_NE(first.find(": weights mapped, nothing streamed; --ram GIB streams within a budget instead"),
+            std::string::npos)
+      << first;
+  const auto automatic = with({"--ram", "auto"});  // the default by name (MemAvailable moves between runs)
+  EXPECT_EQ(automatic.err.rfind("sluice: memory: the model (", 0), 0u) << automatic.err;
+  EXPECT_EQ(automatic.out, plain.out);
+  for (const char* none : {"0", "map"}) {
+    const auto mapped = with({"--ram", none});
+    ASSERT_EQ(mapped.exit_code, 0) << mapped.err;
+    EXPECT_EQ(mapped.err, "") << none;
+    EXPECT_EQ(mapped.out, plain.out) << none;
+  }
+  for (const char* bad : {"lots", "-1", "1e30", "nan", ""}) {
+    const auto r = with({"--ram", bad});
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.err.find("--ram"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("expected auto, map, 0 or a number of GiB"), std::string::npos) << r.err;
+  }
+}
+
 TEST(CliRun, MissingDefaultModelIsAClearError) {
   auto r = test::run_sluice({"run", "x", "--model", "/nonexistent/model"});
   EXPECT_EQ(r.exit_code, 1);

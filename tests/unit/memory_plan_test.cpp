@@ -244,9 +244,16 @@ TEST(MemoryPlan, InfoPrintsThePlanTheEngineOpensUnder) {
   auto text = test::run_sluice({"info", "--model", dir, "--ram", "0.02"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find(planned.describe()), std::string::npos) << text.out;
-  auto none = test::run_sluice({"info", "--model", dir, "--json"});
+  // Without --ram: the plan for the memory available (the shipped model fits: mapped); --ram 0: none.
+  auto avail = test::run_sluice({"info", "--model", dir, "--json"});
+  ASSERT_EQ(avail.exit_code, 0) << avail.err;
+  const auto aj = nlohmann::json::parse(avail.out);
+  EXPECT_EQ(aj["memory_plan"]["budget_source"], "available") << avail.out;
+  EXPECT_GT(aj["memory_plan"]["available_bytes"].get<uint64_t>(), 0u) << avail.out;
+  EXPECT_FALSE(aj["memory_plan"]["stream_experts"].get<bool>()) << avail.out;
+  auto none = test::run_sluice({"info", "--model", dir, "--ram", "0", "--json"});
   ASSERT_EQ(none.exit_code, 0) << none.err;
-  EXPECT_FALSE(nlohmann::json::parse(none.out).contains("memory_plan")) << none.out;
+  EXPECT_EQ(nlohmann::json::parse(none.out)["memory_plan"]["budget_source"], "none") << none.out;
   auto bad = test::run_sluice({"info", "--model", dir, "--threads", "-1"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--threads"), std::string::npos) << bad.err;
