@@ -17,7 +17,8 @@ namespace sluice::cli {
 namespace {
 
 void add_serve_command(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat completions, completions, models)");
+  auto* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible and Anthropic-compatible HTTP server (chat completions, completions, Responses, Messages)");
   struct Opts {
     std::string model, name, draft_model;
     MemoryRequest mem;
@@ -25,6 +26,8 @@ void add_serve_command(CLI::App& app, Action& action) {
     int64_t ngram = 4;
     int64_t context = 0;
     double header_timeout_s = 10;
+    double keep_alive_s = 5;
+    bool no_request_log = false;
     double prompt_cache_gb = 8;
     server::ServerOptions s;
   };
@@ -61,6 +64,13 @@ void add_serve_command(CLI::App& app, Action& action) {
   cmd->add_option("--header-timeout", o->header_timeout_s,
                   "Seconds a client has to send a request's line and headers (and a small body); later: 408")
       ->capture_default_str();
+  cmd->add_option("--keep-alive", o->keep_alive_s,
+                  "Seconds a streamed reply may go without a byte while it is queued or its prompt is prefilled "
+                  "before a keep-alive is sent (SSE comment, Anthropic ping, Responses in_progress event)")
+      ->capture_default_str();
+  cmd->add_flag("--no-request-log", o->no_request_log,
+                "Do not print a line per generation request (id, endpoint, prompt / cached / new tokens, queue wait, "
+                "time to first token, tokens/s, finish reason)");
   cmd->add_option("--max-connections-per-client", o->s.transport.max_connections_per_client,
                   "Open connections one client address may hold; more get 429")
       ->capture_default_str();
@@ -81,6 +91,10 @@ void add_serve_command(CLI::App& app, Action& action) {
       if (!(o->header_timeout_s > 0 && o->header_timeout_s <= 3600))
         fail("--header-timeout must be in (0, 3600] seconds, got {}", o->header_timeout_s);
       o->s.transport.head_timeout = std::chrono::milliseconds(int64_t(o->header_timeout_s * 1000));
+      if (!(o->keep_alive_s >= 0.1 && o->keep_alive_s <= 3600))
+        fail("--keep-alive must be in [0.1, 3600] seconds, got {}", o->keep_alive_s);
+      o->s.keep_alive = std::chrono::milliseconds(int64_t(o->keep_alive_s * 1000));
+      o->s.log_requests = !o->no_request_log;
       server::check_options(o->s, o->speculate || !o->draft_model.empty());
       if (!(o->prompt_cache_gb > 0)) fail("--prompt-cache-max must be positive, got {}", o->prompt_cache_gb);
       o->s.cache.disk_bytes = uint64_t(o->prompt_cache_gb * 1e9);

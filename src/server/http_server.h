@@ -2,6 +2,7 @@
 // check, body limits, the FIFO generation queue (one generation at a time, or
 // up to --parallel decoded together by the batch scheduler) and JSON errors for everything.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +32,10 @@ struct ServerOptions {
   // Requests decoded together in one forward pass (chat/batch_scheduler.h); 1: one at a time.
   int64_t parallel = 1;
   int64_t prefill_chunk = 0;  // prompt tokens per prefill pass (0: the sessions' 64; serve sets the plan's)
+  // A streamed reply gets a keep-alive (SSE comment, Anthropic ping, Responses in_progress
+  // event) when it has written nothing for this long: while queued and while prefilling.
+  std::chrono::milliseconds keep_alive{5000};
+  bool log_requests = true;  // one line per generation request on stderr
 };
 
 // Refuses options no server can run with, naming the `sluice serve` flag;
