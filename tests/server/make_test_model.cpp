@@ -1,6 +1,6 @@
 // Writes a small DeepSeek-V3 checkpoint for the server tests.
 //   make_test_model OUT_DIR VOCAB EOS_ID [SCRIPT]
-//   make_test_model OUT_DIR VOCAB EOS_ID --starts S1,S2 --marker M SCRIPT_BEFORE SCRIPT_AFTER
+//   make_test_model OUT_DIR VOCAB EOS_ID --starts S1,S2 --marker M|none SCRIPT_BEFORE SCRIPT_AFTER
 // Random weights by default. With SCRIPT (comma-separated token ids, each at most
 // once), the layers' outputs are zeroed and the embeddings and head are set so
 // that after any token outside the script the model emits SCRIPT[0], after
@@ -13,6 +13,9 @@
 // head of the first layer finds the marker wherever it is (its key alone matches
 // the head's constant query, and only its value is non-zero), and writes a flag
 // into the residual stream that the head reads beside the last token.
+// With --marker none the last token alone decides: SCRIPT_BEFORE after S1,
+// SCRIPT_AFTER after S2 (a tool call for every user turn, an answer after each
+// tool output).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -73,13 +76,19 @@ int main(int argc, char** argv) {
   const int32_t eos = std::stoi(argv[3]);
   std::vector<int32_t> script, after, starts;
   int32_t marker = -1;
+  bool per_turn = false;
   if (argc > 4 && std::string(argv[4]) == "--starts") {
     if (argc != 10 || std::string(argv[6]) != "--marker") {
       std::fprintf(stderr, "make_test_model: --starts S1,S2 --marker M SCRIPT_BEFORE SCRIPT_AFTER\n");
       return 2;
     }
     starts = ids(argv[5]);
-    marker = std::stoi(argv[7]);
+    per_turn = std::string(argv[7]) == "none";
+    marker = per_turn ? -1 : std::stoi(argv[7]);
+    if (per_turn && starts.size() != 2) {
+      std::fprintf(stderr, "make_test_model: --marker none needs two start tokens\n");
+      return 2;
+    }
     script = ids(argv[8]);
     after = ids(argv[9]);
   } else if (argc > 4) {
@@ -210,6 +219,9 @@ int main(int argc, char** argv) {
     chain(after);
     if (starts.empty()) {
       set(head, script[0], kHidden - 1, 4.f);
+    } else if (per_turn) {
+      set(head, script[0], slot_of(starts[0]), 4.f);
+      set(head, after[0], slot_of(starts[1]), 4.f);
     } else {
       // After a start token: SCRIPT_BEFORE without the flag (4 - 2 against 3), SCRIPT_AFTER
       // with it (2 against 3 + 2). A flag alone never outweighs a scripted step (4).
