@@ -526,14 +526,18 @@ bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
   const int fd = job.fd;
   // Writes go through one lock: the heartbeat's thread writes keep-alives between them.
   std::mutex io;
-  std::unique_ptr<Heartbeat> heartbeat;
-  bool ok = true;
+  std::unique_ptr<Heartbeat> heartbeat;  // set and reset on this thread only
+  std::atomic<bool> ok{true};            // read without the lock by the socket checks
   bool wrote_this_token = false;
-  auto write_locked = [&](const std::string& s) {
+  auto send = [&](const std::string& s) {  // `io` held
     if (ok && !s.empty()) ok = sink.write(s.data(), s.size());
+    return ok.load();
+  };
+  auto write_locked = [&](const std::string& s) {  // `io` held, on this thread
+    send(s);
     wrote_this_token = true;
     if (heartbeat) heartbeat->touch();
-    return ok;
+    return ok.load();
   };
   auto write = [&](const std::string& s) {
     std::lock_guard lk(io);
@@ -570,11 +574,11 @@ bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
     std::lock_guard lk(io);
     if (!wrote_this_token) write_locked(w.keep_alive());
     wrote_this_token = false;
-    return ok;
+    return ok.load();
   };
   if (w.streaming() && !runner)
     heartbeat = std::make_unique<Heartbeat>(std::chrono::duration_cast<std::chrono::milliseconds>(opts.keep_alive), io,
-                                            [&] { write_locked(w.keep_alive()); });
+                                            [&] { send(w.keep_alive()); });
   EmitFn emit = [&](const ReplyDelta& d, const std::vector<LogprobEntry>& lp) {
     std::lock_guard lk(io);
     return write_locked(w.delta(d, lp));
