@@ -398,7 +398,20 @@ void HttpServer::Impl::anthropic_route(const std::string& raw_body, httplib::Res
     if (job->req.model != opts.model_name)
       throw ApiError(404, "not_found_error", "model", "",
                      fmt::format("model '{}' does not exist; this server serves '{}'", job->req.model, opts.model_name));
-    job->prompt = codec.render_chat(job->req.messages, job->req.tools, ChatOptions{job->req.reasoning_effort});
+    try {
+      job->prompt = codec.render_chat(job->req.messages, job->req.tools, ChatOptions{job->req.reasoning_effort});
+    } catch (const ApiError& e) {
+      // A template that cannot place a system message after the conversation has begun:
+      // said the way Claude Code recognises, so it sends the conversation again without one.
+      const json& ms = job->req.messages;
+      bool late_system = false;
+      for (size_t i = 1; i < ms.size(); ++i) late_system = late_system || (ms[i]["role"] == "system" && ms[i - 1]["role"] != "system");
+      if (!late_system) throw;
+      throw ApiError(e.status(), e.type(), "messages", e.code(),
+                     fmt::format("role \"system\" must precede any user or assistant message for this model's chat "
+                                 "template ({})",
+                                 e.what()));
+    }
     note(*job, res);
     const int64_t prompt_tokens = int64_t(job->prompt.size());
     if (job->notes.edit_trigger > 0 && prompt_tokens >= job->notes.edit_trigger)

@@ -220,5 +220,26 @@ await t.test('one log line per request: id, endpoint, tokens, queue wait, first 
 });
 
 assert.equal((await server.stop()).code, 0);
+
+await t.test('a template that cannot place a mid-conversation system message: said the way Claude Code resends on', async () => {
+  // The same model with a chat template that refuses a system message after the first turn.
+  const strict = path.join(tmp, 'strict');
+  fs.cpSync(dir, strict, { recursive: true });
+  const cfg = JSON.parse(fs.readFileSync(path.join(strict, 'tokenizer_config.json'), 'utf8'));
+  cfg.chat_template = "{% for m in messages %}{% if m.role == 'system' and not loop.first %}{{ raise_exception('System messages must come first.') }}{% endif %}{{ m.role + ': ' + (m.content or '') + '\\n' }}{% endfor %}";
+  fs.writeFileSync(path.join(strict, 'tokenizer_config.json'), JSON.stringify(cfg));
+  const s2 = await startServer(binary, strict, ['--served-model-name', MODEL]);
+  try {
+    const r = await fetch(`${s2.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'a' }, { role: 'system', content: 'b' }] }) });
+    assert.equal(r.status, 400);
+    const body = await r.json();
+    assert.match(body.error.message, /role .{0,2}system.{0,2} must (?:precede an|follow a)/i);  // Claude Code's pattern
+    assert.match(body.error.message, /System messages must come first/);
+  } finally {
+    assert.equal((await s2.stop()).code, 0);
+  }
+});
+
 fs.rmSync(tmp, { recursive: true, force: true });
 t.finish();
