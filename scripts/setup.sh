@@ -37,18 +37,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Node packages used only by tests as references (pinned in tests/node/package.json).
-if [ -f tests/node/package.json ]; then
-  (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
-fi
-
-JOBS=$(nproc)
 step() {  # step NAME COMMAND...: runs it and says how long it took
   local name=$1 start=$SECONDS
   shift
   "$@"
   echo "setup: $name took $((SECONDS - start)) s"
 }
+
+# Node packages used only by tests as references (pinned in tests/node/package.json),
+# and the coding agents the agents.* tests run (tests/agents/package.json: about
+# 1.3 GB unpacked, native binaries; they need no network when run).
+if [ -f tests/node/package.json ]; then
+  (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [ -f tests/agents/package.json ]; then
+  step "coding agents (npm)" bash -c 'cd tests/agents && npm ci --no-audit --no-fund --loglevel=error'
+fi
+
+JOBS=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 step "release tree" cmake --build build -j "$JOBS"
 # The CUDA backend is compiled in build/ (where nvcc exists); the sanitizer trees check the CPU code.

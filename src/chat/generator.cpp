@@ -44,14 +44,19 @@ int64_t Generator::max_new_tokens(const Request& req, int64_t prompt_tokens) con
   const int64_t ctx = context_;
   if (prompt_tokens <= 0) bad_field(req.kind == Request::Kind::Chat ? "messages" : "prompt", "the prompt is empty");
   if (ctx <= 0) return req.max_tokens.value_or(int64_t(1) << 20);
+  // OpenAI's wording (the Anthropic route words these its own way before they get here).
+  const bool chat = req.kind == Request::Kind::Chat;
   if (prompt_tokens >= ctx)
-    throw ApiError(400, "invalid_request_error", req.kind == Request::Kind::Chat ? "messages" : "prompt",
-                   "context_length_exceeded",
-                   fmt::format("this model's context length is {} tokens, and the prompt has {}", ctx, prompt_tokens));
+    throw ApiError(400, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded",
+                   fmt::format("This model's maximum context length is {} tokens. However, your {} resulted in {} "
+                               "tokens. Please reduce the length of the {}.",
+                               ctx, chat ? "messages" : "prompt", prompt_tokens, chat ? "messages" : "prompt"));
   if (req.max_tokens && prompt_tokens + *req.max_tokens > ctx)
     throw ApiError(400, "invalid_request_error", "max_tokens", "context_length_exceeded",
-                   fmt::format("this model's context length is {} tokens: the prompt ({}) plus max_tokens ({}) exceeds it",
-                               ctx, prompt_tokens, *req.max_tokens));
+                   fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
+                               "({} in the {}, {} in the completion). Please reduce the length of the {} or completion.",
+                               ctx, prompt_tokens + *req.max_tokens, prompt_tokens, chat ? "messages" : "prompt",
+                               *req.max_tokens, chat ? "messages" : "prompt"));
   return req.max_tokens.value_or(ctx - prompt_tokens);
 }
 

@@ -18,9 +18,23 @@ namespace {
 const std::set<std::string> kAnnotations = {"description", "title", "default", "examples", "$schema", "$comment",
                                             "strict", "$id"};
 
+// Keywords that only narrow which values are valid (bounds, patterns, formats...): a
+// value that ignores them still has the schema's shape. The arguments of a forced call
+// of a tool that is not strict are held to the shape only, as under the reference APIs,
+// which do not promise more than that for such tools either; a strict tool's or a
+// response format's schema with one of them is refused.
+const std::set<std::string> kValueChecks = {
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "pattern", "format",
+    "minProperties", "maxProperties", "uniqueItems", "contains", "minContains", "maxContains", "propertyNames",
+    "patternProperties", "dependentRequired", "dependentSchemas", "if", "then", "else", "not", "allOf",
+    "contentEncoding", "contentMediaType", "contentSchema", "readOnly", "writeOnly", "deprecated",
+    "unevaluatedProperties", "unevaluatedItems", "$anchor", "$dynamicAnchor", "$vocabulary"};
+
 class SchemaCompiler {
  public:
-  SchemaCompiler(Grammar& g, const json& root, std::string param) : g_(g), root_(root), param_(std::move(param)) {}
+  // `lenient`: keywords of kValueChecks are not enforced (a tool that is not strict).
+  SchemaCompiler(Grammar& g, const json& root, std::string param, bool lenient = false)
+      : g_(g), root_(root), param_(std::move(param)), lenient_(lenient) {}
 
   Grammar::Id value(const json& s, const std::string& path) {
     if (s.is_boolean()) {
@@ -32,9 +46,9 @@ class SchemaCompiler {
                                                 "enum", "const", "anyOf", "oneOf", "$ref", "$defs", "definitions",
                                                 "minItems", "maxItems", "minLength", "maxLength"};
     for (const auto& [k, v] : s.items())
-      if (!known.count(k) && !kAnnotations.count(k))
-        bad_field(path + "." + k, "'{}.{}': the schema keyword '{}' cannot be enforced by this server's grammar",
-                  path, k, k);
+      if (!known.count(k) && !kAnnotations.count(k) && !(lenient_ && kValueChecks.count(k)))
+        bad_field(path + "." + k, "'{}.{}': the schema keyword '{}' cannot be enforced by this server's grammar{}",
+                  path, k, k, kValueChecks.count(k) ? " (it is not enforced for a tool that is not strict)" : "");
     if (s.contains("$ref")) return ref(s["$ref"], path + ".$ref");
     if (s.contains("const")) return g_.lit(s["const"].dump());
     if (s.contains("enum")) {
@@ -197,6 +211,7 @@ class SchemaCompiler {
   Grammar& g_;
   const json& root_;
   std::string param_;
+  bool lenient_ = false;
   Grammar::Id any_ = -1;
   std::map<std::string, Grammar::Id> refs_;
 };
@@ -288,7 +303,7 @@ std::shared_ptr<const Grammar> json_object_grammar() {
 
 std::shared_ptr<const Grammar> tool_call_grammar(const ReplySyntax& syn, const json& tools,
                                                  const std::vector<std::string>& allowed, bool parallel,
-                                                 int64_t reasoning_bytes) {
+                                                 const std::set<std::string>& strict, int64_t reasoning_bytes) {
   auto g = std::make_shared<Grammar>();
   std::vector<Grammar::Id> calls;
   const std::string& fam = syn.name;
@@ -297,7 +312,7 @@ std::shared_ptr<const Grammar> tool_call_grammar(const ReplySyntax& syn, const j
     const json* params = tool_parameters(tools, name, &index);
     const std::string path = fmt::format("tools[{}].function.parameters", index);
     const json empty = json::object();
-    SchemaCompiler sc(*g, params ? *params : empty, path);
+    SchemaCompiler sc(*g, params ? *params : empty, path, /*lenient=*/!strict.count(name));
     const Grammar::Id args = params ? sc.value(*params, path) : sc.any_object();
     const std::string qname = json(name).dump();
     if (fam == "qwen3") {

@@ -11,10 +11,13 @@
 // const, array with items / minItems / maxItems, string, number, integer,
 // boolean, null, anyOf / oneOf (as alternatives), $ref to #/$defs/... or
 // #/definitions/...; annotations (description, title, default, examples,
-// $schema, $comment, strict) are ignored. Any other keyword is a 400 naming
-// it. Whitespace: at most one space after ':' and ','.
+// $schema, $comment, strict) are ignored. Value checks (minimum, pattern,
+// format, allOf...) are not enforced in a forced call of a tool that is not
+// strict; any other keyword is a 400 naming it. Whitespace: at most one space
+// after ':' and ','.
 #pragma once
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,8 +36,11 @@ std::shared_ptr<const Grammar> json_object_grammar();
 // the names the reply may call (all of them for "required"). The syntax's name
 // picks the call format (qwen3, deepseek_v3, kimi_k2, kimi_k3, gpt_oss); a reply that
 // starts inside reasoning may reason first (at most `reasoning_bytes`, no '<').
+// `strict`: the tools whose schemas are enforced whole; the others' value checks
+// (minimum, pattern, format...) are not enforced, only their shape.
 std::shared_ptr<const Grammar> tool_call_grammar(const ReplySyntax& syntax, const nlohmann::json& tools,
                                                  const std::vector<std::string>& allowed, bool parallel,
+                                                 const std::set<std::string>& strict = {},
                                                  int64_t reasoning_bytes = 2048);
 
 }  // namespace sluice::chat

@@ -34,16 +34,18 @@ void ReplyDelta::append(ReplyDelta&& o) {
   content += o.content;
   reasoning += o.reasoning;
   for (auto& c : o.tool_calls) tool_calls.push_back(std::move(c));
-}
-
-std::string new_tool_call_id() {
-  static std::atomic<uint64_t> counter{0};
-  static const uint64_t salt = std::random_device{}() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-  std::mt19937_64 g(salt + counter.fetch_add(1));
-  static const char* chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += chars[g() % 62];
-  return id;
+  for (auto& p : o.call_parts) {
+    // Parts of the same call that follow each other merge into one.
+    if (!call_parts.empty() && call_parts.back().index == p.index && !call_parts.back().ends && !call_parts.back().cut) {
+      ToolCallPart& last = call_parts.back();
+      last.arguments += p.arguments;
+      last.ends = p.ends;
+      last.cut = p.cut;
+      if (p.begins) last.begins = true, last.id = p.id, last.name = p.name;
+    } else {
+      call_parts.push_back(std::move(p));
+    }
+  }
 }
 
 ReplySyntax deepseek_v3_syntax() {
@@ -53,24 +55,7 @@ ReplySyntax deepseek_v3_syntax() {
   s.section_end = "<｜tool▁calls▁end｜>";
   s.call_begin = "<｜tool▁call▁begin｜>";
   s.call_end = "<｜tool▁call▁end｜>";
-  s.parse_call = [](std::string_view body) -> std::optional<ToolCall> {
-    const std::string_view sep = "<｜tool▁sep｜>";
-    auto p = body.find(sep);
-    if (p == std::string_view::npos) return std::nullopt;
-    std::string_view rest = body.substr(p + sep.size());
-    auto nl = rest.find('\n');
-    ToolCall c;
-    c.id = new_tool_call_id();
-    c.name = std::string(trim(rest.substr(0, nl)));
-    std::string_view args = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    args = trim(args);
-    if (args.substr(0, 7) == "```json") args.remove_prefix(7);
-    else if (args.substr(0, 3) == "```") args.remove_prefix(3);
-    if (args.size() >= 3 && args.substr(args.size() - 3) == "```") args.remove_suffix(3);
-    c.arguments = std::string(trim(args));
-    if (c.name.empty()) return std::nullopt;
-    return c;
-  };
+  s.call_reader = deepseek_v3_call_reader;
   return s;
 }
 
@@ -81,21 +66,7 @@ ReplySyntax kimi_k2_syntax() {
   s.section_end = "<|tool_calls_section_end|>";
   s.call_begin = "<|tool_call_begin|>";
   s.call_end = "<|tool_call_end|>";
-  s.parse_call = [](std::string_view body) -> std::optional<ToolCall> {
-    const std::string_view sep = "<|tool_call_argument_begin|>";
-    auto p = body.find(sep);
-    if (p == std::string_view::npos) return std::nullopt;
-    ToolCall c;
-    c.id = std::string(trim(body.substr(0, p)));  // functions.NAME:IDX
-    std::string_view name = c.id;
-    if (name.substr(0, 10) == "functions.") name.remove_prefix(10);
-    auto colon = name.rfind(':');
-    if (colon != std::string_view::npos) name = name.substr(0, colon);
-    c.name = std::string(name);
-    c.arguments = std::string(trim(body.substr(p + sep.size())));
-    if (c.name.empty()) return std::nullopt;
-    return c;
-  };
+  s.call_reader = kimi_k2_call_reader;
   return s;
 }
 
@@ -104,16 +75,7 @@ ReplySyntax qwen3_syntax() {
   s.name = "qwen3";
   s.call_begin = "<tool_call>";
   s.call_end = "</tool_call>";
-  s.parse_call = [](std::string_view body) -> std::optional<ToolCall> {
-    nlohmann::json j = nlohmann::json::parse(trim(body), nullptr, false);
-    if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
-    ToolCall c;
-    c.id = new_tool_call_id();
-    c.name = j["name"].get<std::string>();
-    const auto& a = j.contains("arguments") ? j["arguments"] : nlohmann::json::object();
-    c.arguments = a.is_string() ? a.get<std::string>() : a.dump();
-    return c;
-  };
+  s.call_reader = qwen3_call_reader;
   return s;
 }
 
@@ -127,11 +89,7 @@ ReplySyntax kimi_k3_syntax() {
   s.section_end = "<|close|>tools<|sep|>";
   s.call_begin = "<|open|>call ";
   s.call_end = "<|close|>call<|sep|>";
-  s.parse_call = [](std::string_view body) -> std::optional<ToolCall> {
-    auto c = text::xtml_parse_call_text(body);
-    if (!c) return std::nullopt;
-    return ToolCall{new_tool_call_id(), c->name, c->arguments};
-  };
+  s.call_reader = kimi_k3_call_reader;
   return s;
 }
 
@@ -147,18 +105,7 @@ ReplySyntax gpt_oss_syntax() {
   // stops (<|call|> is a stop token), or at <|call|> when it is shown.
   s.call_begin = "to=functions.";
   s.call_end = "<|call|>";
-  s.parse_call = [](std::string_view body) -> std::optional<ToolCall> {
-    const std::string_view msg = "<|message|>";
-    const auto m = body.find(msg);
-    if (m == std::string_view::npos) return std::nullopt;
-    const auto name_end = body.find_first_of(" <", 0);
-    if (name_end == 0 || name_end > m) return std::nullopt;
-    ToolCall c;
-    c.id = new_tool_call_id();
-    c.name = std::string(body.substr(0, name_end));
-    c.arguments = std::string(trim(body.substr(m + msg.size())));
-    return c;
-  };
+  s.call_reader = gpt_oss_call_reader;
   return s;
 }
 
@@ -215,7 +162,8 @@ void ReplyParser::step(ReplyDelta& out, bool final) {
           buf_.erase(0, best + which->size());
           if (which == &syn_.think_begin) mode_ = Mode::Reasoning;
           else if (which != &open_calls) continue;  // a dropped marker: still content
-          else mode_ = syn_.section_begin.empty() ? Mode::Call : Mode::Section;
+          else if (syn_.section_begin.empty()) start_call();
+          else mode_ = Mode::Section;
           continue;
         }
         size_t hold = 0;
@@ -249,7 +197,7 @@ void ReplyParser::step(ReplyDelta& out, bool final) {
         auto pc = b.find(syn_.call_begin), pe = b.find(syn_.section_end);
         if (pc != std::string_view::npos && (pe == std::string_view::npos || pc < pe)) {
           buf_.erase(0, pc + syn_.call_begin.size());
-          mode_ = Mode::Call;
+          start_call();
           continue;
         }
         if (pe != std::string_view::npos) {
@@ -264,24 +212,20 @@ void ReplyParser::step(ReplyDelta& out, bool final) {
         return;
       }
       case Mode::Call: {
-        auto p = b.find(syn_.call_end);
+        const auto p = b.find(syn_.call_end);
+        // Everything but a possible start of the end marker goes to the reader now.
+        const size_t upto = p != std::string_view::npos ? p : final ? b.size() : b.size() - partial_tail(b, syn_.call_end);
+        feed_call(out, b.substr(0, upto));
+        buf_.erase(0, upto);
         if (p == std::string_view::npos && !final) return;
-        std::string_view body = b.substr(0, p);
-        auto call = syn_.parse_call(body);
-        if (call) {
-          out.tool_calls.push_back(std::move(*call));
-          ++calls_;
-        } else {
-          // Not a call after all: keep the text visible rather than lose it.
-          emit_text(out, syn_.call_begin);
-          emit_text(out, body);
-          if (p != std::string_view::npos) emit_text(out, syn_.call_end);
-        }
-        if (p == std::string_view::npos) {
+        const bool marked = p != std::string_view::npos;
+        if (marked) buf_.erase(0, syn_.call_end.size());
+        end_call(out, marked);
+        if (!marked) {
           buf_.clear();
+          mode_ = Mode::Content;
           return;
         }
-        buf_.erase(0, p + syn_.call_end.size());
         mode_ = syn_.section_begin.empty() ? Mode::Content : Mode::Section;
         continue;
       }
@@ -296,12 +240,75 @@ ReplyDelta ReplyParser::push(std::string_view text) {
   return out;
 }
 
-ReplyDelta ReplyParser::finish() {
+ReplyDelta ReplyParser::finish(bool cut) {
   ReplyDelta out;
+  if (cut) {
+    step(out, false);  // what is certain goes out; a held possible marker start does not
+    if (mode_ == Mode::Call) {
+      if (announced_) {
+        ToolCallPart part;
+        part.index = size_t(calls_);
+        part.cut = true;
+        out.call_parts.push_back(std::move(part));
+      }
+      reader_.reset();
+    }
+    buf_.clear();
+    mode_ = Mode::Content;
+  }
   step(out, true);
   if (calls_ == 0) out.content += ws_;
   ws_.clear();
   return out;
+}
+
+void ReplyParser::start_call() {
+  mode_ = Mode::Call;
+  reader_ = syn_.call_reader();
+  call_text_.clear();
+  call_args_.clear();
+  announced_ = false;
+}
+
+void ReplyParser::feed_call(ReplyDelta& out, std::string_view text) {
+  call_text_.append(text);
+  std::string args = reader_->feed(text);
+  if (!reader_->has_head()) return;
+  ToolCallPart part;
+  part.index = size_t(calls_);
+  if (!announced_) {
+    announced_ = true;
+    part.begins = true;
+    part.id = reader_->id();
+    part.name = reader_->name();
+  }
+  call_args_ += args;
+  part.arguments = std::move(args);
+  if (part.begins || !part.arguments.empty()) out.call_parts.push_back(std::move(part));
+}
+
+void ReplyParser::end_call(ReplyDelta& out, bool marked) {
+  std::optional<std::string> rest = reader_->finish();
+  if (!rest) {
+    // Not a call after all: keep the text visible rather than lose it.
+    emit_text(out, syn_.call_begin);
+    emit_text(out, call_text_);
+    if (marked) emit_text(out, syn_.call_end);
+  } else {
+    ToolCallPart part;
+    part.index = size_t(calls_);
+    if (!announced_) part.begins = true, part.id = reader_->id(), part.name = reader_->name();
+    part.arguments = *rest;
+    part.ends = true;
+    call_args_ += *rest;
+    out.call_parts.push_back(std::move(part));
+    out.tool_calls.push_back(ToolCall{reader_->id(), reader_->name(), call_args_});
+    ++calls_;
+  }
+  reader_.reset();
+  call_text_.clear();
+  call_args_.clear();
+  announced_ = false;
 }
 
 }  // namespace sluice::chat

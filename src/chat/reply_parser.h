@@ -11,16 +11,32 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/call_reader.h"
+
 namespace sluice::chat {
 
 struct ToolCall {
   std::string id, name, arguments;  // arguments: JSON text as the model wrote it
 };
 
+// A tool call's progress while it is generated, for streamed replies: the part
+// that begins a call carries its id and name, later parts the next piece of its
+// arguments (the pieces joined are the complete call's arguments), and the last
+// one says how it ended.
+struct ToolCallPart {
+  size_t index = 0;          // the call's place among the reply's calls
+  std::string id, name;      // set when `begins`
+  std::string arguments;     // the next piece of the arguments
+  bool begins = false;
+  bool ends = false;         // the call is complete (it is in ReplyDelta::tool_calls too)
+  bool cut = false;          // the reply was cut off (max_tokens) inside the call: it never completes
+};
+
 struct ReplyDelta {
   std::string content, reasoning;
-  std::vector<ToolCall> tool_calls;  // complete calls
-  bool empty() const { return content.empty() && reasoning.empty() && tool_calls.empty(); }
+  std::vector<ToolCall> tool_calls;       // calls completed here, with their whole arguments
+  std::vector<ToolCallPart> call_parts;   // the progress of calls, in order (complete or not)
+  bool empty() const { return content.empty() && reasoning.empty() && tool_calls.empty() && call_parts.empty(); }
   void append(ReplyDelta&& o);
 };
 
@@ -33,8 +49,8 @@ struct ReplySyntax {
   std::string call_begin, call_end;
   // Structure that may appear in the content and is not content (K3's channel tags).
   std::vector<std::string> drop_markers;
-  // Parses the text between call_begin and call_end; nullopt if malformed.
-  std::function<std::optional<ToolCall>(std::string_view body)> parse_call;
+  // Reads the text between call_begin and call_end as it arrives (chat/call_reader.h).
+  std::function<std::unique_ptr<CallReader>()> call_reader;
 };
 
 ReplySyntax deepseek_v3_syntax();  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{..}\n```<｜tool▁call▁end｜>
@@ -49,15 +65,16 @@ ReplySyntax kimi_k3_syntax();
 // " to=functions.NAME" before <|channel|>), ended by the <|call|> stop token.
 ReplySyntax gpt_oss_syntax();
 
-// A fresh "call_..." id, unique within the process.
-std::string new_tool_call_id();
-
 class ReplyParser {
  public:
   // tools: whether tool calls are parsed at all (the request offered tools).
   ReplyParser(ReplySyntax syntax, bool tools);
   ReplyDelta push(std::string_view text);
-  ReplyDelta finish();  // end of generation: releases held text, closes open blocks
+  // End of generation: releases held text, closes open blocks. `cut`: max_tokens
+  // ended the reply, so a call being written is incomplete: it is dropped (its
+  // parts so far end with `cut`), and a held possible start of a marker is dropped
+  // rather than shown as text.
+  ReplyDelta finish(bool cut = false);
   int calls_seen() const { return calls_; }
   bool in_reasoning() const { return mode_ == Mode::Reasoning; }  // inside the reasoning block now
 
@@ -65,6 +82,11 @@ class ReplyParser {
   enum class Mode { Content, Reasoning, Section, Call };
   void step(ReplyDelta& out, bool final);
   void emit_text(ReplyDelta& out, std::string_view text);
+  // Feeds call text to the reader, announcing the call once its head is read.
+  void start_call();
+  void feed_call(ReplyDelta& out, std::string_view text);
+  // The call's text is complete (`marked`: by its end marker, else by the end of generation).
+  void end_call(ReplyDelta& out, bool marked);
   ReplySyntax syn_;
   bool tools_;
   Mode mode_;
@@ -73,6 +95,10 @@ class ReplyParser {
   bool any_content_ = false;
   bool after_think_ = false;
   int calls_ = 0;
+  std::unique_ptr<CallReader> reader_;  // the call being read (Mode::Call)
+  std::string call_text_;                // its text so far, shown if it turns out not to be a call
+  std::string call_args_;                // its arguments so far
+  bool announced_ = false;               // its head went out as a part
 };
 
 }  // namespace sluice::chat

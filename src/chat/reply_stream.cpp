@@ -41,11 +41,13 @@ bool ReplyStream::allowed(int32_t t) const {
 
 bool ReplyStream::release(const std::string& text, bool final) {
   ReplyDelta d = parser_.push(text);
-  if (final) d.append(parser_.finish());
+  // Cut off by max_tokens (not stopped): a call still being written is dropped.
+  if (final) d.append(parser_.finish(/*cut=*/!stopped_));
   if (!req_.parallel_tool_calls) {
     // Only the first call is returned when the client asked for one call at a time.
     if (calls_emitted_ > 0) d.tool_calls.clear();
     if (d.tool_calls.size() > 1) d.tool_calls.resize(1);
+    std::erase_if(d.call_parts, [](const ToolCallPart& p) { return p.index > 0; });
   }
   calls_emitted_ += int(d.tool_calls.size());
   if (d.empty() && !final) return true;
@@ -67,6 +69,7 @@ bool ReplyStream::take(int32_t token) {
   ++completion_tokens_;
   if (req_.logprobs) pending_lp_.push_back({token, picked_.logprob, std::move(picked_.top)});
   const auto now = std::chrono::steady_clock::now();  // a verification pass is shared by its tokens
+  if (completion_tokens_ == 1) first_token_at_ = now;
   counters_.add_token(std::chrono::duration<double>(now - last_).count());
   last_ = now;
   if (is_stop(token)) {
@@ -100,6 +103,7 @@ bool ReplyStream::take(int32_t token) {
 
 void ReplyStream::finish(Outcome& out) {
   out.completion_tokens = completion_tokens_;
+  out.first_token_at = first_token_at_;
   out.reasoning_tokens = reasoning_tokens_;
   if (cancelled_) {
     out.cancelled = true;

@@ -35,6 +35,8 @@ struct Outcome {
   // Of completion_tokens, those generated inside the reasoning block (its end marker included).
   int64_t reasoning_tokens = 0;
   bool cancelled = false;
+  // When the first token was generated (the epoch when none was), for the server's request log.
+  std::chrono::steady_clock::time_point first_token_at{};
   // Prompt scoring (max_tokens 0 with logprobs): one entry per prompt token, each
   // token's log-probability given those before it; the first has none (NaN).
   std::vector<LogprobEntry> prompt_logprobs;
@@ -80,7 +82,7 @@ class ReplyStream {
   int64_t completion_tokens_ = 0;
   int64_t reasoning_tokens_ = 0;
   bool stopped_ = false, cancelled_ = false;
-  std::chrono::steady_clock::time_point last_;
+  std::chrono::steady_clock::time_point last_, first_token_at_{};
 };
 
 }  // namespace sluice::chat

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,14 @@ struct Request {
   nlohmann::json messages = nlohmann::json::array();
   nlohmann::json tools;
   bool parallel_tool_calls = true;
+  // Freeform tools (input is text): declared in `tools` as functions with one string
+  // parameter, `input`; the writers return their calls as that text (server/freeform_tools.h).
+  std::set<std::string> freeform_tools;
+  // Tools marked strict: a forced call's arguments must match their whole schema (value
+  // checks too); other tools' forced calls keep the schema's shape (chat/output_grammar.h).
+  std::set<std::string> strict_tools;
   std::string reasoning_effort;  // "" (the model's default), none, low, medium, high or max
+  bool reasoning_hidden = false;  // the client asked not to be shown the reasoning (Anthropic's display "omitted")
 
   // Completions: the prompt as text, or as token ids.
   std::string prompt_text;

@@ -17,7 +17,9 @@ namespace sluice::cli {
 namespace {
 
 void add_serve_command(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat completions, completions, models) with a chat page at /");
+  auto* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible and Anthropic-compatible HTTP server (chat completions, completions, Responses, "
+               "Messages) with a chat page at /");
   struct Opts {
     std::string model, name, draft_model;
     MemoryRequest mem;
@@ -27,6 +29,8 @@ void add_serve_command(CLI::App& app, Action& action) {
     double header_timeout_s = 10;
     double request_timeout_s = 0;
     double prefill_slice_s = -1;  // -1: as the plan suits
+    double keep_alive_s = 5;
+    bool no_request_log = false;
     double prompt_cache_gb = 8;
     server::ServerOptions s;
   };
@@ -73,6 +77,13 @@ void add_serve_command(CLI::App& app, Action& action) {
                   "Seconds a generation request may take from its arrival (waiting, prefill, decoding); past it "
                   "the work stops within a layer and the client gets a request_timeout error (0: no limit)")
       ->capture_default_str();
+  cmd->add_option("--keep-alive", o->keep_alive_s,
+                  "Seconds a streamed reply may go without a byte while it is queued or its prompt is prefilled "
+                  "before a keep-alive is sent (SSE comment, Anthropic ping, Responses in_progress event)")
+      ->capture_default_str();
+  cmd->add_flag("--no-request-log", o->no_request_log,
+                "Do not print a line per generation request (id, endpoint, prompt / cached / new tokens, queue wait, "
+                "time to first token, tokens/s, finish reason)");
   cmd->add_option("--max-connections-per-client", o->s.transport.max_connections_per_client,
                   "Open connections one client address may hold; more get 429")
       ->capture_default_str();
@@ -98,6 +109,10 @@ void add_serve_command(CLI::App& app, Action& action) {
       o->s.request_timeout = std::chrono::milliseconds(int64_t(o->request_timeout_s * 1000));
       if (o->prefill_slice_s != -1 && !(o->prefill_slice_s >= 0 && o->prefill_slice_s <= 3600))
         fail("--prefill-slice must be in [0, 3600] seconds, got {}", o->prefill_slice_s);
+      if (!(o->keep_alive_s >= 0.1 && o->keep_alive_s <= 3600))
+        fail("--keep-alive must be in [0.1, 3600] seconds, got {}", o->keep_alive_s);
+      o->s.keep_alive = std::chrono::milliseconds(int64_t(o->keep_alive_s * 1000));
+      o->s.log_requests = !o->no_request_log;
       server::check_options(o->s, o->speculate || !o->draft_model.empty());
       if (!(o->prompt_cache_gb > 0)) fail("--prompt-cache-max must be positive, got {}", o->prompt_cache_gb);
       o->s.cache.disk_bytes = uint64_t(o->prompt_cache_gb * 1e9);

@@ -22,7 +22,10 @@ namespace sluice::server {
 // stop_sequences, temperature, top_p, top_k, metadata, stream, tools (input_schema),
 // tool_choice auto / any / tool / none (+ disable_parallel_tool_use), thinking
 // enabled / disabled (as reasoning_effort max / none). count_tokens: only the fields that shape the prompt.
-chat::Request parse_anthropic_request(const nlohmann::json& body, const RequestLimits& limits, bool count_tokens = false);
+// Fields of the current reference that concern provider features are ignored and
+// listed in `notes`; server tools are left out and named there.
+chat::Request parse_anthropic_request(const nlohmann::json& body, const RequestLimits& limits, bool count_tokens = false,
+                                      RequestNotes* notes = nullptr);
 
 nlohmann::json anthropic_error_body(const chat::ApiError& e);
 

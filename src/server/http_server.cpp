@@ -17,6 +17,7 @@
 #include "server/batch_runner.h"
 #include "server/api_error.h"
 #include "server/chat_page.h"
+#include "server/heartbeat.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/openai_writer.h"
@@ -48,6 +49,7 @@ using nlohmann::json;
 namespace {
 
 const char* kJson = "application/json";
+using Clock = std::chrono::steady_clock;
 
 void send_error(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -141,6 +143,11 @@ struct HttpServer::Impl {
   void responses_route(const std::string& body, httplib::Response& res);
   void finish_preparation(Job& job) const;  // the forced-call grammar, the context check
   void start_reply(const std::shared_ptr<Job>& job, httplib::Response& res);
+  // Ignored fields counted in /metrics; dropped hosted tools named in a header.
+  void note(Job& job, httplib::Response& res);
+  // The per-request log line: id, endpoint, prompt / cached / new tokens, queue wait,
+  // time to first token, tokens/s, and how it ended (`end`, or the finish reason).
+  void log_request(const Job& job, const Outcome& o, const std::string& end) const;
 };
 
 void HttpServer::Impl::setup() {
@@ -311,10 +318,15 @@ struct HttpServer::Impl::Job {
   bool past_deadline() const { return std::chrono::steady_clock::now() >= deadline; }
   Request req;
   std::vector<int32_t> prompt;
-  std::unique_ptr<ReplyWriter> writer;  // set when the turn comes
+  std::unique_ptr<ReplyWriter> writer;  // set before the reply starts
   std::shared_ptr<GenerationQueue::Turn> turn;
   std::string echo_text;
   int fd = -1;  // the client's socket, polled for its close (-1: none to poll)
+  Route route = Route::Other;
+  std::string id;  // the reply's id, for the request log
+  RequestNotes notes;
+  Clock::time_point arrived = Clock::now(), started{};  // started: the turn came
+  bool waiting = false;  // the reply's status line went out while the request still waits for its turn
 };
 
 std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::new_job() const {
@@ -331,7 +343,9 @@ std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::prepare_openai(const st
   limits.default_seed = std::random_device{}();
   limits.defaults = opts.sampling_defaults;
   auto job = new_job();
-  job->req = kind == Request::Kind::Chat ? parse_chat_request(body, limits) : parse_completion_request(body, limits);
+  job->route = kind == Request::Kind::Chat ? Route::ChatCompletions : Route::Completions;
+  job->req = kind == Request::Kind::Chat ? parse_chat_request(body, limits, &job->notes)
+                                         : parse_completion_request(body, limits);
   Request& req = job->req;
   if (req.model != opts.model_name)
     throw ApiError(404, "invalid_request_error", "model", "model_not_found",
@@ -363,9 +377,21 @@ void HttpServer::Impl::finish_preparation(Job& job) const {
     if (req.tool_choice == Request::ToolChoice::Named) allowed.push_back(req.tool_choice_name);
     else
       for (const auto& t : req.tools) allowed.push_back(t["function"]["name"].get<std::string>());
-    req.grammar = tool_call_grammar(codec.reply_syntax(job.prompt), req.tools, allowed, req.parallel_tool_calls);
+    req.grammar = tool_call_grammar(codec.reply_syntax(job.prompt), req.tools, allowed, req.parallel_tool_calls,
+                                    req.strict_tools);
   }
   generator.max_new_tokens(req, int64_t(job.prompt.size()));  // 400 now rather than after queueing
+}
+
+void HttpServer::Impl::note(Job& job, httplib::Response& res) {
+  for (const auto& f : job.notes.ignored) metrics.count_ignored(job.route, f);
+  if (!job.notes.dropped_tools.empty()) {
+    std::string names;
+    for (const auto& t : job.notes.dropped_tools) names += (names.empty() ? "" : ", ") + t;
+    // Hosted tools this server cannot run were not offered to the model.
+    res.set_header("sluice-dropped-tools", names);
+    metrics.count_dropped_tools(job.route, int64_t(job.notes.dropped_tools.size()));
+  }
 }
 
 void HttpServer::Impl::start_reply(const std::shared_ptr<Job>& job, httplib::Response& res) {
@@ -383,18 +409,51 @@ void HttpServer::Impl::anthropic_route(const std::string& raw_body, httplib::Res
     limits.default_seed = std::random_device{}();
     limits.defaults = opts.sampling_defaults;
     auto job = new_job();
-    job->req = parse_anthropic_request(parse_json_body(raw_body), limits, count_tokens);
+    job->route = count_tokens ? Route::CountTokens : Route::Messages;
+    job->req = parse_anthropic_request(parse_json_body(raw_body), limits, count_tokens, &job->notes);
     if (job->req.model != opts.model_name)
       throw ApiError(404, "not_found_error", "model", "",
                      fmt::format("model '{}' does not exist; this server serves '{}'", job->req.model, opts.model_name));
-    job->prompt = codec.render_chat(job->req.messages, job->req.tools, ChatOptions{job->req.reasoning_effort});
+    try {
+      job->prompt = codec.render_chat(job->req.messages, job->req.tools, ChatOptions{job->req.reasoning_effort});
+    } catch (const ApiError& e) {
+      // A template that cannot place a system message after the conversation has begun:
+      // said the way Claude Code recognises, so it sends the conversation again without one.
+      const json& ms = job->req.messages;
+      bool late_system = false;
+      for (size_t i = 1; i < ms.size(); ++i) late_system = late_system || (ms[i]["role"] == "system" && ms[i - 1]["role"] != "system");
+      if (!late_system) throw;
+      throw ApiError(e.status(), e.type(), "messages", e.code(),
+                     fmt::format("role \"system\" must precede any user or assistant message for this model's chat "
+                                 "template ({})",
+                                 e.what()));
+    }
+    note(*job, res);
+    const int64_t prompt_tokens = int64_t(job->prompt.size());
+    if (job->notes.edit_trigger > 0 && prompt_tokens >= job->notes.edit_trigger)
+      throw ApiError(400, "invalid_request_error", "context_management", "",
+                     fmt::format("{} would act on this prompt of {} tokens (its trigger is {}): this server does not "
+                                 "clear or compact context",
+                                 job->notes.edit_name, prompt_tokens, job->notes.edit_trigger));
     if (count_tokens) {
-      res.set_content(to_text({{"input_tokens", job->prompt.size()}}), kJson);
+      res.set_content(to_text({{"input_tokens", prompt_tokens}}), kJson);
       return;
     }
+    // Anthropic's own wording: Claude Code compacts the conversation on the first and
+    // lowers max_tokens on the second (it reads the numbers back).
+    const int64_t ctx = opts.context_length;
+    if (ctx > 0 && prompt_tokens >= ctx)
+      throw ApiError(400, "invalid_request_error", "messages", "context_length_exceeded",
+                     fmt::format("prompt is too long: {} tokens > {} maximum", prompt_tokens, ctx - 1));
+    if (ctx > 0 && prompt_tokens + *job->req.max_tokens > ctx)
+      throw ApiError(400, "invalid_request_error", "max_tokens", "context_length_exceeded",
+                     fmt::format("input length and `max_tokens` exceed context limit: {} + {} > {}, decrease input "
+                                 "length or `max_tokens` and try again",
+                                 prompt_tokens, *job->req.max_tokens, ctx));
     finish_preparation(*job);
+    job->id = new_response_id("msg_");
+    job->writer = make_anthropic_writer(job->req, job->id, opts.model_name, prompt_tokens);
     if (!wait_for_turn(*job, res)) return;
-    job->writer = make_anthropic_writer(job->req, new_response_id("msg_"), opts.model_name, int64_t(job->prompt.size()));
     start_reply(job, res);
   } catch (const ApiError& e) {
     res.status = e.status();
@@ -408,19 +467,32 @@ void HttpServer::Impl::responses_route(const std::string& raw_body, httplib::Res
     limits.vocab = model.info().vocab;
     limits.default_seed = std::random_device{}();
     limits.defaults = opts.sampling_defaults;
-    ResponsesRequest rr = parse_responses_request(parse_json_body(raw_body), limits, &responses);
     auto job = new_job();
+    job->route = Route::Responses;
+    ResponsesRequest rr = parse_responses_request(parse_json_body(raw_body), limits, &responses, &job->notes);
     job->req = rr.req;
     if (job->req.model != opts.model_name)
       throw ApiError(404, "invalid_request_error", "model", "model_not_found",
                      fmt::format("model '{}' does not exist; this server serves '{}'", job->req.model, opts.model_name));
     job->prompt = codec.render_chat(job->req.messages, job->req.tools, ChatOptions{job->req.reasoning_effort});
-    finish_preparation(*job);
-    if (!wait_for_turn(*job, res)) return;
-    ResponsesReplyInfo info{new_response_id("resp_"), opts.model_name, unix_now(), int64_t(job->prompt.size())};
+    note(*job, res);
+    try {
+      finish_preparation(*job);
+    } catch (const ApiError& e) {
+      if (e.code() != "context_length_exceeded") throw;
+      // The Responses API's wording, and its field names.
+      throw ApiError(400, "invalid_request_error", e.param() == "max_tokens" ? "max_output_tokens" : "input",
+                     "context_length_exceeded",
+                     fmt::format("Your input exceeds the context window of this model. Please adjust your input and "
+                                 "try again. ({})",
+                                 e.what()));
+    }
+    job->id = new_response_id("resp_");
+    ResponsesReplyInfo info{job->id, opts.model_name, unix_now(), int64_t(job->prompt.size())};
     job->writer = make_responses_writer(rr, std::move(info), [this](const std::string& id, ResponseStore::Entry e) {
       responses.put(id, std::move(e));
     });
+    if (!wait_for_turn(*job, res)) return;
     start_reply(job, res);
   } catch (const ApiError& e) {
     send_error(res, e);
@@ -438,61 +510,147 @@ bool HttpServer::Impl::wait_for_turn(Job& job, httplib::Response& res) {
   job.turn = std::move(turn);
   job.fd = HttpTransport::current_socket();
   const int fd = job.fd;
-  const bool turn_came = job.turn->wait([this, fd, &job] { return stopping || job.past_deadline() || peer_closed(fd); });
+  // A streamed reply waits here at most one keep-alive interval; then its status line goes
+  // out and the rest of the wait happens in the content provider, with keep-alives.
+  const auto limit = Clock::now() + opts.keep_alive;
+  bool timed_out = false;
+  const bool turn_came = job.turn->wait([&] {
+    if (stopping || job.past_deadline() || peer_closed(fd)) return true;
+    return timed_out = job.writer->streaming() && Clock::now() >= limit;
+  });
   if (stopping)  // never started: the client may send it again elsewhere
     throw ApiError(503, "server_error", "", "server_shutdown", "the server is shutting down; send it again later");
-  if (!turn_came && job.past_deadline())
+  if (turn_came) {
+    job.started = Clock::now();
+  } else if (job.past_deadline()) {
+    log_request(job, {}, "request timeout while queued");
     throw ApiError(504, "server_error", "", "request_timeout",
                    fmt::format("the request waited longer than the server's --request-timeout of {} s for its turn",
                                double(opts.request_timeout.count()) / 1000));
-  if (!turn_came) {
+  } else if (timed_out && !peer_closed(fd)) {
+    job.waiting = true;
+  } else {
     res.status = 499;  // gone while waiting: never starts
+    log_request(job, {}, "client gone while queued");
     return false;
   }
   return true;
 }
 
+void HttpServer::Impl::log_request(const Job& job, const Outcome& o, const std::string& end) const {
+  if (!opts.log_requests) return;
+  const auto now = Clock::now();
+  auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  const bool started = job.started != Clock::time_point{};
+  const double queued = secs((started ? job.started : now) - job.arrived);
+  std::string line = fmt::format("sluice: {} {}: prompt {} tokens ({} cached, {} new), queued {:.2f} s", job.id.empty() ? "-" : job.id,
+                                 route_path(job.route), job.prompt.size(), o.cached_tokens,
+                                 int64_t(job.prompt.size()) - o.cached_tokens, queued);
+  if (o.first_token_at != Clock::time_point{}) {
+    const double decode = secs(now - o.first_token_at);
+    line += fmt::format(", first token {:.2f} s, {} tokens at {:.1f} tokens/s", secs(o.first_token_at - job.arrived),
+                        o.completion_tokens, o.completion_tokens > 1 && decode > 0 ? double(o.completion_tokens - 1) / decode : 0.0);
+  }
+  line += ", " + (end.empty() ? "finish " + (o.finish_reason.empty() ? std::string("none") : o.finish_reason) : end);
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
 bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
-  const auto started = std::chrono::steady_clock::now();
   ReplyWriter& w = *job.writer;
   const int fd = job.fd;
-  bool ok = true;
+  // Writes go through one lock: the heartbeat's thread writes keep-alives between them.
+  std::mutex io;
+  std::unique_ptr<Heartbeat> heartbeat;  // set and reset on this thread only
+  std::atomic<bool> ok{true};            // read without the lock by the socket checks
   bool wrote_this_token = false;
-  auto write = [&](const std::string& s) {
+  auto send = [&](const std::string& s) {  // `io` held
     if (ok && !s.empty()) ok = sink.write(s.data(), s.size());
-    wrote_this_token = true;
-    return ok;
+    return ok.load();
   };
+  auto write_locked = [&](const std::string& s) {  // `io` held, on this thread
+    send(s);
+    wrote_this_token = true;
+    if (heartbeat) heartbeat->touch();
+    return ok.load();
+  };
+  auto write = [&](const std::string& s) {
+    std::lock_guard lk(io);
+    return write_locked(s);
+  };
+  auto gone = [&] { return fd >= 0 ? peer_closed(fd) : !ok; };
+  write(w.begin());
+  if (job.waiting) {
+    // Still queued: keep-alives until the turn comes (or the client leaves, or the server stops).
+    for (;;) {
+      auto last = Clock::now();
+      const bool came = job.turn->wait(
+          [&] { return stopping || gone() || job.past_deadline() || Clock::now() - last >= opts.keep_alive; });
+      if (came) break;
+      if (job.past_deadline() && !stopping) {
+        write(w.error(fmt::format("the request waited longer than the server's --request-timeout of {} s for its turn",
+                                  double(opts.request_timeout.count()) / 1000),
+                      "server_error", "request_timeout"));
+        if (ok) sink.done();
+        tls_outcome = 504;
+        log_request(job, {}, "request timeout while queued");
+        return ok;
+      }
+      if (stopping) {
+        write(w.error("the server is shutting down; send it again later", "server_error", "server_shutdown"));
+        if (ok) sink.done();
+        tls_outcome = 503;
+        log_request(job, {}, "server shutting down while queued");
+        return ok;
+      }
+      if (gone() || !write(w.keep_alive())) {
+        tls_outcome = 499;
+        log_request(job, {}, "client gone while queued");
+        return false;
+      }
+    }
+    job.started = Clock::now();
+  }
   // Called once per prefill chunk and once per token. Without the socket, a
   // write is how a vanished client shows up (SSE comment, or whitespace before the JSON body).
   auto alive = [&] {
     if (stopping || job.past_deadline()) return false;
     if (fd >= 0) return ok && !peer_closed(fd);
-    if (!wrote_this_token) write(w.keep_alive());
+    std::lock_guard lk(io);
+    if (!wrote_this_token) write_locked(w.keep_alive());
     wrote_this_token = false;
-    return ok;
+    return ok.load();
   };
-  write(w.begin());
-  EmitFn emit = [&](const ReplyDelta& d, const std::vector<LogprobEntry>& lp) { return write(w.delta(d, lp)); };
+  if (w.streaming() && !runner)
+    heartbeat = std::make_unique<Heartbeat>(std::chrono::duration_cast<std::chrono::milliseconds>(opts.keep_alive), io,
+                                            [&] { send(w.keep_alive()); });
+  EmitFn emit = [&](const ReplyDelta& d, const std::vector<LogprobEntry>& lp) {
+    std::lock_guard lk(io);
+    return write_locked(w.delta(d, lp));
+  };
   Outcome o;
   try {
     if (runner)
       o = run_batched(job, write);
     else
       o = generator.run(job.req, job.prompt, emit, alive, [&](int64_t done, int64_t total) {
+        std::lock_guard lk(io);
         const std::string p = w.progress(done, total);
-        if (!p.empty()) write(p);
+        if (!p.empty()) write_locked(p);
       });
   } catch (const std::exception& e) {
+    heartbeat.reset();
     write(w.error(fmt::format("generation failed: {}", e.what()), "server_error", ""));
     sink.done();
     tls_outcome = 500;
+    log_request(job, o, fmt::format("failed: {}", e.what()));
     return true;
   }
+  heartbeat.reset();
   if (o.cancelled && ok && stopping) {  // the client is still there: tell it why
     write(w.error("the server is shutting down: the reply was cut short", "server_error", "server_shutdown"));
     if (ok) sink.done();
     tls_outcome = 503;
+    log_request(job, o, "cut short: server shutting down");
     return ok;
   }
   if (o.cancelled && ok && job.past_deadline()) {  // the server's own deadline
@@ -502,16 +660,19 @@ bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
                   "server_error", "request_timeout"));
     if (ok) sink.done();
     tls_outcome = 504;
+    log_request(job, o, "cut short: request timeout");
     return ok;
   }
   if (o.cancelled || !ok) {
     tls_outcome = 499;  // client closed the connection
+    log_request(job, o, "client gone");
     return false;
   }
   write(w.end(o));
   if (ok) sink.done();
-  metrics.add_request_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  metrics.add_request_seconds(std::chrono::duration<double>(Clock::now() - job.started).count());
   if (!ok) tls_outcome = 499;
+  log_request(job, o, ok ? "" : "client gone at the end");
   job.turn.reset();  // the next request may start now
   return ok;
 }
@@ -554,7 +715,7 @@ Outcome HttpServer::Impl::run_batched(Job& job, const std::function<bool(const s
   };
   runner->submit(std::move(b));
   // Until the scheduler is done with the request (the queue's turn is held that long).
-  auto last_write = std::chrono::steady_clock::now();
+  auto last_write = Clock::now();
   for (bool finished = false; !finished;) {
     std::vector<std::function<std::string(ReplyWriter&)>> pieces;
     {
@@ -567,15 +728,16 @@ Outcome HttpServer::Impl::run_batched(Job& job, const std::function<bool(const s
       const std::string text = piece(*job.writer);
       if (text.empty()) continue;
       if (!write(text)) ch->gone = true;
-      last_write = std::chrono::steady_clock::now();
+      last_write = Clock::now();
     }
     if (finished || ch->gone) continue;
-    if (job.fd >= 0) {
-      if (peer_closed(job.fd)) ch->gone = true;
-    } else if (std::chrono::steady_clock::now() - last_write > std::chrono::seconds(1)) {
-      // No socket to poll: a write is how a vanished client shows up.
-      if (!write(job.writer->keep_alive())) ch->gone = true;
-      last_write = std::chrono::steady_clock::now();
+    if (job.fd >= 0 && peer_closed(job.fd)) {
+      ch->gone = true;
+    } else if (Clock::now() - last_write > (job.fd >= 0 || job.writer->streaming() ? opts.keep_alive : std::chrono::seconds(1))) {
+      // A stream's keep-alive while the prompt is prefilled; without a socket to poll, a write
+      // is also how a vanished client shows up.
+      if ((job.fd < 0 || job.writer->streaming()) && !write(job.writer->keep_alive())) ch->gone = true;
+      last_write = Clock::now();
     }
   }
   if (ch->error) std::rethrow_exception(ch->error);
@@ -585,10 +747,11 @@ Outcome HttpServer::Impl::run_batched(Job& job, const std::function<bool(const s
 void HttpServer::Impl::openai_route(const std::string& raw_body, httplib::Response& res, Request::Kind kind) {
   try {
     auto job = prepare_openai(raw_body, kind);
-    if (!wait_for_turn(*job, res)) return;
-    const ResponseMeta meta{new_response_id(kind == Request::Kind::Chat ? "chatcmpl-" : "cmpl-"), unix_now(),
-                            opts.model_name};
+    note(*job, res);
+    job->id = new_response_id(kind == Request::Kind::Chat ? "chatcmpl-" : "cmpl-");
+    const ResponseMeta meta{job->id, unix_now(), opts.model_name};
     job->writer = make_openai_writer(job->req, meta, codec, job->echo_text);
+    if (!wait_for_turn(*job, res)) return;
     start_reply(job, res);
   } catch (const ApiError& e) {
     send_error(res, e);

@@ -44,6 +44,10 @@ struct ServerOptions {
   // What the chat page at / shows beyond the API's model fields: the memory
   // plan, the directory (server/chat_page.h; `sluice serve` fills it).
   nlohmann::json page_card;
+  // A streamed reply gets a keep-alive (SSE comment, Anthropic ping, Responses in_progress
+  // event) when it has written nothing for this long: while queued and while prefilling.
+  std::chrono::milliseconds keep_alive{5000};
+  bool log_requests = true;  // one line per generation request on stderr
 };
 
 // Refuses options no server can run with, naming the `sluice serve` flag;

@@ -47,6 +47,27 @@ const char* route_label(Route r) {
   return "other";
 }
 
+const char* route_path(Route r) {
+  switch (r) {
+    case Route::ChatCompletions: return "/v1/chat/completions";
+    case Route::Completions: return "/v1/completions";
+    case Route::Messages: return "/v1/messages";
+    case Route::CountTokens: return "/v1/messages/count_tokens";
+    case Route::Responses: return "/v1/responses";
+    default: return "-";
+  }
+}
+
+void Metrics::count_ignored(Route route, const std::string& field) {
+  std::lock_guard lk(mu_);
+  ++ignored_[{route, field}];
+}
+
+void Metrics::count_dropped_tools(Route route, int64_t n) {
+  std::lock_guard lk(mu_);
+  dropped_tools_[route] += uint64_t(n);
+}
+
 void Metrics::count_request(Route route, int status) {
   std::lock_guard lk(mu_);
   ++requests_[{route, status}];
@@ -142,6 +163,16 @@ std::string Metrics::render() const {
        "status code.");
   for (const auto& [k, v] : requests_)
     o += fmt::format("sluice_requests_total{{endpoint=\"{}\",code=\"{}\"}} {}\n", route_label(k.first), k.second, v);
+  head("sluice_ignored_fields_total", "counter",
+       "Request fields accepted and ignored because they concern a provider feature this server does not have "
+       "(prompt caching hints, service tiers, tool search...), by endpoint and field.");
+  for (const auto& [k, v] : ignored_)
+    o += fmt::format("sluice_ignored_fields_total{{endpoint=\"{}\",field=\"{}\"}} {}\n", route_label(k.first), k.second, v);
+  head("sluice_dropped_tools_total", "counter",
+       "Hosted or server tools (web search, code execution, MCP connectors...) left out of requests: this server "
+       "cannot run them; the reply names them in its sluice-dropped-tools header.");
+  for (const auto& [k, v] : dropped_tools_)
+    o += fmt::format("sluice_dropped_tools_total{{endpoint=\"{}\"}} {}\n", route_label(k), v);
   single("sluice_prompt_tokens_total", "counter",
          "Prompt tokens of generation requests, including reused ones.", prompt_tokens_);
   single("sluice_prompt_tokens_reused_total", "counter",

@@ -19,12 +19,17 @@ namespace sluice::server {
 enum class Route { ChatCompletions, Completions, Messages, CountTokens, Responses, Response, Models, Model, Health, Metrics, Tokenize, Detokenize, ApplyTemplate, Other, Connection };
 Route route_of(const std::string& path);
 const char* route_label(Route r);
+const char* route_path(Route r);  // "/v1/chat/completions", ... ("-" for none)
 
 // Also the conversation layer's counters (chat::GenerationCounters).
 class Metrics : public chat::GenerationCounters {
  public:
   Metrics();
   void count_request(Route route, int status);
+  // A request field about a provider feature this server does not have, accepted and ignored
+  // (`field` comes from the parsers' fixed lists, never from the request).
+  void count_ignored(Route route, const std::string& field);
+  void count_dropped_tools(Route route, int64_t n);  // hosted tools not offered to the model
   void add_prompt(int64_t tokens, int64_t reused, double prefill_seconds) override;
   void add_token(double seconds) override;  // one generated token and the time it took
   // The prompt being prefilled now: positions in the state of `total` (0, 0: none).
@@ -45,6 +50,8 @@ class Metrics : public chat::GenerationCounters {
  private:
   mutable std::mutex mu_;
   std::map<std::pair<Route, int>, uint64_t> requests_;
+  std::map<std::pair<Route, std::string>, uint64_t> ignored_;
+  std::map<Route, uint64_t> dropped_tools_;
   uint64_t prompt_tokens_ = 0, reused_tokens_ = 0, generated_tokens_ = 0;
   double prefill_seconds_ = 0, decode_seconds_ = 0;
   std::vector<double> bucket_bounds_;

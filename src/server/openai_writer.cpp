@@ -1,6 +1,9 @@
 #include "server/openai_writer.h"
 
+#include <map>
+
 #include "server/api_error.h"
+#include "server/freeform_tools.h"
 
 namespace sluice::server {
 
@@ -13,6 +16,28 @@ using chat::Request;
 using nlohmann::json;
 
 namespace {
+
+// One streamed piece of a call: the first carries its id, type and name; a freeform
+// tool's piece carries the input text decoded so far instead of JSON arguments.
+json tool_call_delta_json(const chat::ToolCallPart& p, const std::string& name, bool freeform, FreeformInput& input) {
+  json c = {{"index", p.index}};
+  if (p.begins) {
+    c["id"] = p.id;
+    c["type"] = freeform ? "custom" : "function";
+  }
+  if (freeform) {
+    std::string text = input.feed(p.arguments);
+    if (p.ends) text += input.finish();
+    json f = {{"input", text}};
+    if (p.begins) f["name"] = name;
+    c["custom"] = std::move(f);
+  } else {
+    json f = {{"arguments", p.arguments}};
+    if (p.begins) f["name"] = name;
+    c["function"] = std::move(f);
+  }
+  return c;
+}
 
 // What the chat and completions writers share: the request, the response's id
 // and model, the codec, the whole reply for a body, and the API's error shape.
@@ -56,22 +81,38 @@ class ChatWriter : public OpenAiWriter {
     json delta = json::object();
     if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
     if (!d.content.empty()) delta["content"] = d.content;
-    if (!d.tool_calls.empty()) {
-      delta["tool_calls"] = tool_calls_json(d.tool_calls, tool_index_, true);
-      tool_index_ += d.tool_calls.size();
+    // Calls stream as they are generated: the first piece carries the id and name,
+    // later ones the next piece of the arguments (a call cut off by max_tokens just
+    // stops; finish_reason "length" says so).
+    json calls = json::array();
+    for (const auto& p : d.call_parts) {
+      if (!p.begins && p.arguments.empty() && !p.ends) continue;
+      const std::string& name = call_name(p);
+      const bool freeform = req_.freeform_tools.count(name) > 0;
+      if (!freeform && !p.begins && p.arguments.empty()) continue;
+      json c = tool_call_delta_json(p, name, freeform, freeform_[p.index]);
+      if (freeform && !p.begins && c["custom"]["input"] == "") continue;
+      calls.push_back(std::move(c));
     }
+    if (!calls.empty()) delta["tool_calls"] = std::move(calls);
     if (delta.empty() && lp.empty()) return "";
     json lpj = req_.logprobs ? chat_logprobs_json(lp, codec_) : json();
     return sse_event(chat_chunk_json(meta_, delta, nullptr, lpj, req_.include_usage));
   }
   std::string end(const Outcome& o) override {
-    if (!req_.stream) return to_text(chat_completion_json(meta_, acc_, o, req_.logprobs, codec_));
+    if (!req_.stream) return to_text(chat_completion_json(meta_, acc_, o, req_.logprobs, codec_, req_.freeform_tools));
     return stream_end(chat_chunk_json(meta_, json::object(), o.finish_reason, nullptr, req_.include_usage),
                       "chat.completion.chunk", o);
   }
 
  private:
-  size_t tool_index_ = 0;
+  // The name of the call a part belongs to (set on its first part).
+  const std::string& call_name(const chat::ToolCallPart& p) {
+    if (p.begins) names_[p.index] = p.name;
+    return names_[p.index];
+  }
+  std::map<size_t, std::string> names_;
+  std::map<size_t, FreeformInput> freeform_;  // freeform calls' input text, decoded as it streams
 };
 
 class CompletionWriter : public OpenAiWriter {

@@ -25,8 +25,10 @@ class ReplyWriter {
   virtual std::string end(const chat::Outcome& o) = 0;
   // A failure after begin() (the status line is gone): the API's error event or body.
   virtual std::string error(const std::string& message, const std::string& type, const std::string& code) = 0;
-  // Sent between prefill chunks and tokens when no socket can be polled, to find a gone client.
-  virtual std::string keep_alive() const { return streaming() ? ": keep-alive\n\n" : " "; }
+  // Sent while the client waits (queued, prefilling: at least every --keep-alive seconds on a
+  // stream) and between prefill chunks and tokens when no socket can be polled, to find a
+  // gone client: an SSE comment, or whitespace before a JSON body.
+  virtual std::string keep_alive() { return streaming() ? ": keep-alive\n\n" : " "; }
   // After each prefill chunk of a streamed reply: an SSE comment clients ignore (llama-server's
   // return_progress in spirit), so a long prompt shows progress; nothing for a JSON body.
   virtual std::string progress(int64_t done, int64_t total) const {

@@ -8,6 +8,7 @@
 #include "chat/output_grammar.h"
 #include "format/generation_config.h"
 #include "server/api_error.h"
+#include "server/freeform_tools.h"
 
 namespace sluice::server {
 
@@ -139,7 +140,7 @@ void parse_common(const json& body, Request& r, const RequestLimits& limits) {
     const json& so = body["stream_options"];
     if (!so.is_object()) bad_field("stream_options", "'stream_options' must be an object, got {}", type_name(so));
     if (!r.stream) bad_field("stream_options", "'stream_options' is only allowed when 'stream' is true");
-    only_known(so, {"include_usage"}, "stream_options.");
+    only_known(so, {"include_usage", "include_obfuscation"}, "stream_options.");
     if (present(so, "include_usage")) {
       if (!so["include_usage"].is_boolean())
         bad_field("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
@@ -149,7 +150,6 @@ void parse_common(const json& body, Request& r, const RequestLimits& limits) {
   if (present(body, "user")) string_field(body["user"], "user");
   if (present(body, "metadata") && !body["metadata"].is_object())
     bad_field("metadata", "'metadata' must be an object, got {}", type_name(body["metadata"]));
-  if (present(body, "store") && boolean(body, "store")) bad_field("store", "'store' is not supported: only false");
 }
 
 int64_t token_limit(const json& body, const char* key) {
@@ -184,7 +184,7 @@ json flatten_content(const json& c, const std::string& where, bool null_ok, bool
     static const std::set<std::string> echoed = {"role", "refusal", "annotations", "reasoning_content", "tool_calls",
                                                  "audio", "function_call", "content"};
     for (const auto& [k, v] : p.items())
-      if (k != "type" && k != "text" && !(assistant && echoed.count(k)))
+      if (k != "type" && k != "text" && k != "cache_control" && !(assistant && echoed.count(k)))
         bad_field(pw + "." + k, "unknown field '{}.{}': this server does not support it", pw, k);
     if (!p.contains("text")) bad_field(pw + ".text", "'{}.text' is required", pw);
     text += string_field(p["text"], pw + ".text");
@@ -214,12 +214,15 @@ json parse_messages(const json& body) {
       only_known(m, {"role", "content", "name", "tool_calls", "reasoning_content", "refusal", "annotations", "audio",
                      "function_call"},
                  w + ".");
-      for (const char* k : {"refusal", "audio", "function_call"})
+      for (const char* k : {"audio", "function_call"})
         if (present(m, k)) bad_field(w + "." + k, "'{}.{}' is not supported", w, k);
       if (present(m, "annotations") && !(m["annotations"].is_array() && m["annotations"].empty()))
         bad_field(w + ".annotations", "'{}.annotations' is not supported", w);
       o["role"] = role;
       o["content"] = flatten_content(m.value("content", json()), w + ".content", true, true);
+      // A refusal replays as the turn's text.
+      if (present(m, "refusal") && (o["content"].is_null() || o["content"] == ""))
+        o["content"] = string_field(m["refusal"], w + ".refusal");
       if (present(m, "reasoning_content"))
         o["reasoning_content"] = string_field(m["reasoning_content"], w + ".reasoning_content");
       if (present(m, "tool_calls")) {
@@ -230,10 +233,22 @@ json parse_messages(const json& body) {
           const std::string cw = fmt::format("{}.tool_calls[{}]", w, j);
           const json& c = tc[j];
           if (!c.is_object()) bad_field(cw, "'{}' must be an object", cw);
-          only_known(c, {"id", "type", "function"}, cw + ".");
+          only_known(c, {"id", "type", "function", "custom"}, cw + ".");
           if (!c.contains("id")) bad_field(cw + ".id", "'{}.id' is required", cw);
-          if (present(c, "type") && string_field(c["type"], cw + ".type") != "function")
-            bad_field(cw + ".type", "'{}.type' must be \"function\"", cw);
+          const std::string ctype = present(c, "type") ? string_field(c["type"], cw + ".type") : "function";
+          if (ctype == "custom") {  // a freeform tool's call: its input text as the {"input"} argument
+            if (!present(c, "custom") || !c["custom"].is_object())
+              bad_field(cw + ".custom", "'{}.custom' must be an object", cw);
+            only_known(c["custom"], {"name", "input"}, cw + ".custom.");
+            calls.push_back({{"id", string_field(c["id"], cw + ".id")},
+                             {"type", "function"},
+                             {"function",
+                              {{"name", string_field(c["custom"].value("name", json()), cw + ".custom.name")},
+                               {"arguments", freeform_arguments(string_field(c["custom"].value("input", json()),
+                                                                              cw + ".custom.input"))}}}});
+            continue;
+          }
+          if (ctype != "function") bad_field(cw + ".type", "'{}.type' must be \"function\" or \"custom\"", cw);
           if (!c.contains("function") || !c["function"].is_object())
             bad_field(cw + ".function", "'{}.function' must be an object", cw);
           const json& f = c["function"];
@@ -257,6 +272,8 @@ json parse_messages(const json& body) {
       o["tool_call_id"] = string_field(m["tool_call_id"], w + ".tool_call_id");
       if (!m.contains("content")) bad_field(w + ".content", "'{}.content' is required", w);
       o["content"] = flatten_content(m["content"], w + ".content", false);
+    } else if (role == "function") {
+      bad_field(w + ".role", "'{}.role' \"function\" (deprecated) is not supported: send tool messages", w);
     } else {
       bad_field(w + ".role", "'{}.role' must be system, developer, user, assistant or tool, got '{}'", w, role);
     }
@@ -267,13 +284,13 @@ json parse_messages(const json& body) {
 }
 
 bool valid_function_name(const std::string& s) {
-  if (s.empty() || s.size() > 64) return false;
+  if (s.empty() || s.size() > 128) return false;
   for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
   return true;
 }
 
-json parse_tools(const json& body) {
+json parse_tools(const json& body, Request& r) {
   const json& ts = body["tools"];
   if (!ts.is_array()) bad_field("tools", "'tools' must be an array, got {}", type_name(ts));
   json out = json::array();
@@ -281,9 +298,27 @@ json parse_tools(const json& body) {
     const std::string w = fmt::format("tools[{}]", i);
     const json& t = ts[i];
     if (!t.is_object()) bad_field(w, "'{}' must be an object", w);
+    const std::string type = t.contains("type") ? string_field(t["type"], w + ".type") : "";
+    if (type == "custom") {  // a freeform tool: its input is text
+      only_known(t, {"type", "custom"}, w + ".");
+      if (!present(t, "custom") || !t["custom"].is_object()) bad_field(w + ".custom", "'{}.custom' must be an object", w);
+      const json& c = t["custom"];
+      only_known(c, {"name", "description", "format"}, w + ".custom.");
+      const std::string name = string_field(c.value("name", json()), w + ".custom.name");
+      if (!valid_function_name(name))
+        bad_field(w + ".custom.name", "'{}.custom.name' must be 1-128 characters of a-z, A-Z, 0-9, _, - and .", w);
+      if (present(c, "format")) {
+        const json& f = c["format"];
+        if (!f.is_object() || !f.contains("type") || (f["type"] != "text" && f["type"] != "grammar"))
+          bad_field(w + ".custom.format", "'{}.custom.format' must be {{type: text}} or {{type: grammar, ...}}", w);
+      }
+      out.push_back(freeform_function(name, present(c, "description") ? string_field(c["description"], w + ".custom.description") : "",
+                                      c.value("format", json())));
+      r.freeform_tools.insert(name);
+      continue;
+    }
     only_known(t, {"type", "function"}, w + ".");
-    if (!t.contains("type") || string_field(t["type"], w + ".type") != "function")
-      bad_field(w + ".type", "'{}.type' must be \"function\"", w);
+    if (type != "function") bad_field(w + ".type", "'{}.type' must be \"function\" or \"custom\"", w);
     if (!t.contains("function") || !t["function"].is_object())
       bad_field(w + ".function", "'{}.function' must be an object", w);
     const json& f = t["function"];
@@ -291,14 +326,15 @@ json parse_tools(const json& body) {
     if (!f.contains("name")) bad_field(w + ".function.name", "'{}.function.name' is required", w);
     const std::string name = string_field(f["name"], w + ".function.name");
     if (!valid_function_name(name))
-      bad_field(w + ".function.name", "'{}.function.name' must be 1-64 characters of a-z, A-Z, 0-9, _ and -", w);
+      bad_field(w + ".function.name", "'{}.function.name' must be 1-128 characters of a-z, A-Z, 0-9, _, - and .", w);
     if (present(f, "description")) string_field(f["description"], w + ".function.description");
     if (present(f, "parameters") && !f["parameters"].is_object())
       bad_field(w + ".function.parameters", "'{}.function.parameters' must be a JSON Schema object", w);
-    // strict: the arguments are enforced against the schema when the call is forced
+    // strict: the arguments are enforced against the whole schema when the call is forced
     // (tool_choice required or named); under "auto" a call is parsed, not constrained.
     if (present(f, "strict") && !f["strict"].is_boolean())
       bad_field(w + ".function.strict", "'{}.function.strict' must be a boolean", w);
+    if (f.value("strict", json()) == true) r.strict_tools.insert(name);
     json fo = {{"name", name}};
     if (present(f, "description")) fo["description"] = f["description"];
     if (present(f, "parameters")) fo["parameters"] = f["parameters"];
@@ -341,16 +377,33 @@ json parse_json_body(std::string_view body) {
   return j;
 }
 
-Request parse_chat_request(const json& body, const RequestLimits& limits) {
-  only_known(body,
-             {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
-              "stop", "n", "stream", "stream_options", "logprobs", "top_logprobs", "response_format", "tools",
-              "tool_choice", "parallel_tool_calls", "frequency_penalty", "presence_penalty", "logit_bias", "user",
-              "metadata", "store", "modalities", "reasoning_effort"},
-             "");
+Request parse_chat_request(const json& body, const RequestLimits& limits, RequestNotes* notes) {
+  RequestNotes scratch;
+  if (!notes) notes = &scratch;
+  // Fields about provider features this server does not have: accepted, without effect
+  // (cache routing, tiers, storing for evals, predicted outputs, verbosity hints).
+  static const std::set<std::string> ignored = {"prompt_cache_key", "prompt_cache_retention", "safety_identifier",
+                                                "service_tier", "store", "prediction", "verbosity"};
+  std::set<std::string> known = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+                                 "top_k", "min_p", "seed", "stop", "n", "stream", "stream_options", "logprobs",
+                                 "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls",
+                                 "frequency_penalty", "presence_penalty", "logit_bias", "user", "metadata",
+                                 "modalities", "reasoning_effort", "web_search_options", "functions", "function_call",
+                                 "audio"};
+  known.insert(ignored.begin(), ignored.end());
+  only_known(body, known, "");
+  for (const auto& k : ignored)
+    if (present(body, k.c_str()) && body[k] != json(false)) notes->ignore(k);
+  for (const char* k : {"functions", "function_call"})
+    if (present(body, k)) bad_field(k, "'{}' (deprecated) is not supported: send 'tools' and 'tool_choice'", k);
+  if (present(body, "audio")) bad_field("audio", "'audio' output is not supported: this model writes text");
+  // Web search is the provider's hosted tool: the model gets no search results here.
+  if (present(body, "web_search_options")) notes->dropped_tools.push_back("web_search");
   Request r;
   r.kind = Request::Kind::Chat;
   parse_common(body, r, limits);
+  if (present(body, "stream_options") && present(body["stream_options"], "include_obfuscation"))
+    notes->ignore("stream_options.include_obfuscation");
   r.messages = parse_messages(body);
   if (present(body, "max_tokens")) r.max_tokens = token_limit(body, "max_tokens");
   if (present(body, "max_completion_tokens")) {
@@ -400,6 +453,8 @@ Request parse_chat_request(const json& body, const RequestLimits& limits) {
     if (m != json::array({"text"})) bad_field("modalities", "only the \"text\" modality is supported");
   }
   std::string choice = "auto";
+  std::set<std::string> allowed_names;  // tool_choice allowed_tools
+  bool restrict_tools = false;
   if (present(body, "tool_choice")) {
     const json& tc = body["tool_choice"];
     if (tc.is_string()) {
@@ -409,16 +464,44 @@ Request parse_chat_request(const json& body, const RequestLimits& limits) {
                   choice);
       if (choice == "required") r.tool_choice = Request::ToolChoice::Required;
     } else if (tc.is_object()) {
-      only_known(tc, {"type", "function"}, "tool_choice.");
-      if (!present(tc, "type") || string_field(tc["type"], "tool_choice.type") != "function")
-        bad_field("tool_choice.type", "'tool_choice.type' must be \"function\"");
-      if (!present(tc, "function") || !tc["function"].is_object())
-        bad_field("tool_choice.function", "'tool_choice.function' must be an object with the function's name");
-      only_known(tc["function"], {"name"}, "tool_choice.function.");
-      if (!present(tc["function"], "name"))
-        bad_field("tool_choice.function.name", "'tool_choice.function.name' is required");
-      r.tool_choice = Request::ToolChoice::Named;
-      r.tool_choice_name = string_field(tc["function"]["name"], "tool_choice.function.name");
+      const std::string type = present(tc, "type") ? string_field(tc["type"], "tool_choice.type") : "";
+      if (type == "allowed_tools") {
+        // Only these tools may be called: the others are not declared to the model;
+        // mode "required" forces a call of one of them.
+        only_known(tc, {"type", "allowed_tools"}, "tool_choice.");
+        if (!present(tc, "allowed_tools") || !tc["allowed_tools"].is_object())
+          bad_field("tool_choice.allowed_tools", "'tool_choice.allowed_tools' must be an object");
+        const json& at = tc["allowed_tools"];
+        only_known(at, {"mode", "tools"}, "tool_choice.allowed_tools.");
+        const std::string mode = string_field(at.value("mode", json()), "tool_choice.allowed_tools.mode");
+        if (mode != "auto" && mode != "required")
+          bad_field("tool_choice.allowed_tools.mode", "'tool_choice.allowed_tools.mode' must be auto or required");
+        if (!present(at, "tools") || !at["tools"].is_array())
+          bad_field("tool_choice.allowed_tools.tools", "'tool_choice.allowed_tools.tools' must be an array");
+        for (size_t i = 0; i < at["tools"].size(); ++i) {
+          const std::string w = fmt::format("tool_choice.allowed_tools.tools[{}]", i);
+          const json& e = at["tools"][i];
+          if (!e.is_object()) bad_field(w, "'{}' must be an object", w);
+          const std::string et = string_field(e.value("type", json()), w + ".type");
+          if ((et != "function" && et != "custom") || !present(e, et.c_str()) || !e[et].is_object())
+            bad_field(w, "'{}' must be {{type: function, function: {{name}}}} or {{type: custom, custom: {{name}}}}", w);
+          allowed_names.insert(string_field(e[et].value("name", json()), w + "." + et + ".name"));
+        }
+        restrict_tools = true;
+        choice = mode;
+        if (mode == "required") r.tool_choice = Request::ToolChoice::Required;
+      } else {
+        if (type != "function" && type != "custom")
+          bad_field("tool_choice.type", "'tool_choice.type' must be \"function\", \"custom\" or \"allowed_tools\"");
+        only_known(tc, {"type", type}, "tool_choice.");
+        if (!present(tc, type.c_str()) || !tc[type].is_object())
+          bad_field("tool_choice." + type, "'tool_choice.{}' must be an object with the tool's name", type);
+        only_known(tc[type], {"name"}, "tool_choice." + type + ".");
+        if (!present(tc[type], "name"))
+          bad_field("tool_choice." + type + ".name", "'tool_choice.{}.name' is required", type);
+        r.tool_choice = Request::ToolChoice::Named;
+        r.tool_choice_name = string_field(tc[type]["name"], "tool_choice." + type + ".name");
+      }
     } else {
       bad_field("tool_choice", "'tool_choice' must be a string, got {}", type_name(tc));
     }
@@ -432,7 +515,16 @@ Request parse_chat_request(const json& body, const RequestLimits& limits) {
                 r.reasoning_effort);
   }
   if (present(body, "tools")) {
-    json tools = parse_tools(body);
+    json tools = parse_tools(body, r);
+    if (restrict_tools) {
+      for (const auto& n : allowed_names)
+        if (std::none_of(tools.begin(), tools.end(), [&](const json& t) { return t["function"]["name"] == n; }))
+          bad_field("tool_choice.allowed_tools.tools", "'tool_choice.allowed_tools.tools' names '{}', which is not one of 'tools'", n);
+      json kept = json::array();
+      for (auto& t : tools)
+        if (allowed_names.count(t["function"]["name"].get<std::string>())) kept.push_back(std::move(t));
+      tools = std::move(kept);
+    }
     if (!tools.empty() && choice != "none") r.tools = std::move(tools);
   }
   if (r.tool_choice != Request::ToolChoice::Auto) {

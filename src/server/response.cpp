@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 
+#include "server/freeform_tools.h"
 #include "text/utf8.h"
 
 namespace sluice::server {
@@ -34,12 +35,17 @@ json usage_json(const Outcome& o) {
           {"completion_tokens_details", {{"reasoning_tokens", o.reasoning_tokens}}}};
 }
 
-json tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, bool for_delta) {
+json tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, bool for_delta,
+                    const std::set<std::string>& freeform) {
   json a = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
-    json c = {{"id", calls[i].id},
-              {"type", "function"},
-              {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    json c = freeform.count(calls[i].name)
+                 ? json{{"id", calls[i].id},
+                        {"type", "custom"},
+                        {"custom", {{"name", calls[i].name}, {"input", freeform_input(calls[i].arguments)}}}}
+                 : json{{"id", calls[i].id},
+                        {"type", "function"},
+                        {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
     if (for_delta) c["index"] = first_index + i;
     a.push_back(std::move(c));
   }
@@ -111,11 +117,11 @@ void ReplyAccumulator::add(const ReplyDelta& d, const std::vector<LogprobEntry>&
 }
 
 json chat_completion_json(const ResponseMeta& m, const ReplyAccumulator& acc, const Outcome& o, bool logprobs,
-                          const ChatCodec& codec) {
+                          const ChatCodec& codec, const std::set<std::string>& freeform) {
   json msg = {{"role", "assistant"}, {"content", acc.reply.content}, {"refusal", nullptr}};
   if (!acc.reply.reasoning.empty()) msg["reasoning_content"] = acc.reply.reasoning;
   if (!acc.reply.tool_calls.empty()) {
-    msg["tool_calls"] = tool_calls_json(acc.reply.tool_calls, 0, false);
+    msg["tool_calls"] = tool_calls_json(acc.reply.tool_calls, 0, false, freeform);
     if (acc.reply.content.empty()) msg["content"] = nullptr;
   }
   json choice = {{"index", 0},

@@ -2,6 +2,7 @@
 // completions, built from the generator's output.
 #pragma once
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,9 @@ struct ResponseMeta {
 std::string new_response_id(const char* prefix);  // prefix + 24 random alphanumerics
 
 nlohmann::json usage_json(const chat::Outcome& o);
-nlohmann::json tool_calls_json(const std::vector<chat::ToolCall>& calls, size_t first_index, bool for_delta);
+// Calls of `freeform` tools are written as custom tool calls ({type: "custom", custom: {name, input}}).
+nlohmann::json tool_calls_json(const std::vector<chat::ToolCall>& calls, size_t first_index, bool for_delta,
+                               const std::set<std::string>& freeform = {});
 
 // Chat logprobs: {"content": [{token, logprob, bytes, top_logprobs: [...]}, ...]}.
 nlohmann::json chat_logprobs_json(const std::vector<chat::LogprobEntry>& entries, const chat::ChatCodec& codec);
@@ -39,7 +42,8 @@ struct ReplyAccumulator {
 };
 
 nlohmann::json chat_completion_json(const ResponseMeta& m, const ReplyAccumulator& acc, const chat::Outcome& o,
-                                    bool logprobs, const chat::ChatCodec& codec);
+                                    bool logprobs, const chat::ChatCodec& codec,
+                                    const std::set<std::string>& freeform = {});
 nlohmann::json completion_json(const ResponseMeta& m, const std::string& text, const ReplyAccumulator& acc,
                                const chat::Outcome& o, bool logprobs, const chat::ChatCodec& codec, size_t echo_bytes);
 

@@ -1,10 +1,12 @@
 #include "server/responses_api.h"
 
+#include <functional>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "chat/api_error.h"
+#include "server/freeform_tools.h"
 #include "server/response.h"
 
 namespace sluice::server {
@@ -86,7 +88,7 @@ std::string reasoning_text(const json& item, const std::string& w) {
 }
 
 // input (a string or items) -> chat messages appended to `out`.
-void convert_input(const json& input, json& out) {
+void convert_input(const json& input, json& out, RequestNotes* notes) {
   if (input.is_string()) {
     out.push_back({{"role", "user"}, {"content", input}});
     return;
@@ -123,16 +125,19 @@ void convert_input(const json& input, json& out) {
       out.push_back({{"role", role == "developer" ? "system" : role},
                      {"content", flatten_parts(item["content"], w + ".content", {"input_text"})}});
       in_assistant_turn = false;
-    } else if (type == "function_call") {
-      only_known(item, {"type", "id", "call_id", "name", "arguments", "status", "namespace"}, w + ".");
-      for (const char* k : {"call_id", "name", "arguments"})
+    } else if (type == "function_call" || type == "custom_tool_call") {
+      const bool custom = type == "custom_tool_call";
+      const char* body_key = custom ? "input" : "arguments";
+      only_known(item, {"type", "id", "call_id", "name", body_key, "status", "namespace"}, w + ".");
+      for (const char* k : {"call_id", "name", body_key})
         if (!item.contains(k)) bad_field(w + "." + k, "'{}.{}' is required", w, k);
-      if (present(item, "namespace")) bad_field(w + ".namespace", "'{}.namespace' is not supported", w);
+      // A function of a namespace group is known to the model as "NAMESPACE.NAME".
+      std::string name = string_at(item["name"], w + ".name");
+      if (present(item, "namespace")) name = string_at(item["namespace"], w + ".namespace") + "." + name;
+      const std::string body = string_at(item[body_key], w + "." + body_key);
       json call = {{"id", string_at(item["call_id"], w + ".call_id")},
                    {"type", "function"},
-                   {"function",
-                    {{"name", string_at(item["name"], w + ".name")},
-                     {"arguments", string_at(item["arguments"], w + ".arguments")}}}};
+                   {"function", {{"name", name}, {"arguments", custom ? freeform_arguments(body) : body}}}};
       if (!in_assistant_turn || !reasoning.empty()) {
         json m = {{"role", "assistant"}, {"content", nullptr}};
         if (!reasoning.empty()) m["reasoning_content"] = std::exchange(reasoning, "");
@@ -140,7 +145,7 @@ void convert_input(const json& input, json& out) {
         in_assistant_turn = true;
       }
       out.back()["tool_calls"].push_back(std::move(call));
-    } else if (type == "function_call_output") {
+    } else if (type == "function_call_output" || type == "custom_tool_call_output") {
       only_known(item, {"type", "id", "call_id", "output", "status"}, w + ".");
       if (!item.contains("call_id")) bad_field(w + ".call_id", "'{}.call_id' is required", w);
       if (!item.contains("output")) bad_field(w + ".output", "'{}.output' is required", w);
@@ -150,30 +155,80 @@ void convert_input(const json& input, json& out) {
       in_assistant_turn = false;
     } else if (type == "reasoning") {
       reasoning += reasoning_text(item, w);
+    } else if (type == "web_search_call" || type == "file_search_call" || type == "image_generation_call" ||
+               type == "code_interpreter_call" || type == "mcp_list_tools" || type == "mcp_call" ||
+               type == "mcp_approval_request" || type == "mcp_approval_response" || type == "tool_search_call" ||
+               type == "tool_search_output") {
+      // The record of a hosted tool's run (the provider's): not replayable here; the
+      // reply that followed it stays.
+      if (notes) notes->ignore("input.hosted_tool_items");
     } else {
       bad_field(w + ".type",
-                "input item type '{}' is not supported (message, function_call, function_call_output and "
-                "reasoning are)",
+                "input item type '{}' is not supported (message, function_call, function_call_output, "
+                "custom_tool_call, custom_tool_call_output and reasoning are)",
                 type);
     }
   }
 }
 
-json convert_tools(const json& ts) {
+// Responses tools -> chat tools: functions as they are, freeform (custom) tools in
+// the chat API's custom form, namespace groups flattened to "NAMESPACE.NAME";
+// hosted tools (web search, file search, code interpreter, MCP connectors, ...) are
+// left out and named in `notes`.
+json convert_tools(const json& ts, RequestNotes* notes, std::set<std::string>& namespaces) {
   if (!ts.is_array()) bad_field("tools", "'tools' must be an array");
   json out = json::array();
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const std::string w = fmt::format("tools[{}]", i);
-    const json& t = object_at(ts[i], w);
-    if (!present(t, "type") || string_at(t["type"], w + ".type") != "function")
-      bad_field(w + ".type", "'{}.type': only function tools are supported", w);
-    only_known(t, {"type", "name", "description", "parameters", "strict"}, w + ".");
-    json f = json::object();
-    for (const char* k : {"name", "description", "parameters", "strict"})
-      if (present(t, k)) f[k] = t[k];
-    if (!f.contains("name")) bad_field(w + ".name", "'{}.name' is required", w);
-    out.push_back({{"type", "function"}, {"function", std::move(f)}});
-  }
+  std::function<void(const json&, const std::string&, const std::string&, const std::string&)> one =
+      [&](const json& t, const std::string& w, const std::string& ns, const std::string& ns_desc) {
+        object_at(t, w);
+        if (!present(t, "type")) bad_field(w + ".type", "'{}.type' is required", w);
+        const std::string type = string_at(t["type"], w + ".type");
+        if (type == "function") {
+          only_known(t, {"type", "name", "description", "parameters", "strict", "defer_loading"}, w + ".");
+          if (notes && present(t, "defer_loading")) notes->ignore("tools.defer_loading");  // every tool is declared
+          json f = json::object();
+          for (const char* k : {"name", "description", "parameters", "strict"})
+            if (present(t, k)) f[k] = t[k];
+          if (!f.contains("name")) bad_field(w + ".name", "'{}.name' is required", w);
+          if (!ns.empty()) {
+            f["name"] = ns + "." + string_at(t["name"], w + ".name");
+            if (!ns_desc.empty()) f["description"] = ns_desc + (f.contains("description") ? "\n\n" + string_at(f["description"], w + ".description") : "");
+          }
+          out.push_back({{"type", "function"}, {"function", std::move(f)}});
+        } else if (type == "custom") {
+          only_known(t, {"type", "name", "description", "format", "defer_loading"}, w + ".");
+          if (notes && present(t, "defer_loading")) notes->ignore("tools.defer_loading");
+          json c = json::object();
+          for (const char* k : {"name", "description", "format"})
+            if (present(t, k)) c[k] = t[k];
+          if (!c.contains("name")) bad_field(w + ".name", "'{}.name' is required", w);
+          if (!ns.empty()) c["name"] = ns + "." + string_at(t["name"], w + ".name");
+          if (!ns.empty() && !ns_desc.empty())
+            c["description"] = ns_desc + (c.contains("description") ? "\n\n" + string_at(c["description"], w + ".description") : "");
+          out.push_back({{"type", "custom"}, {"custom", std::move(c)}});
+        } else if (type == "namespace" && ns.empty()) {
+          only_known(t, {"type", "name", "description", "tools"}, w + ".");
+          const std::string name = string_at(t.value("name", json()), w + ".name");
+          if (name.empty() || name.find('.') != std::string::npos)
+            bad_field(w + ".name", "'{}.name' must be a non-empty name without '.'", w);
+          const std::string desc = present(t, "description") ? string_at(t["description"], w + ".description") : "";
+          if (!present(t, "tools") || !t["tools"].is_array()) bad_field(w + ".tools", "'{}.tools' must be an array", w);
+          namespaces.insert(name);
+          for (size_t i = 0; i < t["tools"].size(); ++i) one(t["tools"][i], fmt::format("{}.tools[{}]", w, i), name, desc);
+        } else {
+          static const std::set<std::string> hosted = {
+              "web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26",
+              "file_search", "computer", "computer_use", "computer_use_preview", "code_interpreter",
+              "image_generation", "mcp", "local_shell", "shell", "apply_patch", "tool_search"};
+          if (!hosted.count(type) || !ns.empty())
+            bad_field(w + ".type", "'{}.type' '{}' is not a tool type of the Responses API", w, type);
+          // The provider's hosted tools: this server cannot run them.
+          if (notes) notes->dropped_tools.push_back(present(t, "server_label") && t["server_label"].is_string()
+                                                        ? "mcp:" + t["server_label"].get<std::string>()
+                                                        : type);
+        }
+      };
+  for (size_t i = 0; i < ts.size(); ++i) one(ts[i], fmt::format("tools[{}]", i), "", "");
   return out;
 }
 
@@ -187,6 +242,8 @@ std::string responses_param(const std::string& p) {
       {"response_format", "text.format"},
       {"reasoning_effort", "reasoning.effort"},
       {"tool_choice.function.", "tool_choice."},
+      {"tool_choice.custom.", "tool_choice."},
+      {"tool_choice.allowed_tools.", "tool_choice."},
   };
   // Items are checked here before the chat parser sees them; what it still finds is about the whole input.
   if (p.rfind("messages", 0) == 0) return "input";
@@ -202,21 +259,36 @@ std::string responses_param(const std::string& p) {
 
 }  // namespace
 
-ResponsesRequest parse_responses_request(const json& body, const RequestLimits& limits, const ResponseStore* store) {
+ResponsesRequest parse_responses_request(const json& body, const RequestLimits& limits, const ResponseStore* store,
+                                         RequestNotes* notes) {
+  RequestNotes scratch;
+  if (!notes) notes = &scratch;
   only_known(body,
              {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning",
               "max_output_tokens", "temperature", "top_p", "stream", "stream_options", "store", "metadata",
               "previous_response_id", "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention",
               "service_tier", "truncation", "include", "background", "conversation", "prompt", "max_tool_calls",
-              "top_logprobs", "context_management"},
+              "top_logprobs", "context_management", "client_metadata"},
              "");
   ResponsesRequest rr;
   json chat = json::object();
   if (body.contains("model")) chat["model"] = body["model"];
   // Accepted and without effect on a local server: who asks, cache routing hints, the tier.
   for (const char* k : {"safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier"})
-    if (present(body, k)) string_at(body[k], k);
-  for (const char* k : {"conversation", "prompt", "max_tool_calls", "context_management"})
+    if (present(body, k)) {
+      string_at(body[k], k);
+      notes->ignore(k);
+    }
+  // Codex's client_metadata (window and turn ids) is for the provider's bookkeeping.
+  if (present(body, "client_metadata")) {
+    object_at(body["client_metadata"], "client_metadata");
+    notes->ignore("client_metadata");
+  }
+  // Server-side compaction past a token threshold: the client compacts itself when
+  // this server answers context_length_exceeded; max_tool_calls bounds hosted tools' calls.
+  for (const char* k : {"context_management", "max_tool_calls"})
+    if (present(body, k)) notes->ignore(k);
+  for (const char* k : {"conversation", "prompt"})
     if (present(body, k)) bad_field(k, "'{}' is not supported by this server", k);
   if (present(body, "background") && body["background"] != json(false))
     bad_field("background", "'background' responses are not supported: only false");
@@ -229,9 +301,11 @@ ResponsesRequest parse_responses_request(const json& body, const RequestLimits& 
     if (!inc.is_array()) bad_field("include", "'include' must be an array");
     for (size_t i = 0; i < inc.size(); ++i) {
       const std::string w = fmt::format("include[{}]", i);
-      // Reasoning is always returned in the clear (no encrypted form to add).
-      if (string_at(inc[i], w) != "reasoning.encrypted_content")
-        bad_field(w, "'{}' ('{}') is not supported", w, inc[i].get<std::string>());
+      const std::string v = string_at(inc[i], w);
+      // Reasoning is always returned in the clear (no encrypted form to add); the rest
+      // concern hosted tools' results and input images, which this server does not have.
+      if (v == "message.output_text.logprobs") bad_field(w, "'{}' ('{}') is not supported", w, v);
+      if (v != "reasoning.encrypted_content") notes->ignore("include");
     }
   }
   if (present(body, "store")) {
@@ -266,7 +340,7 @@ ResponsesRequest parse_responses_request(const json& body, const RequestLimits& 
     rr.echo["previous_response_id"] = nullptr;
   }
   if (!body.contains("input")) bad_field("input", "'input' is required");
-  convert_input(body["input"], messages);
+  convert_input(body["input"], messages, notes);
   if (messages.empty()) bad_field("input", "'input' must not be empty");
   rr.conversation = messages;
   rr.echo["instructions"] = nullptr;
@@ -277,18 +351,34 @@ ResponsesRequest parse_responses_request(const json& body, const RequestLimits& 
   }
   chat["messages"] = std::move(messages);
 
-  if (present(body, "tools")) chat["tools"] = convert_tools(body["tools"]);
+  if (present(body, "tools")) chat["tools"] = convert_tools(body["tools"], notes, rr.namespaces);
   rr.echo["tools"] = present(body, "tools") ? body["tools"] : json::array();
   rr.echo["tool_choice"] = "auto";
   if (present(body, "tool_choice")) {
     const json& tc = body["tool_choice"];
     rr.echo["tool_choice"] = tc;
     if (tc.is_object()) {
-      only_known(tc, {"type", "name"}, "tool_choice.");
-      if (!present(tc, "type") || string_at(tc["type"], "tool_choice.type") != "function")
-        bad_field("tool_choice.type", "'tool_choice.type' must be \"function\" (or tool_choice auto, none, required)");
-      if (!present(tc, "name")) bad_field("tool_choice.name", "'tool_choice.name' is required");
-      chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc["name"]}}}};
+      const std::string type = present(tc, "type") ? string_at(tc["type"], "tool_choice.type") : "";
+      if (type == "function" || type == "custom") {
+        only_known(tc, {"type", "name"}, "tool_choice.");
+        if (!present(tc, "name")) bad_field("tool_choice.name", "'tool_choice.name' is required");
+        chat["tool_choice"] = {{"type", type}, {type, {{"name", tc["name"]}}}};
+      } else if (type == "allowed_tools") {
+        only_known(tc, {"type", "mode", "tools"}, "tool_choice.");
+        json tools = json::array();
+        if (!present(tc, "tools") || !tc["tools"].is_array()) bad_field("tool_choice.tools", "'tool_choice.tools' must be an array");
+        for (size_t i = 0; i < tc["tools"].size(); ++i) {
+          const std::string w = fmt::format("tool_choice.tools[{}]", i);
+          const json& e = object_at(tc["tools"][i], w);
+          const std::string et = string_at(e.value("type", json()), w + ".type");
+          if (et != "function" && et != "custom")
+            bad_field(w + ".type", "'{}.type' '{}' names a tool this server does not have", w, et);
+          tools.push_back({{"type", et}, {et, {{"name", string_at(e.value("name", json()), w + ".name")}}}});
+        }
+        chat["tool_choice"] = {{"type", "allowed_tools"}, {"allowed_tools", {{"mode", tc.value("mode", json())}, {"tools", tools}}}};
+      } else {
+        bad_field("tool_choice.type", "'tool_choice.type' '{}' names a hosted tool this server does not have", type);
+      }
     } else {
       chat["tool_choice"] = tc;
     }
@@ -297,8 +387,8 @@ ResponsesRequest parse_responses_request(const json& body, const RequestLimits& 
   if (present(body, "text")) {
     const json& t = object_at(body["text"], "text");
     only_known(t, {"format", "verbosity"}, "text.");
-    if (present(t, "verbosity") && t["verbosity"] != json("medium"))
-      bad_field("text.verbosity", "'text.verbosity' must be \"medium\": replies are not shaped by verbosity");
+    // A hint some providers' models follow; replies here are not shaped by it.
+    if (present(t, "verbosity") && t["verbosity"] != json("medium")) notes->ignore("text.verbosity");
     if (present(t, "format")) {
       const json& f = object_at(t["format"], "text.format");
       if (!present(f, "type")) bad_field("text.format.type", "'text.format.type' is required");
@@ -332,7 +422,7 @@ ResponsesRequest parse_responses_request(const json& body, const RequestLimits& 
     }
   }
   try {
-    rr.req = parse_chat_request(chat, limits);
+    rr.req = parse_chat_request(chat, limits, notes);
   } catch (const chat::ApiError& e) {
     // Name the field the client sent, in the param and in the message.
     std::string msg = e.what();
@@ -354,6 +444,7 @@ ResponsesRequest parse_responses_request(const json& body, const RequestLimits& 
   rr.echo["top_p"] = rr.req.sampling.top_p;
   rr.echo["store"] = rr.store;
   rr.echo["truncation"] = "disabled";
+  for (const auto& t : notes->dropped_tools) rr.dropped_tools += (rr.dropped_tools.empty() ? "" : ", ") + t;
   return rr;
 }
 
@@ -368,7 +459,10 @@ class ResponsesWriter : public ReplyWriter {
         echo_(rr.echo),
         conversation_(rr.conversation),
         info_(std::move(info)),
-        on_done_(std::move(on_done)) {}
+        on_done_(std::move(on_done)),
+        freeform_(rr.req.freeform_tools),
+        namespaces_(rr.namespaces),
+        dropped_tools_(rr.dropped_tools) {}
 
   bool streaming() const override { return stream_; }
 
@@ -379,28 +473,68 @@ class ResponsesWriter : public ReplyWriter {
     return s + event("response.in_progress", {{"response", r}});
   }
 
+  // Codex counts only events against its idle timeout (SSE comments are not events):
+  // the keep-alive is the Responses API's own in_progress event.
+  std::string keep_alive() override {
+    if (!stream_) return " ";
+    return event("response.in_progress", {{"response", response("in_progress", nullptr)}});
+  }
+
   std::string delta(const chat::ReplyDelta& d, const std::vector<chat::LogprobEntry>&) override {
     std::string s;
     if (!d.reasoning.empty()) s += text_delta(Open::Reasoning, d.reasoning);
     if (!d.content.empty()) s += text_delta(Open::Message, d.content);
-    for (const auto& c : d.tool_calls) {
-      s += close_item();
-      const size_t idx = output_.size();
-      json item = {{"id", new_response_id("fc_")}, {"type", "function_call"}, {"status", "in_progress"},
-                   {"arguments", ""},              {"call_id", c.id},          {"name", c.name}};
-      if (stream_) s += event("response.output_item.added", {{"output_index", idx}, {"item", item}});
-      output_.push_back(item);
-      const std::string id = item["id"];
-      if (stream_) {
-        s += event("response.function_call_arguments.delta", {{"item_id", id}, {"output_index", idx}, {"delta", c.arguments}});
-        s += event("response.function_call_arguments.done",
-                   {{"item_id", id}, {"output_index", idx}, {"arguments", c.arguments}, {"name", c.name}});
+    // A call's item opens when its name is out and takes its arguments (a freeform
+    // tool's input text) as they are generated; it is done when the call is complete.
+    // A call cut off by max_tokens never gets its .done events and is left out of
+    // the response's output.
+    for (const auto& p : d.call_parts) {
+      if (p.begins) {
+        s += close_item();
+        call_ = CallItem{};
+        call_.freeform = freeform_.count(p.name) > 0;
+        json item = call_.freeform ? json{{"id", new_response_id("ctc_")}, {"type", "custom_tool_call"},
+                                          {"status", "in_progress"}, {"call_id", p.id}, {"input", ""}}
+                                   : json{{"id", new_response_id("fc_")}, {"type", "function_call"},
+                                          {"status", "in_progress"}, {"arguments", ""}, {"call_id", p.id}};
+        // A function of a namespace group is declared as "NAMESPACE.NAME".
+        const size_t dot = p.name.find('.');
+        if (dot != std::string::npos && namespaces_.count(p.name.substr(0, dot))) {
+          item["namespace"] = p.name.substr(0, dot);
+          item["name"] = p.name.substr(dot + 1);
+        } else {
+          item["name"] = p.name;
+        }
+        if (stream_) s += event("response.output_item.added", {{"output_index", output_.size()}, {"item", item}});
+        output_.push_back(std::move(item));
       }
-      output_.back()["arguments"] = c.arguments;
-      output_.back()["status"] = "completed";
-      if (stream_) s += event("response.output_item.done", {{"output_index", idx}, {"item", output_.back()}});
-      calls_.push_back(c);
+      const size_t idx = output_.size() - 1;
+      json& item = output_.back();
+      const std::string id = item["id"];
+      if (call_.freeform) {
+        std::string piece = call_.input.feed(p.arguments);
+        if (p.ends) piece += call_.input.finish();
+        item["input"] = item["input"].get<std::string>() + piece;
+        if (stream_ && !piece.empty())
+          s += event("response.custom_tool_call_input.delta", {{"item_id", id}, {"output_index", idx}, {"delta", piece}});
+      } else {
+        item["arguments"] = item["arguments"].get<std::string>() + p.arguments;
+        if (stream_ && !p.arguments.empty())
+          s += event("response.function_call_arguments.delta",
+                     {{"item_id", id}, {"output_index", idx}, {"delta", p.arguments}});
+      }
+      if (p.ends) {
+        if (stream_ && call_.freeform)
+          s += event("response.custom_tool_call_input.done", {{"item_id", id}, {"output_index", idx}, {"input", item["input"]}});
+        else if (stream_)
+          s += event("response.function_call_arguments.done",
+                     {{"item_id", id}, {"output_index", idx}, {"arguments", item["arguments"]}, {"name", item["name"]}});
+        item["status"] = "completed";
+        if (stream_) s += event("response.output_item.done", {{"output_index", idx}, {"item", item}});
+      }
+      if (p.cut) output_.erase(output_.end() - 1);
     }
+    for (const auto& c : d.tool_calls) calls_.push_back(c);
     return s;
   }
 
@@ -459,6 +593,8 @@ class ResponsesWriter : public ReplyWriter {
               {"model", info_.model},
               {"output", output_}};
     for (const auto& [k, v] : echo_.items()) r[k] = v;
+    // Hosted tools this server cannot run were not offered to the model.
+    if (!dropped_tools_.empty()) r["metadata"]["sluice_dropped_tools"] = dropped_tools_;
     return r;
   }
 
@@ -532,6 +668,12 @@ class ResponsesWriter : public ReplyWriter {
   bool said_anything_ = false;  // a message item was written
   std::vector<chat::ToolCall> calls_;
   int64_t seq_ = 0;
+  struct CallItem {
+    bool freeform = false;
+    FreeformInput input;  // a freeform call's input text, decoded as it streams
+  } call_;
+  const std::set<std::string> freeform_, namespaces_;
+  const std::string dropped_tools_;
 };
 
 }  // namespace

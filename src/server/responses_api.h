@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -35,11 +36,15 @@ struct ResponsesRequest {
   // reasoning, metadata, max_output_tokens, previous_response_id, store, user...).
   nlohmann::json echo = nlohmann::json::object();
   bool store = true;
+  // Namespace groups: their functions are declared as "NAMESPACE.NAME" and called back with `namespace`.
+  std::set<std::string> namespaces;
+  std::string dropped_tools;  // hosted tools left out (also in `notes`), named in the response's metadata
 };
 
 // `store`: where previous_response_id is looked up (null: none is held).
+// Ignored fields and hosted tools left out go to `notes`.
 ResponsesRequest parse_responses_request(const nlohmann::json& body, const RequestLimits& limits,
-                                         const ResponseStore* store);
+                                         const ResponseStore* store, RequestNotes* notes = nullptr);
 
 struct ResponsesReplyInfo {
   std::string id, model;

@@ -394,10 +394,7 @@ XtmlReply xtml_parse_reply(const Tokenizer& tok, const std::vector<int32_t>& ids
   return r;
 }
 
-namespace {
-
-// The value of attribute `name` in a tag's text (escapes undone); nullopt if absent.
-std::optional<std::string> attr_text(std::string_view tag, std::string_view name) {
+std::optional<std::string> xtml_attr(std::string_view tag, std::string_view name) {
   const std::string key = " " + std::string(name) + "=\"";
   const std::string padded = " " + std::string(tag);
   size_t b = padded.find(key);
@@ -420,6 +417,8 @@ std::optional<std::string> attr_text(std::string_view tag, std::string_view name
   return out;
 }
 
+namespace {
+
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 }  // namespace
@@ -429,7 +428,7 @@ std::optional<XtmlToolCall> xtml_parse_call_text(std::string_view body) {
   size_t p = body.find(sep);
   if (p == std::string_view::npos) return std::nullopt;
   XtmlToolCall call;
-  auto name = attr_text(body.substr(0, p), "tool");
+  auto name = xtml_attr(body.substr(0, p), "tool");
   if (!name || name->empty()) return std::nullopt;
   call.name = *name;
   std::string_view rest = body.substr(p + sep.size());
@@ -458,7 +457,7 @@ std::optional<XtmlToolCall> xtml_parse_call_text(std::string_view body) {
       raw = true;
       continue;
     }
-    auto key = attr_text(head, "key"), type = attr_text(head, "type");
+    auto key = xtml_attr(head, "key"), type = xtml_attr(head, "type");
     if (!key || !type || args.contains(*key)) return std::nullopt;
     if (*type == "string") {
       args[*key] = value;

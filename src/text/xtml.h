@@ -47,6 +47,8 @@ std::vector<int32_t> xtml_encode(const Tokenizer& tok, const std::vector<XtmlSeg
 
 // `&` -> `&amp;`, `"` -> `&quot;` (attribute values)
 std::string xtml_escape(const std::string& s);
+// The value of attribute `name` in a tag's text (`call tool="x" index="0"`), escapes undone; nullopt if absent.
+std::optional<std::string> xtml_attr(std::string_view tag, std::string_view name);
 
 struct XtmlToolCall {
   std::string name;

@@ -36,6 +36,7 @@ export async function startServer(binary, modelDir, extraArgs = []) {
     url: `http://127.0.0.1:${port}`,
     child,
     exited,
+    log: () => log,  // what the server wrote on stderr so far
     // SIGTERM, then the exit status (0 expected: a clean stop, and no leaks under ASan).
     async stop() {
       if (child.exitCode !== null) return { code: child.exitCode, signal: null };

@@ -1,13 +1,25 @@
 // Writes a small DeepSeek-V3 checkpoint for the server tests.
 //   make_test_model OUT_DIR VOCAB EOS_ID [SCRIPT]
+//   make_test_model OUT_DIR VOCAB EOS_ID --starts S1,S2 --marker M|none SCRIPT_BEFORE SCRIPT_AFTER
 // Random weights by default. With SCRIPT (comma-separated token ids, each at most
 // once), the layers' outputs are zeroed and the embeddings and head are set so
 // that after any token outside the script the model emits SCRIPT[0], after
 // SCRIPT[i] it emits SCRIPT[i+1], and after the last one EOS_ID: a scripted
 // reply, for testing tool-call parsing end to end.
+// The second form scripts a two-turn agent session: after a start token (say the
+// generation prompt's last token) the model writes SCRIPT_BEFORE when the context
+// holds no MARKER token and SCRIPT_AFTER when it does (say a tool output's marker:
+// a tool call first, then an answer once the tool's result is in). One attention
+// head of the first layer finds the marker wherever it is (its key alone matches
+// the head's constant query, and only its value is non-zero), and writes a flag
+// into the residual stream that the head reads beside the last token.
+// With --marker none the last token alone decides: SCRIPT_BEFORE after S1,
+// SCRIPT_AFTER after S2 (a tool call for every user turn, an answer after each
+// tool output).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -22,7 +34,8 @@ using namespace sluice;
 
 namespace {
 
-constexpr int64_t kHidden = 64, kLayers = 2, kExperts = 4, kInter = 96, kMoeInter = 32;
+constexpr int64_t kLayers = 2, kExperts = 4, kInter = 96, kMoeInter = 32;
+int64_t kHidden = 64;  // more for long scripts (a slot per scripted token)
 constexpr int64_t kHeads = 2, kKvLora = 32, kNope = 16, kRope = 8, kV = 16;
 
 std::mt19937_64 rng(1234);
@@ -40,31 +53,68 @@ TensorData tensor(const std::string& name, std::vector<int64_t> shape, float sca
 
 }  // namespace
 
+std::vector<int32_t> ids(const std::string& s) {
+  std::vector<int32_t> v;
+  for (size_t p = 0; p < s.size();) {
+    size_t q = s.find(',', p);
+    if (q == std::string::npos) q = s.size();
+    v.push_back(std::stoi(s.substr(p, q - p)));
+    p = q + 1;
+  }
+  return v;
+}
+
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: make_test_model OUT_DIR VOCAB EOS_ID [SCRIPT]\n");
+    std::fprintf(stderr,
+                 "usage: make_test_model OUT_DIR VOCAB EOS_ID [SCRIPT]\n"
+                 "       make_test_model OUT_DIR VOCAB EOS_ID --starts S1,S2 --marker M SCRIPT_BEFORE SCRIPT_AFTER\n");
     return 2;
   }
   const std::string out = argv[1];
   const int64_t vocab = std::stoll(argv[2]);
   const int32_t eos = std::stoi(argv[3]);
-  std::vector<int32_t> script;
-  if (argc > 4) {
-    std::string s = argv[4];
-    for (size_t p = 0; p < s.size();) {
-      size_t q = s.find(',', p);
-      if (q == std::string::npos) q = s.size();
-      script.push_back(std::stoi(s.substr(p, q - p)));
-      p = q + 1;
-    }
-    std::set<int32_t> seen(script.begin(), script.end());
-    if (seen.size() != script.size() || seen.count(eos) || int64_t(script.size()) >= kHidden) {
-      std::fprintf(stderr, "make_test_model: the script needs distinct ids (not EOS), fewer than %lld\n",
-                   (long long)kHidden);
+  std::vector<int32_t> script, after, starts;
+  int32_t marker = -1;
+  bool per_turn = false;
+  if (argc > 4 && std::string(argv[4]) == "--starts") {
+    if (argc != 10 || std::string(argv[6]) != "--marker") {
+      std::fprintf(stderr, "make_test_model: --starts S1,S2 --marker M SCRIPT_BEFORE SCRIPT_AFTER\n");
       return 2;
     }
+    starts = ids(argv[5]);
+    per_turn = std::string(argv[7]) == "none";
+    marker = per_turn ? -1 : std::stoi(argv[7]);
+    if (per_turn && starts.size() != 2) {
+      std::fprintf(stderr, "make_test_model: --marker none needs two start tokens\n");
+      return 2;
+    }
+    script = ids(argv[8]);
+    after = ids(argv[9]);
+  } else if (argc > 4) {
+    script = ids(argv[4]);
+  }
+  {
+    std::set<int32_t> seen(script.begin(), script.end());
+    seen.insert(after.begin(), after.end());
+    seen.insert(starts.begin(), starts.end());
+    const size_t n = script.size() + after.size() + starts.size();
+    if (seen.size() != n || seen.count(eos) || (marker >= 0 && seen.count(marker))) {
+      std::fprintf(stderr, "make_test_model: the scripts and start tokens need distinct ids (not EOS, not the marker)\n");
+      return 2;
+    }
+    // A slot per scripted token, start token and the marker, one for "anything else", one for the flag.
+    while (int64_t(n) + 3 > kHidden) kHidden += 64;
   }
   const bool scripted = !script.empty();
+  std::map<int32_t, int64_t> slots;
+  for (const auto* s : {&script, &after, &starts})
+    for (int32_t t : *s) slots.emplace(t, int64_t(slots.size()));
+  if (marker >= 0) slots.emplace(marker, int64_t(slots.size()));
+  auto slot_of = [&](int32_t t) -> int64_t {
+    auto it = slots.find(t);
+    return it == slots.end() ? kHidden - 1 : it->second;
+  };
   std::filesystem::create_directories(out);
 
   nlohmann::json cfg = {{"architectures", {"DeepseekV3ForCausalLM"}},
@@ -109,11 +159,31 @@ int main(int argc, char** argv) {
     const std::string P = "model.layers." + std::to_string(l) + ".";
     ts.push_back(tensor(P + "input_layernorm.weight", {kHidden}, 0, true, 1));
     ts.push_back(tensor(P + "post_attention_layernorm.weight", {kHidden}, 0, true, 1));
-    ts.push_back(tensor(P + "self_attn.q_proj.weight", {kHeads * (kNope + kRope), kHidden}, w));
-    ts.push_back(tensor(P + "self_attn.kv_a_proj_with_mqa.weight", {kKvLora + kRope, kHidden}, w));
+    const bool finder = marker >= 0 && l == 0;  // this layer's first head finds the marker
+    ts.push_back(tensor(P + "self_attn.q_proj.weight", {kHeads * (kNope + kRope), kHidden}, w, finder));
+    ts.push_back(tensor(P + "self_attn.kv_a_proj_with_mqa.weight", {kKvLora + kRope, kHidden}, w, finder));
     ts.push_back(tensor(P + "self_attn.kv_a_layernorm.weight", {kKvLora}, 0, true, 1));
-    ts.push_back(tensor(P + "self_attn.kv_b_proj.weight", {kHeads * (kNope + kV), kKvLora}, w));
+    ts.push_back(tensor(P + "self_attn.kv_b_proj.weight", {kHeads * (kNope + kV), kKvLora}, w, finder));
     ts.push_back(tensor(P + "self_attn.o_proj.weight", {kHidden, kHeads * kV}, w, scripted));
+    if (finder) {
+      auto at = [&](size_t back, int64_t row, int64_t col, int64_t cols, float v) {
+        reinterpret_cast<uint16_t*>(ts[ts.size() - back].bytes.data())[row * cols + col] = f32_to_bf16(v);
+      };
+      // Every token's normalised embedding is one slot at sqrt(hidden): the query of
+      // head 0 is the same for all (its first nope dimension); the latent is 1 in its
+      // first dimension for the marker and in its second for anything else; the marker's
+      // latent gives a key along the query (a score of 37 or more after scaling) and a value in
+      // the head's first value dimension; o_proj copies that into the flag slot.
+      for (int64_t c = 0; c < kHidden; ++c) {
+        at(5, 0, c, kHidden, 1.f);  // q_proj row 0 (head 0, nope 0)
+        at(4, 1, c, kHidden, 1.f);  // kv_a row 1: "not the marker"
+      }
+      at(4, 1, slot_of(marker), kHidden, 0.f);
+      at(4, 0, slot_of(marker), kHidden, 1.f);
+      at(2, 0, 0, kKvLora, 4.f);         // kv_b: head 0 k_nope 0 <- latent 0
+      at(2, kNope, 0, kKvLora, 0.25f);  // kv_b: head 0 v 0 <- latent 0 (normalised: sqrt(32) * 0.25 = 1.41)
+      at(1, kHidden - 2, 0, kHeads * kV, 1.f);  // o_proj: flag slot <- head 0 v 0
+    }
     if (l == 0) {
       ts.push_back(tensor(P + "mlp.gate_proj.weight", {kInter, kHidden}, w));
       ts.push_back(tensor(P + "mlp.up_proj.weight", {kInter, kHidden}, w));
@@ -136,15 +206,32 @@ int main(int argc, char** argv) {
   TensorData embed = tensor("model.embed_tokens.weight", {vocab, kHidden}, 1.0f, scripted);
   TensorData head = tensor("lm_head.weight", {vocab, kHidden}, 0.3f, scripted);
   if (scripted) {
-    // Slot k < script size: "the last token was script[k]"; slot kHidden-1: anything else.
+    // Slot slot_of(t): "the last token was t" for scripted and start tokens; slot
+    // kHidden-1: anything else; slot kHidden-2: the marker flag.
     auto set = [](TensorData& t, int64_t row, int64_t col, float v) {
       reinterpret_cast<uint16_t*>(t.bytes.data())[row * kHidden + col] = f32_to_bf16(v);
     };
-    std::vector<int64_t> slot(size_t(vocab), kHidden - 1);
-    for (size_t k = 0; k < script.size(); ++k) slot[size_t(script[k])] = int64_t(k);
-    for (int64_t t = 0; t < vocab; ++t) set(embed, t, slot[size_t(t)], 1.f);
-    set(head, script[0], kHidden - 1, 4.f);
-    for (size_t k = 0; k < script.size(); ++k) set(head, k + 1 < script.size() ? script[k + 1] : eos, int64_t(k), 4.f);
+    for (int64_t t = 0; t < vocab; ++t) set(embed, t, slot_of(int32_t(t)), 1.f);
+    auto chain = [&](const std::vector<int32_t>& s) {
+      for (size_t k = 0; k < s.size(); ++k) set(head, k + 1 < s.size() ? s[k + 1] : eos, slot_of(s[k]), 4.f);
+    };
+    chain(script);
+    chain(after);
+    if (starts.empty()) {
+      set(head, script[0], kHidden - 1, 4.f);
+    } else if (per_turn) {
+      set(head, script[0], slot_of(starts[0]), 4.f);
+      set(head, after[0], slot_of(starts[1]), 4.f);
+    } else {
+      // After a start token: SCRIPT_BEFORE without the flag (4 - 2 against 3), SCRIPT_AFTER
+      // with it (2 against 3 + 2). A flag alone never outweighs a scripted step (4).
+      for (int32_t st : starts) {
+        set(head, script[0], slot_of(st), 4.f);
+        set(head, after[0], slot_of(st), 3.f);
+      }
+      set(head, script[0], kHidden - 2, -2.f);
+      set(head, after[0], kHidden - 2, 2.f);
+    }
   }
   ts.push_back(std::move(embed));
   ts.push_back(std::move(head));

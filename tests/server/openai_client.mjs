@@ -323,7 +323,7 @@ await t.test('responses errors: status and the Responses field named', async () 
     [{ model: MODEL, input: 'x', temperature: 5 }, 400, 'temperature'],
     [{ model: MODEL, input: 'x', max_output_tokens: 0 }, 400, 'max_output_tokens'],
     [{ model: MODEL, input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] }, 400, 'input[0].content[0].type'],
-    [{ model: MODEL, input: 'x', tools: [{ type: 'web_search' }] }, 400, 'tools[0].type'],
+    [{ model: MODEL, input: 'x', tools: [{ type: 'web_scraper' }] }, 400, 'tools[0].type'],
     [{ model: MODEL, input: 'x', text: { format: { type: 'json_schema', name: 'x', schema: { type: 'string', pattern: 'a+' } } } }, 400, 'text.format.schema.pattern'],
     [{ model: MODEL, input: 'x', bogus_field: 1 }, 400, 'bogus_field'],
     [{ model: 'no-such-model', input: 'x' }, 404, 'model'],

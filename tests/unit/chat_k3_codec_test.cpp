@@ -108,14 +108,23 @@ TEST(K3Codec, ReplySplitsIntoReasoningContentAndTypedCallsHoweverCut) {
     EXPECT_EQ(all.tool_calls[1].arguments, "{raw");
     EXPECT_EQ(p.calls_seen(), 2);
   }
-  // A value that does not parse as its type is not a call: the text stays visible.
+  // A value that does not parse as its type is kept as a string: the call's name went
+  // out as it was generated (streamed replies), so the call stands.
   ReplyParser p(syn, true);
   ReplyDelta d = p.push("ok<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|>"
                         "<|open|>call tool=\"get\" index=\"0\"<|sep|><|open|>argument key=\"n\" type=\"number\"<|sep|>"
                         "abc<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>");
   d.append(p.finish());
-  EXPECT_TRUE(d.tool_calls.empty());
-  EXPECT_NE(d.content.find("abc"), std::string::npos);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"n":"abc"})");
+  EXPECT_EQ(d.content, "");
+  // A call without a tool name is not a call: the text stays visible.
+  ReplyParser q(syn, true);
+  ReplyDelta e = q.push("ok<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|>"
+                        "<|open|>call index=\"0\"<|sep|>abc<|close|>call<|sep|><|close|>tools<|sep|>");
+  e.append(q.finish());
+  EXPECT_TRUE(e.tool_calls.empty());
+  EXPECT_NE(e.content.find("abc"), std::string::npos);
 }
 
 TEST(K3Codec, ConversationsXtmlCannotWriteAre400s) {

@@ -2,6 +2,8 @@
 // syntax, fed whole and one byte at a time (as streaming does).
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "chat/reply_parser.h"
@@ -9,11 +11,31 @@
 namespace sluice::chat {
 namespace {
 
-ReplyDelta run(const ReplySyntax& syn, bool tools, const std::string& text, size_t piece) {
+ReplyDelta run(const ReplySyntax& syn, bool tools, const std::string& text, size_t piece, bool cut = false) {
   ReplyParser p(syn, tools);
   ReplyDelta all;
   for (size_t i = 0; i < text.size(); i += piece) all.append(p.push(text.substr(i, piece)));
-  all.append(p.finish());
+  all.append(p.finish(cut));
+  // A call's streamed pieces are its arguments, and it ends with them.
+  std::map<size_t, std::string> args;
+  std::map<size_t, bool> ended;
+  for (const auto& part : all.call_parts) {
+    if (part.begins) {
+      EXPECT_FALSE(args.count(part.index)) << "call " << part.index << " begins twice";
+    }
+    args[part.index] += part.arguments;
+    if (part.ends) ended[part.index] = true;
+  }
+  size_t complete = 0;
+  for (const auto& [i, a] : args)
+    if (ended[i]) {
+      EXPECT_LT(complete, all.tool_calls.size());
+      if (complete < all.tool_calls.size()) {
+        EXPECT_EQ(a, all.tool_calls[complete].arguments) << "call " << i;
+      }
+      ++complete;
+    }
+  EXPECT_EQ(complete, all.tool_calls.size());
   return all;
 }
 
@@ -133,9 +155,99 @@ TEST(ReplyParser, MalformedOrUnfinishedCallsStayVisible) {
   auto r = both(qwen3_syntax(), true, "<tool_call>not json</tool_call>");
   EXPECT_TRUE(r.tool_calls.empty());
   EXPECT_EQ(r.content, "<tool_call>not json</tool_call>");
-  r = both(qwen3_syntax(), true, "<tool_call>{\"name\": \"cut\", \"arguments\": {}}");  // hit max_tokens
+  // Generation ended (an end-of-turn token) before the end marker: the call stands.
+  r = both(qwen3_syntax(), true, "<tool_call>{\"name\": \"done\", \"arguments\": {}}");
   ASSERT_EQ(r.tool_calls.size(), 1u);
-  EXPECT_EQ(r.tool_calls[0].name, "cut");
+  EXPECT_EQ(r.tool_calls[0].name, "done");
+}
+
+// max_tokens ending the reply inside a call: the call never completes (its streamed
+// parts end with `cut`), it is not returned, and no markup is shown as content.
+TEST(ReplyParser, ACallCutOffByMaxTokensIsDropped) {
+  struct Case {
+    ReplySyntax syn;
+    std::string before, cut_call;
+  };
+  const std::vector<Case> cases = {
+      {qwen3_syntax(), "Sure.", "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\""},
+      {deepseek_v3_syntax(), "Sure.", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n```json\n{\"a\": 1"},
+      {kimi_k2_syntax(), "Sure.", "<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0<|tool_call_argument_begin|>{\"a\""},
+      {kimi_k3_syntax(), "", "<|open|>tools<|sep|><|open|>call tool=\"add\" index=\"0\"<|sep|><|open|>argument key=\"a\" type=\"number\"<|sep|>1"},
+      {gpt_oss_syntax(), "", "<|channel|>commentary to=functions.add <|constrain|>json<|message|>{\"a\": 1"},
+      // Cut before the name is out, or inside a marker.
+      {qwen3_syntax(), "Sure.", "<tool_call>\n{\"na"},
+      {qwen3_syntax(), "Sure.", "<tool_c"},
+  };
+  for (const auto& c : cases) {
+    for (size_t piece : {size_t(1), size_t(3), c.before.size() + c.cut_call.size()}) {
+      SCOPED_TRACE(c.syn.name + " " + c.cut_call + " in pieces of " + std::to_string(piece));
+      ReplyDelta r = run(c.syn, true, c.before + c.cut_call, piece, /*cut=*/true);
+      EXPECT_TRUE(r.tool_calls.empty());
+      EXPECT_EQ(r.content, c.syn.name == "kimi_k3" || c.syn.name == "gpt_oss" ? "" : "Sure.");
+      for (const auto& part : r.call_parts) EXPECT_FALSE(part.ends);
+      if (!r.call_parts.empty()) {
+        EXPECT_TRUE(r.call_parts.back().cut);
+      }
+    }
+  }
+  // A complete call before the cut one stays.
+  ReplyDelta r = run(qwen3_syntax(), true,
+                     "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>\n<tool_call>\n{\"name\": \"x\"", 2,
+                     true);
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\": 1}");
+}
+
+// Arguments go out while the call is still being written, in each family's syntax;
+// the pieces are the arguments as the model wrote them (K3's typed ones as JSON).
+TEST(ReplyParser, ArgumentsStreamAsTheyAreGenerated) {
+  struct Case {
+    ReplySyntax syn;
+    std::string call, name, arguments;
+  };
+  const std::vector<Case> cases = {
+      {qwen3_syntax(), "<tool_call>\n{\"name\": \"write\", \"arguments\": {\"path\": \"a.txt\", \"text\": \"a long text\"}}\n</tool_call>",
+       "write", "{\"path\": \"a.txt\", \"text\": \"a long text\"}"},
+      {deepseek_v3_syntax(),
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>write\n```json\n{\"path\": \"a.txt\", \"text\": \"a long text\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+       "write", "{\"path\": \"a.txt\", \"text\": \"a long text\"}"},
+      {kimi_k2_syntax(),
+       "<|tool_calls_section_begin|><|tool_call_begin|>functions.write:0<|tool_call_argument_begin|>{\"path\": \"a.txt\", \"text\": \"a long text\"}<|tool_call_end|><|tool_calls_section_end|>",
+       "write", "{\"path\": \"a.txt\", \"text\": \"a long text\"}"},
+      {kimi_k3_syntax(),
+       "<|open|>tools<|sep|><|open|>call tool=\"write\" index=\"0\"<|sep|><|open|>argument key=\"path\" type=\"string\"<|sep|>a.txt<|close|>argument<|sep|>"
+       "<|open|>argument key=\"n\" type=\"number\"<|sep|>2<|close|>argument<|sep|><|open|>argument key=\"text\" type=\"string\"<|sep|>a \"long\" text\n<|close|>argument<|sep|>"
+       "<|close|>call<|sep|><|close|>tools<|sep|>",
+       "write", "{\"path\":\"a.txt\",\"n\":2,\"text\":\"a \\\"long\\\" text\\n\"}"},
+      {gpt_oss_syntax(), "<|channel|>commentary to=functions.write <|constrain|>json<|message|>{\"path\": \"a.txt\", \"text\": \"a long text\"}",
+       "write", "{\"path\": \"a.txt\", \"text\": \"a long text\"}"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.syn.name);
+    ReplyDelta r = both(c.syn, true, c.call);
+    ASSERT_EQ(r.tool_calls.size(), 1u);
+    EXPECT_EQ(r.tool_calls[0].name, c.name);
+    EXPECT_EQ(r.tool_calls[0].arguments, c.arguments);
+    // Fed a byte at a time: the name is out, and arguments with it, before the call's text ends.
+    ReplyParser p(c.syn, true);
+    std::string streamed;
+    bool begun = false;
+    size_t pieces = 0;
+    const size_t end = c.call.find("text") + 4;  // well inside the arguments
+    for (size_t i = 0; i < end; ++i)
+      for (const auto& part : p.push(c.call.substr(i, 1)).call_parts) {
+        begun = begun || part.begins;
+        if (part.begins) {
+          EXPECT_EQ(part.name, c.name);
+        }
+        streamed += part.arguments;
+        pieces += !part.arguments.empty();
+      }
+    EXPECT_TRUE(begun);
+    EXPECT_GT(pieces, 1u);
+    EXPECT_EQ(c.arguments.compare(0, streamed.size(), streamed), 0) << streamed;
+    EXPECT_GT(streamed.size(), c.arguments.find("a.txt")) << streamed;
+  }
 }
 
 TEST(ReplyParser, HoldsBackOnlyPossibleMarkerStarts) {

@@ -107,7 +107,6 @@ TEST(ServerRequest, RefusesWhatItCannotHonour) {
             "response_format.json_schema.schema.format");
   EXPECT_EQ(bad_param(chat({{"reasoning_effort", "extreme"}})), "reasoning_effort");
   EXPECT_EQ(bad_param(chat({{"functions", json::array()}})), "functions");
-  EXPECT_EQ(bad_param(chat({{"store", true}})), "store");
   EXPECT_EQ(bad_param(chat({{"modalities", {"text", "audio"}}})), "modalities");
   EXPECT_EQ(bad_param(chat({{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}})),
             "messages[0].content[0].type");

@@ -141,7 +141,9 @@ TEST(ServerResponses, BadInputNamesTheResponsesField) {
   EXPECT_EQ(bad_param(body({{"input", {{{"type", "function_call_output"}, {"call_id", "c"}}}}})), "input[0].output");
   EXPECT_EQ(bad_param(body({{"input", {{{"type", "reasoning"}, {"encrypted_content", "zz"}, {"summary", json::array()}}}}})),
             "input[0].encrypted_content");
-  EXPECT_EQ(bad_param(body({{"tools", {{{"type", "web_search"}}}}})), "tools[0].type");
+  EXPECT_EQ(bad_param(body({{"tools", {{{"type", "frobnicator"}}}}})), "tools[0].type");
+  EXPECT_EQ(bad_param(body({{"tools", {{{"type", "web_search"}}}}, {"tool_choice", {{"type", "web_search_preview"}}}})),
+            "tool_choice.type");
   EXPECT_EQ(bad_param(body({{"tools", {{{"type", "function"}, {"name", "bad name"}}}}})), "tools[0].name");
   EXPECT_EQ(bad_param(body({{"tools", {{{"type", "function"}, {"name", "f"}, {"parameters", 3}}}}})), "tools[0].parameters");
   EXPECT_EQ(bad_param(body({{"tools", {kTool}}, {"tool_choice", {{"type", "function"}, {"name", "nope"}}}})),
@@ -227,7 +229,20 @@ TEST(ServerResponses, StreamEventsAndTheStoredConversation) {
   sse += w->delta(d, {});
   d.content = " me";
   sse += w->delta(d, {});
+  // A call as the parser hands it over: its name, then its arguments as they are generated.
   d = {};
+  chat::ToolCallPart part;
+  part.begins = true;
+  part.id = "call_9";
+  part.name = "get_weather";
+  part.arguments = "{\"city\":";
+  d.call_parts.push_back(part);
+  sse += w->delta(d, {});
+  d = {};
+  part = {};
+  part.arguments = "\"Oslo\"}";
+  part.ends = true;
+  d.call_parts.push_back(part);
   d.tool_calls.push_back({"call_9", "get_weather", "{\"city\":\"Oslo\"}"});
   sse += w->delta(d, {});
   chat::Outcome o;
@@ -248,7 +263,8 @@ TEST(ServerResponses, StreamEventsAndTheStoredConversation) {
       "response.output_item.added", "response.content_part.added", "response.output_text.delta",
       "response.output_text.delta", "response.output_text.done", "response.content_part.done",
       "response.output_item.done", "response.output_item.added", "response.function_call_arguments.delta",
-      "response.function_call_arguments.done", "response.output_item.done", "response.completed"};
+      "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
+      "response.completed"};
   EXPECT_EQ(types, want);
   EXPECT_EQ(ev[0]["response"]["status"], "in_progress");
   const json& r = ev.back()["response"];
