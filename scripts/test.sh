@@ -6,7 +6,8 @@
 # commit: SLUICE_FUZZ_SEED, printed, repeats a run), the kernel and golden
 # tests built for ARM64 under qemu-aarch64 (NEON), and under ThreadSanitizer the thread pool,
 # streaming, remote-fetch and server tests (continuous batching included). A skipped test fails the run unless it is a SIMD test of
-# an instruction set this CPU lacks. Each stage prints how long it took. Run scripts/setup.sh first.
+# an instruction set this CPU lacks. Each stage prints how long it took. Run scripts/setup.sh first;
+# the sanitizer, ARM64 and TSan trees are configured here on the first run and reused after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
@@ -34,7 +35,9 @@ if [ -z "${SLUICE_FUZZ_SEED:-}" ]; then
   SLUICE_FUZZ_SEED=$(( 16#${commit} % 2147483647 + 1 ))
 fi
 echo "test: libFuzzer seed $SLUICE_FUZZ_SEED (SLUICE_FUZZ_SEED=$SLUICE_FUZZ_SEED repeats this run)"
-cmake -S . -B build-asan -DSLUICE_FUZZ_SEED="$SLUICE_FUZZ_SEED" >/dev/null
+# The CUDA backend is compiled in build/ (where nvcc exists); the other trees check the CPU code.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=ON -DSLUICE_FUZZ=ON \
+  -DSLUICE_CUDA=OFF -DCMAKE_CXX_COMPILER=clang++ -DSLUICE_FUZZ_SEED="$SLUICE_FUZZ_SEED" >/dev/null
 cmake --build build-asan -j "$JOBS"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -42,6 +45,10 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 python3 scripts/check_skips.py build-asan
 took "sanitizer tree (ASan + UBSan, libFuzzer)"
 
+if [ ! -f build-aarch64/CMakeCache.txt ]; then
+  cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_OPT_FLAGS=-O2 -DSLUICE_BENCH=OFF \
+    -DSLUICE_CUDA=OFF -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake >/dev/null
+fi
 cmake --build build-aarch64 -j "$JOBS" --target sluice_unit_tests sluice_golden_tests
 echo "test: ARM64 under qemu: $(qemu-aarch64 build-aarch64/tests/sluice_unit_tests --gtest_filter='Isa.*' | grep '\[ kernels \]')"
 (cd build-aarch64 && ctest -j "$JOBS" --output-on-failure --timeout 1800 \
@@ -49,6 +56,9 @@ echo "test: ARM64 under qemu: $(qemu-aarch64 build-aarch64/tests/sluice_unit_tes
 python3 scripts/check_skips.py build-aarch64
 took "ARM64 tree under qemu"
 
+if [ ! -f build-tsan/CMakeCache.txt ]; then
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TSAN=ON -DSLUICE_CUDA=OFF >/dev/null
+fi
 cmake --build build-tsan -j "$JOBS" --target sluice sluice_unit_tests server_test_model
 TSAN_TESTS='^(ThreadPool|Streaming|SpineStreaming|ReadFaults|Pull|ExpertDiskCache|ServerQueue)\.|^server\.(robustness|connections|shutdown|batching|hostile)$|^remote\.(stream|faults)\.'
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/../scripts/tsan-suppressions.txt \
