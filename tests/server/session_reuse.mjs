@@ -80,7 +80,7 @@ await t.test('a second session starts at the first one\'s system prompt and tool
     assert.match(log(), new RegExp(`prompt ${p2.length} tokens \\(${shared} cached, ${p2.length - shared} new\\)`));
     // A third one, through the Messages API (Claude Code's).
     const r3 = await messagesApi(url, Q2);
-    assert.equal(r3.usage.cache_read_input_tokens, shared, JSON.stringify(r3.usage));
+    assert.ok(r3.usage.cache_read_input_tokens >= shared, JSON.stringify(r3.usage));
     assert.equal(said(r3), freshMessages);
     console.log(`second session: ${shared} of ${p2.length} prompt tokens reused, ${p2.length - shared} prefilled`);
   });
@@ -97,7 +97,7 @@ await t.test('after a restart, from the --prompt-cache directory', async () => {
   });
 });
 
-await t.test('--prompt-checkpoints 0: a recurrent model\'s second session starts over, the same reply', async () => {
+await t.test('--prompt-checkpoints 0: no checkpoints kept, the same reply (a recurrent model starts over)', async () => {
   await withServer(['--prompt-checkpoints', '0'], async (url) => {
     await chat(url, conv(Q1));
     const r2 = await chat(url, conv(Q2));
