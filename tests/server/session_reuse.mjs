@@ -83,6 +83,15 @@ await t.test('a second session starts at the first one\'s system prompt and tool
     assert.ok(r3.usage.cache_read_input_tokens >= shared, JSON.stringify(r3.usage));
     assert.equal(said(r3), freshMessages);
     console.log(`second session: ${shared} of ${p2.length} prompt tokens reused, ${p2.length - shared} prefilled`);
+    // A head of several messages (Codex sends its environment as a user message before the prompt):
+    // a new session starts where its prompt's text begins.
+    const ENV = '<environment_context>\n  <cwd>/home/user/project</cwd>\n  <shell>bash</shell>\n</environment_context>';
+    const withEnv = (q) => [{ role: 'system', content: SYSTEM }, { role: 'user', content: ENV }, { role: 'user', content: q }];
+    const e1 = await ids(url, withEnv(Q1)), e2 = await ids(url, withEnv(Q2));
+    await chat(url, withEnv(Q1));
+    const r4 = await chat(url, withEnv(Q2));
+    assert.equal(r4.usage.prompt_tokens_details.cached_tokens, common(e1, e2), JSON.stringify(r4.usage));
+    assert.ok(common(e1, e2) > shared);
   });
 });
 
