@@ -194,7 +194,7 @@ std::string Metrics::render() const {
   single("sluice_prompt_cache_disk_bytes", "gauge", "Bytes of the prompt state files (at most --prompt-cache-max).",
          cache_disk_bytes_);
   single("sluice_prompt_cache_checkpoints", "gauge",
-         "States kept in memory at message boundaries (the end of a shared system prompt and tools) for new sessions.",
+         "States kept in memory at message boundaries (the end of a shared system prompt and tools, ...) for new sessions.",
          cache_checkpoints_);
   single("sluice_prompt_cache_checkpoint_bytes", "gauge",
          "Bytes of the checkpoints kept in memory (at most --prompt-checkpoints).", cache_checkpoint_bytes_);
