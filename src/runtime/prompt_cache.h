@@ -41,8 +41,10 @@ struct CachedConversation {
 
 class PromptCache {
  public:
-  // Creates DIR if needed and indexes its files (headers only); files it
-  // cannot use are logged once and left alone.
+  // Creates DIR if needed (mode 0700: the states hold conversations) and
+  // indexes its files (headers only); files it cannot use are logged once and
+  // left alone. A directory of ours that others may read is tightened to 0700
+  // (its files to 0600) with one line; another user's is used with a warning.
   PromptCache(const Model& model, PromptCacheOptions opts);
 
   // A conversation holding the longest prefix of `prompt` that any slot or
@@ -57,9 +59,9 @@ class PromptCache {
   // cached one, and every 256 tokens), ascending, after the reused part and
   // before its last token.
   const std::vector<int64_t>& save_points() const { return save_points_; }
-  // Writes the session's state to DIR (atomically) unless a file holds
-  // those tokens already, then deletes the least recently used files beyond
-  // the bound. No-op without a directory; a failed write is logged.
+  // Writes the session's state to DIR (atomically, mode 0600) unless a file
+  // holds those tokens already, then deletes the least recently used files
+  // beyond the bound. No-op without a directory; a failed write is logged.
   void save(const Session& s);
 
   int64_t slots_in_memory() const { return int64_t(slots_.size()); }
@@ -82,6 +84,7 @@ class PromptCache {
   int64_t usable_from_file(const File& f, const std::vector<int32_t>& prompt) const;
   void index_dir();
   void evict_files(const std::string& keep_path);
+  void make_private();
   void log(const std::string& line) const;
 
   const Model& model_;

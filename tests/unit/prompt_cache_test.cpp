@@ -5,6 +5,8 @@
 // reply's logits bit for bit those of a fresh session.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -203,6 +205,45 @@ TEST_P(PromptCacheTest, FilesStayWithinTheirBound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PromptCacheTest, ::testing::Values("qwen3_moe_tiny", "kimi_linear_tiny"));
+
+// Issue 38, finding 6: other local users could read every cached conversation
+// (the directory was created 0755, its files 0644). The directory is made 0700,
+// the files 0600, and a directory of ours found with wider modes is tightened.
+TEST(PromptCacheFiles, DirectoryAndFilesArePrivate) {
+  namespace fs = std::filesystem;
+  auto model = load_model(test::fixture("golden/qwen3_moe_tiny"));
+  const int64_t V = model->info().vocab;
+  test::TempDir tmp;
+  const mode_t old_umask = umask(022);  // the usual one: what a plain create would give others
+  auto mode = [](const std::string& p) { return fs::status(p).permissions() & fs::perms::all; };
+  std::vector<std::string> lines;
+  PromptCacheOptions o = options(1, 0, tmp.file("new/cache"), "t");
+  o.log = [&](const std::string& l) { lines.push_back(l); };
+  {
+    PromptCache cache(*model, o);
+    request(cache, seq(12, 1, V), {});
+    ASSERT_EQ(cache.files(), 1);
+  }
+  EXPECT_EQ(mode(o.dir), fs::perms::owner_all);
+  for (const auto& e : fs::directory_iterator(o.dir))
+    EXPECT_EQ(mode(e.path().string()), fs::perms::owner_read | fs::perms::owner_write) << e.path();
+  EXPECT_TRUE(lines.empty());
+  // An existing directory (and file) of ours that others can read: tightened, said once.
+  fs::permissions(o.dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                             fs::perms::others_exec);
+  for (const auto& e : fs::directory_iterator(o.dir))
+    fs::permissions(e.path(), fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  {
+    PromptCache cache(*model, o);
+    EXPECT_EQ(cache.files(), 1);
+  }
+  EXPECT_EQ(mode(o.dir), fs::perms::owner_all);
+  for (const auto& e : fs::directory_iterator(o.dir))
+    EXPECT_EQ(mode(e.path().string()), fs::perms::owner_read | fs::perms::owner_write) << e.path();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("0700"), std::string::npos) << lines[0];
+  umask(old_umask);
+}
 
 }  // namespace
 }  // namespace sluice
