@@ -7,11 +7,16 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "engine/model_identity.h"
 #include "runtime/prompt_cache.h"
 #include "runtime/state_file.h"
 #include "support/test_support.h"
@@ -243,6 +248,65 @@ TEST(PromptCacheFiles, DirectoryAndFilesArePrivate) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("0700"), std::string::npos) << lines[0];
   umask(old_umask);
+}
+
+// Issue 38, finding 5: after a model's weights changed in place (one sign
+// flipped in a tensor, the file rewritten), the cache served the old state. The
+// model's identity now covers each file's modification time too: the old files
+// are ignored (with a line) and the reply is the new weights' own.
+TEST(PromptCacheFiles, WeightsChangedInPlaceAreNotServedFromTheCache) {
+  namespace fs = std::filesystem;
+  test::TempDir tmp;
+  const std::string dir = test::copy_golden(tmp, "qwen3_moe_tiny");
+  const std::string st = dir + "/model.safetensors";
+  PromptCacheOptions o = options(1, 0, tmp.file("cache"), "");
+  std::vector<int32_t> prompt;
+  std::string before;
+  {
+    auto model = load_model(dir);
+    prompt = seq(30, 1, model->info().vocab);
+    o.identity = before = model_identity(*model);
+    PromptCache cache(*model, o);
+    request(cache, prompt, {});
+    ASSERT_EQ(cache.files(), 1);
+  }
+  // The sign of the middle element of the largest tensor (little-endian: the last byte's top bit),
+  // far from the bytes the identity samples; the file is written again whole, as a tool would.
+  std::string bytes;
+  {
+    std::ifstream f(st, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  uint64_t hlen = 0;
+  std::memcpy(&hlen, bytes.data(), 8);
+  const auto header = nlohmann::json::parse(bytes.substr(8, hlen));
+  uint64_t lo = 0, hi = 0;
+  std::string dtype;
+  for (const auto& [name, t] : header.items()) {
+    if (name == "__metadata__") continue;
+    const uint64_t a = t["data_offsets"][0], b = t["data_offsets"][1];
+    if (b - a > hi - lo) lo = a, hi = b, dtype = t["dtype"];
+  }
+  const uint64_t esize = dtype == "F32" ? 4 : dtype == "BF16" || dtype == "F16" ? 2 : 1;
+  const uint64_t elem = (hi - lo) / esize / 2;
+  bytes[8 + hlen + lo + elem * esize + esize - 1] ^= char(0x80);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the file system's clock tick
+  {
+    std::ofstream f(st, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  auto model = load_model(dir);
+  o.identity = model_identity(*model);
+  EXPECT_NE(o.identity, before);
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& l) { lines.push_back(l); };
+  PromptCache cache(*model, o);
+  EXPECT_EQ(cache.files(), 0);
+  const Turn t = request(cache, cat(prompt, seq(3, 2, model->info().vocab)), {});
+  EXPECT_EQ(t.reused, 0) << "the old weights' state was served";
+  EXPECT_TRUE(same(t.logits, fresh(*model, cat(prompt, seq(3, 2, model->info().vocab)), {})));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("another model"), std::string::npos) << lines[0];
 }
 
 }  // namespace
