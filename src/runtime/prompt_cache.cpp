@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "runtime/state_file.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -225,8 +226,23 @@ void PromptCache::save(const Session& s) {
     }
   const uint64_t h = XXH3_64bits(t.data(), t.size() * sizeof(int32_t));
   const std::string path = (fs::path(opts_.dir) / fmt::format("{:016x}-{}{}", h, t.size(), kSuffix)).string();
+  const auto write = [&] {
+    if (opts_.write) opts_.write(path, s.image(), opts_.identity);
+    else write_state_file(path, s.image(), opts_.identity);
+  };
   try {
-    write_state_file(path, s.image(), opts_.identity);
+    try {
+      write();
+    } catch (const DiskFull& e) {
+      // The file system is full: room for this state from the least recently used files, then once more.
+      const uint64_t need = encode_state(s.image(), opts_.identity).size();
+      const int64_t had = files();
+      const uint64_t freed = evict_oldest(need);
+      log(fmt::format("{}: deleted {} least recently used file(s) ({} bytes) to make room, trying again", e.what(),
+                      had - files(), freed));
+      if (freed == 0) throw;
+      write();
+    }
   } catch (const Error& e) {
     log(fmt::format("not saved: {}", e.what()));
     return;
@@ -247,6 +263,18 @@ void PromptCache::save(const Session& s) {
   }
   files_.push_back({path, t, bytes, ++tick_});
   evict_files(path);
+}
+
+uint64_t PromptCache::evict_oldest(uint64_t bytes) {
+  std::error_code ec;
+  uint64_t freed = 0;
+  while (freed < bytes && !files_.empty()) {
+    auto victim = std::min_element(files_.begin(), files_.end(), [](const File& a, const File& b) { return a.used < b.used; });
+    fs::remove(victim->path, ec);
+    freed += victim->bytes;
+    files_.erase(victim);
+  }
+  return freed;
 }
 
 void PromptCache::evict_files(const std::string& keep_path) {

@@ -30,6 +30,11 @@ struct PromptCacheOptions {
   uint64_t disk_bytes = uint64_t(8) << 30;  // bound on the files' bytes
   std::string identity;       // the model's (engine/model_identity.h)
   std::function<void(const std::string&)> log;  // one line per ignored file (default: stderr)
+  // Writes one state file (default: write_state_file). A write that runs out of
+  // space throws DiskFull (util/atomic_file.h): the cache then deletes its least
+  // recently used files to make room and tries once more. Tests pass a writer
+  // that runs out of space as a small file system would.
+  std::function<void(const std::string& path, const SessionImage& image, const std::string& identity)> write;
 };
 
 // A conversation in use: the session and the tokens before its open rollback
@@ -61,7 +66,9 @@ class PromptCache {
   const std::vector<int64_t>& save_points() const { return save_points_; }
   // Writes the session's state to DIR (atomically, mode 0600) unless a file
   // holds those tokens already, then deletes the least recently used files
-  // beyond the bound. No-op without a directory; a failed write is logged.
+  // beyond the bound. No-op without a directory; a failed write is logged; a
+  // write that finds the disk full deletes least recently used files until
+  // the state's bytes are freed (or none is left) and is tried once more.
   void save(const Session& s);
 
   int64_t slots_in_memory() const { return int64_t(slots_.size()); }
@@ -84,6 +91,7 @@ class PromptCache {
   int64_t usable_from_file(const File& f, const std::vector<int32_t>& prompt) const;
   void index_dir();
   void evict_files(const std::string& keep_path);
+  uint64_t evict_oldest(uint64_t bytes);  // deletes LRU files until `bytes` are freed; returns the bytes freed
   void make_private();
   void log(const std::string& line) const;
 

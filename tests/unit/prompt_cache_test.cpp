@@ -20,6 +20,7 @@
 #include "runtime/prompt_cache.h"
 #include "runtime/state_file.h"
 #include "support/test_support.h"
+#include "util/atomic_file.h"
 
 namespace sluice {
 namespace {
@@ -307,6 +308,52 @@ TEST(PromptCacheFiles, WeightsChangedInPlaceAreNotServedFromTheCache) {
   EXPECT_TRUE(same(t.logits, fresh(*model, cat(prompt, seq(3, 2, model->info().vocab)), {})));
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("another model"), std::string::npos) << lines[0];
+}
+
+// Issue 38, finding 8: a full file system failed every save with a message and
+// never made room. A write that runs out of space (here a writer that behaves as
+// a file system with room for two states) deletes the least recently used files
+// and is tried once more; the newest states are kept.
+TEST(PromptCacheFiles, AFullDiskMakesRoomFromTheOldestFiles) {
+  namespace fs = std::filesystem;
+  auto model = load_model(test::fixture("golden/qwen3_moe_tiny"));
+  const int64_t V = model->info().vocab;
+  test::TempDir tmp;
+  PromptCacheOptions o = options(1, 0, tmp.file("cache"), "t");
+  uint64_t one = 0;
+  {
+    PromptCache probe(*model, o);
+    request(probe, seq(20, 1, V), {});
+    one = probe.disk_bytes();
+  }
+  fs::remove_all(o.dir);
+  const uint64_t capacity = one * 2 + one / 2;  // the cache's own bound (8 GB) is far above it
+  int full = 0;
+  o.write = [&](const std::string& path, const SessionImage& image, const std::string& identity) {
+    uint64_t used = 0;
+    for (const auto& e : fs::directory_iterator(o.dir)) used += e.file_size();
+    if (used + encode_state(image, identity).size() > capacity) {
+      ++full;
+      throw DiskFull(path + ".tmp: write failed: No space left on device");
+    }
+    write_state_file(path, image, identity);
+  };
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& l) { lines.push_back(l); };
+  PromptCache cache(*model, o);
+  for (int i = 0; i < 4; ++i) request(cache, seq(20, 10 + i, V), {});
+  EXPECT_EQ(full, 2);  // the third and the fourth state, each saved on the second try
+  EXPECT_EQ(cache.files(), 2);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("No space left on device"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("deleted 1 least recently used file"), std::string::npos) << lines[0];
+  PromptCache again(*model, o);  // a restart: what is on disk
+  EXPECT_EQ(again.files(), 2);
+  auto reused = [&](int salt) { return again.take(cat(seq(20, salt, V), seq(2, 1, V))).session->tokens().size(); };
+  EXPECT_EQ(reused(13), 19u) << "the newest state was saved";
+  EXPECT_EQ(reused(12), 19u);
+  EXPECT_EQ(reused(11), 0u) << "older states made room";
+  EXPECT_EQ(reused(10), 0u);
 }
 
 }  // namespace
