@@ -125,13 +125,19 @@ std::vector<Grammar::Id> Grammar::left_cycle() const {
     }
     return out;
   };
-  // Depth-first with a stack of its own: 0 unseen, 1 on the path, 2 done.
+  // Depth-first with a stack of its own: 0 unseen, 1 on the path, 2 done. Kids are taken
+  // first to last (so the first alternative that closes a cycle is the one reported).
+  auto firsts = [&](Id id) {
+    auto v = left(id);
+    std::reverse(v.begin(), v.end());
+    return v;
+  };
   std::vector<char> color(n, 0);
   for (size_t start = 0; start < n; ++start) {
     if (color[start]) continue;
     std::vector<std::pair<Id, std::vector<Id>>> path;
     color[start] = 1;
-    path.push_back({Id(start), left(Id(start))});
+    path.push_back({Id(start), firsts(Id(start))});
     while (!path.empty()) {
       auto& [id, next] = path.back();
       if (next.empty()) {
@@ -150,7 +156,7 @@ std::vector<Grammar::Id> Grammar::left_cycle() const {
       }
       if (color[size_t(k)] == 0) {
         color[size_t(k)] = 1;
-        path.push_back({k, left(k)});
+        path.push_back({k, firsts(k)});
       }
     }
   }
