@@ -24,7 +24,7 @@ std::optional<double> parse_ram(const std::string& s) {
   try {
     checked_bytes(v, double(kGiB), "--ram");
   } catch (const Error& e) {
-    throw CLI::ValidationError("--ram", e.what());
+    throw CLI::ValidationError("--ram", std::string("expected auto, map, 0 or a number of GiB: ") + e.what());
   }
   return v;
 }
