@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "text/xtml.h"
+#include "util/json_depth.h"
 
 namespace sluice::chat {
 
@@ -190,6 +191,7 @@ class QwenReader : public CallReader {
   }
   std::optional<std::string> finish() override {
     if (!has_head()) {
+      if (json_text_depth(raw_) > kMaxJsonDepth) return std::nullopt;  // its writer recurses
       nlohmann::json j = nlohmann::json::parse(trim(raw_), nullptr, false);
       if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
       set_head(j["name"].get<std::string>(), new_tool_call_id());
@@ -295,7 +297,9 @@ class K3Reader : public CallReader {
   static constexpr std::string_view kOpen = "<|open|>", kSep = "<|sep|>";
 
   std::string value_text(std::string_view v) const {
-    nlohmann::ordered_json j = nlohmann::ordered_json::parse(v, nullptr, false);
+    nlohmann::ordered_json j = json_text_depth(v) > kMaxJsonDepth  // its writer recurses: kept as text
+                                   ? nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded)
+                                   : nlohmann::ordered_json::parse(v, nullptr, false);
     const bool ok = !j.is_discarded() && ((type_ == "number" && j.is_number()) || (type_ == "boolean" && j.is_boolean()) ||
                                           (type_ == "null" && j.is_null()) || (type_ == "object" && j.is_object()) ||
                                           (type_ == "array" && j.is_array()));

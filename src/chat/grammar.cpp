@@ -10,6 +10,9 @@ namespace sluice::chat {
 namespace {
 constexpr int kMaxDepth = 256;        // epsilon expansion (a repetition of something that may be empty)
 constexpr size_t kMaxThreads = 4096;  // live parses kept (ambiguous grammars)
+// Calls of expand() for one byte of one parse. Schemas' grammars take tens; the
+// bound stops a grammar that refers to itself through alternatives (2^depth).
+constexpr int64_t kMaxExpandSteps = int64_t(1) << 16;
 constexpr int32_t kStringDone = 99;
 bool number_can_end(int32_t st) { return st == 2 || st == 3 || st == 5 || st == 8; }
 
@@ -76,13 +79,102 @@ Grammar::Id Grammar::text(int64_t max_chars, int64_t min_chars) {
 Grammar::Id Grammar::placeholder() { return add({Kind::Ref, "", {-1}}); }
 void Grammar::define(Id placeholder, Id target) { nodes_[size_t(placeholder)].kids[0] = target; }
 
-GrammarCursor::GrammarCursor(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
-  if (g_->root() < 0) fail("grammar has no root");
-  expand(Thread{Frame{g_->root()}}, threads_, 0);
+std::vector<Grammar::Id> Grammar::left_cycle() const {
+  const size_t n = nodes_.size();
+  // Which nodes can match nothing (a fixpoint: references make it circular).
+  std::vector<char> nullable(n, 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (nullable[i]) continue;
+      const Node& d = nodes_[i];
+      auto null = [&](Id k) { return k >= 0 && nullable[size_t(k)]; };
+      bool v = false;
+      switch (d.kind) {
+        case Kind::Lit: v = d.lit.empty(); break;
+        case Kind::Seq: v = std::all_of(d.kids.begin(), d.kids.end(), null); break;
+        case Kind::Alt: v = std::any_of(d.kids.begin(), d.kids.end(), null); break;
+        case Kind::Repeat: v = d.min == 0 || (null(d.kids[0]) && (d.min <= 1 || d.sep < 0 || null(d.sep))); break;
+        case Kind::Text: v = d.min == 0; break;
+        case Kind::Ref: v = null(d.kids[0]); break;
+        case Kind::String: case Kind::Number: break;
+      }
+      if (v) nullable[i] = 1, changed = true;
+    }
+  }
+  // The nodes a node may begin with, before it has written a byte.
+  auto left = [&](Id id) {
+    std::vector<Id> out;
+    const Node& d = nodes_[size_t(id)];
+    switch (d.kind) {
+      case Kind::Seq:
+        for (Id k : d.kids) {
+          out.push_back(k);
+          if (!nullable[size_t(k)]) break;
+        }
+        break;
+      case Kind::Alt: out = d.kids; break;
+      case Kind::Repeat:
+        out.push_back(d.kids[0]);
+        if (nullable[size_t(d.kids[0])] && d.sep >= 0) out.push_back(d.sep);
+        break;
+      case Kind::Ref:
+        if (d.kids[0] >= 0) out.push_back(d.kids[0]);
+        break;
+      default: break;
+    }
+    return out;
+  };
+  // Depth-first with a stack of its own: 0 unseen, 1 on the path, 2 done. Kids are taken
+  // first to last (so the first alternative that closes a cycle is the one reported).
+  auto firsts = [&](Id id) {
+    auto v = left(id);
+    std::reverse(v.begin(), v.end());
+    return v;
+  };
+  std::vector<char> color(n, 0);
+  for (size_t start = 0; start < n; ++start) {
+    if (color[start]) continue;
+    std::vector<std::pair<Id, std::vector<Id>>> path;
+    color[start] = 1;
+    path.push_back({Id(start), firsts(Id(start))});
+    while (!path.empty()) {
+      auto& [id, next] = path.back();
+      if (next.empty()) {
+        color[size_t(id)] = 2;
+        path.pop_back();
+        continue;
+      }
+      const Id k = next.back();
+      next.pop_back();
+      if (color[size_t(k)] == 1) {  // back to a node on the path: the cycle is k .. the top
+        std::vector<Id> cycle;
+        size_t from = path.size();
+        while (path[from - 1].first != k) --from;
+        for (size_t j = from - 1; j < path.size(); ++j) cycle.push_back(path[j].first);
+        return cycle;
+      }
+      if (color[size_t(k)] == 0) {
+        color[size_t(k)] = 1;
+        path.push_back({k, firsts(k)});
+      }
+    }
+  }
+  return {};
 }
 
-void GrammarCursor::expand(Thread t, std::vector<Thread>& out, int depth) const {
+GrammarCursor::GrammarCursor(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
+  if (g_->root() < 0) fail("grammar has no root");
+  int64_t steps = 0;
+  expand(Thread{Frame{g_->root()}}, threads_, 0, steps);
+}
+
+void GrammarCursor::expand(Thread t, std::vector<Thread>& out, int depth, int64_t& steps) const {
   if (depth > kMaxDepth || out.size() >= kMaxThreads) return;
+  if (++steps > kMaxExpandSteps)
+    fail("grammar: the parses after one byte took more than {} steps to expand (a grammar that refers to itself "
+         "through alternatives)",
+         kMaxExpandSteps);
   if (t.empty()) {
     out.push_back(std::move(t));
     return;
@@ -91,7 +183,7 @@ void GrammarCursor::expand(Thread t, std::vector<Thread>& out, int depth) const 
   const Grammar::Node& n = g_->node(f.node);
   auto finish = [&] {
     t.pop_back();
-    expand(std::move(t), out, depth + 1);
+    expand(std::move(t), out, depth + 1, steps);
   };
   switch (n.kind) {
     case Grammar::Kind::Lit:
@@ -103,7 +195,7 @@ void GrammarCursor::expand(Thread t, std::vector<Thread>& out, int depth) const 
         const Grammar::Id next = n.kids[size_t(f.i)];
         ++f.i;
         t.push_back(Frame{next});
-        expand(std::move(t), out, depth + 1);
+        expand(std::move(t), out, depth + 1, steps);
       } else {
         finish();
       }
@@ -114,7 +206,7 @@ void GrammarCursor::expand(Thread t, std::vector<Thread>& out, int depth) const 
           Thread c = t;
           c.back().i = 1;
           c.push_back(Frame{k});
-          expand(std::move(c), out, depth + 1);
+          expand(std::move(c), out, depth + 1, steps);
         }
       } else {
         finish();
@@ -123,7 +215,7 @@ void GrammarCursor::expand(Thread t, std::vector<Thread>& out, int depth) const 
     case Grammar::Kind::Ref:
       if (n.kids[0] < 0) fail("grammar: a reference was never defined");
       f = Frame{n.kids[0]};
-      expand(std::move(t), out, depth + 1);
+      expand(std::move(t), out, depth + 1, steps);
       return;
     case Grammar::Kind::Repeat: {
       const int64_t count = f.i;
@@ -132,7 +224,7 @@ void GrammarCursor::expand(Thread t, std::vector<Thread>& out, int depth) const 
         ++c.back().i;
         c.push_back(Frame{n.kids[0]});
         if (count > 0 && n.sep >= 0) c.push_back(Frame{n.sep});
-        expand(std::move(c), out, depth + 1);
+        expand(std::move(c), out, depth + 1, steps);
       }
       if (count >= n.min) finish();
       return;
@@ -145,7 +237,7 @@ void GrammarCursor::expand(Thread t, std::vector<Thread>& out, int depth) const 
       if (number_can_end(f.st)) {
         Thread c = t;
         c.pop_back();
-        expand(std::move(c), out, depth + 1);
+        expand(std::move(c), out, depth + 1, steps);
       }
       out.push_back(std::move(t));
       return;
@@ -280,7 +372,8 @@ void GrammarCursor::step(const Thread& t0, unsigned char c, std::vector<Thread>&
     default:
       return;  // expand() leaves only consuming frames on top
   }
-  expand(std::move(t), out, 0);
+  int64_t steps = 0;
+  expand(std::move(t), out, 0, steps);
 }
 
 bool GrammarCursor::feed(std::string_view bytes) {

@@ -30,6 +30,10 @@ class Grammar {
   Id placeholder();              // defined later with define() (recursion)
   void define(Id placeholder, Id target);
   void set_root(Id root) { root_ = root; }
+  // A cycle of nodes through which the grammar reaches itself before any byte is
+  // written (left recursion: expanding it never ends), in the order followed, the
+  // node that closes it last; empty if there is none.
+  std::vector<Id> left_cycle() const;
   Id root() const { return root_; }
 
   enum class Kind : uint8_t { Lit, Seq, Alt, Repeat, String, Number, Text, Ref };
@@ -70,7 +74,8 @@ class GrammarCursor {
   using Thread = std::vector<Frame>;
 
  private:
-  void expand(Thread t, std::vector<Thread>& out, int depth) const;
+  // `steps` counts the calls of one expansion; past its budget it throws (no grammar hangs a request).
+  void expand(Thread t, std::vector<Thread>& out, int depth, int64_t& steps) const;
   void step(const Thread& t, unsigned char c, std::vector<Thread>& out) const;
   std::shared_ptr<const Grammar> g_;
   std::vector<Thread> threads_;  // each ends in a consuming frame, or is empty (accepting)

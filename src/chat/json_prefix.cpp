@@ -1,5 +1,7 @@
 #include "chat/json_prefix.h"
 
+#include "util/json_depth.h"
+
 namespace sluice::chat {
 
 namespace {
@@ -21,7 +23,6 @@ bool JsonPrefix::end_value() {
 }
 
 bool JsonPrefix::byte(unsigned char c) {
-  constexpr size_t kMaxDepth = 64;
   switch (mode_) {
     case Mode::Start:
       if (is_ws(c)) return true;
@@ -144,7 +145,7 @@ bool JsonPrefix::byte(unsigned char c) {
         return end_value();
       }
       if (c == '{' || c == '[') {
-        if (stack_.size() >= kMaxDepth) return false;
+        if (stack_.size() >= size_t(kMaxJsonDepth)) return false;
         stack_.push_back(char(c));
         mode_ = c == '{' ? Mode::KeyOrClose : Mode::ValueOrClose;
         return true;

@@ -8,6 +8,7 @@
 
 #include "chat/api_error.h"
 #include "text/xtml.h"
+#include "util/error.h"
 
 namespace sluice::chat {
 
@@ -136,14 +137,24 @@ class SchemaCompiler {
   Grammar::Id ws() { return g_.alt({g_.lit(""), g_.lit(" ")}); }
   Grammar::Id comma() { return g_.seq({g_.lit(","), ws()}); }
 
+  // Each $ref is a node of its own (its path kept for errors) leading to the one
+  // rule of its target, compiled once: a recursive schema is a cycle in the grammar.
   Grammar::Id ref(const json& ref, const std::string& path) {
     const std::string r = ref.is_string() ? ref.get<std::string>() : "";
-    if (auto it = refs_.find(r); it != refs_.end()) return it->second;
-    const json* target = resolve(ref, path);
-    const Grammar::Id p = g_.placeholder();
-    refs_[r] = p;
-    g_.define(p, value(*target, param_ + "." + r.substr(2)));
-    return p;
+    Grammar::Id p;
+    if (auto it = refs_.find(r); it != refs_.end()) {
+      p = it->second;
+    } else {
+      const json* target = resolve(ref, path);
+      p = g_.placeholder();
+      refs_[r] = p;
+      // "#" is the whole schema; "#/$defs/NAME" is written "$defs/NAME" after the field.
+      g_.define(p, value(*target, r == "#" ? param_ : param_ + "." + r.substr(2)));
+    }
+    const Grammar::Id site = g_.placeholder();
+    g_.define(site, p);
+    sites_[site] = path;
+    return site;
   }
 
   Grammar::Id typed(const json& s, const std::string& type, const std::string& path) {
@@ -214,6 +225,31 @@ class SchemaCompiler {
   bool lenient_ = false;
   Grammar::Id any_ = -1;
   std::map<std::string, Grammar::Id> refs_;
+  std::map<Grammar::Id, std::string> sites_;  // each $ref's node -> its path
+
+ public:
+  // A $ref reached again before any byte is written (left recursion) has no
+  // grammar a cursor can expand: a 400 naming the $ref that closes the cycle.
+  // A grammar that still passes the expansion's budget is refused the same way.
+  void check_expandable(const std::shared_ptr<Grammar>& g, Grammar::Id root) {
+    const auto cycle = g->left_cycle();
+    for (auto it = cycle.rbegin(); it != cycle.rend(); ++it)
+      if (auto s = sites_.find(*it); s != sites_.end())
+        bad_field(s->second,
+                  "'{}' refers back to its own schema before any value is written (left recursion): such a schema "
+                  "has no grammar this server can enforce; put the reference inside an object's property or an "
+                  "array's items",
+                  s->second);
+    if (!cycle.empty()) bad_field(param_, "'{}' refers back to itself before any value is written", param_);
+    const Grammar::Id saved = g->root();
+    g->set_root(root);
+    try {
+      GrammarCursor probe(g);
+    } catch (const Error& e) {
+      bad_field(param_, "'{}' is too ambiguous for this server's grammar: {}", param_, e.what());
+    }
+    g->set_root(saved);
+  }
 };
 
 const json* tool_parameters(const json& tools, const std::string& name, size_t* index) {
@@ -289,7 +325,9 @@ Grammar::Id index_digits(Grammar& g) {
 std::shared_ptr<const Grammar> json_schema_grammar(const json& schema, const std::string& param) {
   auto g = std::make_shared<Grammar>();
   SchemaCompiler sc(*g, schema, param);
-  g->set_root(sc.value(schema, param));
+  const Grammar::Id root = sc.value(schema, param);
+  sc.check_expandable(g, root);
+  g->set_root(root);
   return g;
 }
 
@@ -314,6 +352,7 @@ std::shared_ptr<const Grammar> tool_call_grammar(const ReplySyntax& syn, const j
     const json empty = json::object();
     SchemaCompiler sc(*g, params ? *params : empty, path, /*lenient=*/!strict.count(name));
     const Grammar::Id args = params ? sc.value(*params, path) : sc.any_object();
+    sc.check_expandable(g, args);
     const std::string qname = json(name).dump();
     if (fam == "qwen3") {
       calls.push_back(g->seq({g->lit("<tool_call>\n{\"name\": " + qname + ", \"arguments\": "), args,

@@ -7,6 +7,7 @@
 #include "format/generation_config.h"
 #include "text/xtml.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace sluice::chat {
 
@@ -129,8 +130,13 @@ std::vector<int32_t> TextChatCodec::render_chat(const nlohmann::json& messages, 
         for (auto& c : m["tool_calls"]) {
           auto& a = c["function"]["arguments"];
           if (a.is_string()) {
+            // Parsed without limit, the object would be copied and walked recursively (issue 38).
+            if (json_text_depth(a.get<std::string>()) > kMaxJsonDepth)
+              throw ApiError(400, "invalid_request_error", "messages", "",
+                             fmt::format("a tool call's arguments are nested deeper than {} levels (the limit)",
+                                         kMaxJsonDepth));
             auto parsed = nlohmann::json::parse(a.get<std::string>(), nullptr, false);
-            if (parsed.is_object()) a = parsed;
+            if (parsed.is_object()) a = std::move(parsed);
           }
         }
     }

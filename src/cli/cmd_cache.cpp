@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "io/expert_cache_maintenance.h"
+#include "util/checked_number.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -43,7 +44,7 @@ int cache_verify(const CacheOpts& o) {
 
 int cache_prune(const CacheOpts& o) {
   const bool given = o.max_gb >= 0 && !o.all;
-  const uint64_t limit = o.all ? 0 : given ? uint64_t(o.max_gb * 1e9) : expert_cache_bound(o.model);
+  const uint64_t limit = o.all ? 0 : given ? checked_bytes(o.max_gb, 1e9, "--max (GB)") : expert_cache_bound(o.model);
   if (!o.all && !given && limit == 0) fail("the cache has no bound: give --max GB or --all");
   const CachePruneResult r = prune_expert_cache(o.model, limit, given);
   std::printf("pruned %lld expert(s), %s freed; %lld cached (%s)\n", (long long)r.evicted,

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "store/pull.h"
+#include "util/checked_number.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -39,8 +40,8 @@ void add_pull_command(CLI::App& app, Action& action) {
       if (*cache_gb > 0 && !o->stream) fail("--cache-max only applies to --stream");
       if (*chunk_mb <= 0) fail("--chunk-mb must be positive");
       if (o->parallel < 1) fail("--parallel must be >= 1");
-      o->cache_max_bytes = uint64_t(*cache_gb * 1e9);
-      o->chunk_bytes = uint64_t(*chunk_mb * (1 << 20));
+      o->cache_max_bytes = checked_bytes(*cache_gb, 1e9, "--cache-max (GB)");
+      o->chunk_bytes = checked_bytes(*chunk_mb, double(1 << 20), "--chunk-mb (MiB)");
       PullResult r = pull(*o);
       std::printf("pulled %s into %s (%s): %d shard(s) of %s, %s local; downloaded %s this run%s%s\n",
                   o->source.c_str(), o->dir.c_str(), o->stream ? "stream" : "full", r.shards,

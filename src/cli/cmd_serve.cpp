@@ -10,6 +10,7 @@
 #include "server/http_server.h"
 #include "server/request.h"
 #include "server/stop_signals.h"
+#include "util/checked_number.h"
 #include "util/error.h"
 
 namespace sluice::cli {
@@ -108,21 +109,21 @@ void add_serve_command(CLI::App& app, Action& action) {
       if (o->ngram < 1) fail("--ngram must be >= 1, got {}", o->ngram);
       if (!(o->header_timeout_s > 0 && o->header_timeout_s <= 3600))
         fail("--header-timeout must be in (0, 3600] seconds, got {}", o->header_timeout_s);
-      o->s.transport.head_timeout = std::chrono::milliseconds(int64_t(o->header_timeout_s * 1000));
+      o->s.transport.head_timeout = std::chrono::milliseconds(checked_integer<int64_t>(o->header_timeout_s * 1000, "--header-timeout (ms)"));
       if (!(o->request_timeout_s >= 0 && o->request_timeout_s <= 1e6))
         fail("--request-timeout must be in [0, 1000000] seconds (0: no limit), got {}", o->request_timeout_s);
-      o->s.request_timeout = std::chrono::milliseconds(int64_t(o->request_timeout_s * 1000));
+      o->s.request_timeout = std::chrono::milliseconds(checked_integer<int64_t>(o->request_timeout_s * 1000, "--request-timeout (ms)"));
       if (o->prefill_slice_s != -1 && !(o->prefill_slice_s >= 0 && o->prefill_slice_s <= 3600))
         fail("--prefill-slice must be in [0, 3600] seconds, got {}", o->prefill_slice_s);
       if (!(o->keep_alive_s >= 0.1 && o->keep_alive_s <= 3600))
         fail("--keep-alive must be in [0.1, 3600] seconds, got {}", o->keep_alive_s);
-      o->s.keep_alive = std::chrono::milliseconds(int64_t(o->keep_alive_s * 1000));
+      o->s.keep_alive = std::chrono::milliseconds(checked_integer<int64_t>(o->keep_alive_s * 1000, "--keep-alive (ms)"));
       o->s.log_requests = !o->no_request_log;
       server::check_options(o->s, o->speculate || !o->draft_model.empty());
       if (!(o->prompt_cache_gb > 0)) fail("--prompt-cache-max must be positive, got {}", o->prompt_cache_gb);
-      o->s.cache.disk_bytes = uint64_t(o->prompt_cache_gb * 1e9);
+      o->s.cache.disk_bytes = checked_bytes(o->prompt_cache_gb, 1e9, "--prompt-cache-max (GB)");
       if (!(o->checkpoints_gb >= 0)) fail("--prompt-checkpoints must be >= 0, got {}", o->checkpoints_gb);
-      o->s.cache.checkpoint_bytes = uint64_t(o->checkpoints_gb * 1e9);
+      o->s.cache.checkpoint_bytes = checked_bytes(o->checkpoints_gb, 1e9, "--prompt-checkpoints (GB)");
       apply_memory_options(o->mem);
       // State for each kept conversation, and for each running request beyond the one that is among them.
       o->mem.sequences = std::max<int64_t>(o->mem.sequences, o->s.cache.slots + o->s.parallel - 1);

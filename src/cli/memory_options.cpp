@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "util/checked_number.h"
 #include "util/thread_pool.h"
 
 namespace sluice::cli {
@@ -18,8 +19,13 @@ std::optional<double> parse_ram(const std::string& s) {
   if (s == "map") return 0.0;
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !std::isfinite(v) || v < 0 || v > double(1ull << 33))
-    throw CLI::ValidationError("--ram", "expected auto, map, 0 or a number of GiB up to 2^33, got '" + s + "'");
+  if (s.empty() || *end != '\0' || !std::isfinite(v) || v < 0)
+    throw CLI::ValidationError("--ram", "expected auto, map, 0 or a number of GiB, got '" + s + "'");
+  try {
+    checked_bytes(v, double(kGiB), "--ram");
+  } catch (const Error& e) {
+    throw CLI::ValidationError("--ram", std::string("expected auto, map, 0 or a number of GiB: ") + e.what());
+  }
   return v;
 }
 

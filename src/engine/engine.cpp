@@ -11,6 +11,7 @@
 #include "io/remote_experts.h"
 #include "model/architectures.h"
 #include "model/decoder.h"
+#include "util/checked_number.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -97,7 +98,7 @@ MemoryPlan Engine::plan_for(const MemoryRequest& r) const {
   ModelFootprint f = footprint(ctx);
   f.sequences = r.sequences;
   if (!r.ram_gib) return plan_available(available_memory(), f, parse_device(r.device));
-  return plan_memory(uint64_t(*r.ram_gib * double(kGiB)), f, parse_device(r.device));
+  return plan_memory(checked_bytes(*r.ram_gib, double(kGiB), "--ram (GiB)"), f, parse_device(r.device));
 }
 
 ModelFootprint Engine::footprint(int64_t context_tokens) const {

@@ -8,6 +8,7 @@
 #include "compute/devices.h"
 #include "engine/engine.h"
 #include "util/error.h"
+#include "util/checked_number.h"
 #include "util/progress.h"
 
 namespace sluice {
@@ -66,6 +67,8 @@ uint64_t plan_vram_expert_cache(uint64_t budget, uint64_t free, uint64_t spine_o
 
 void check_memory_request(const MemoryRequest& r) {
   if (!(r.vram_gib >= 0) || !std::isfinite(r.vram_gib)) fail("--vram must be a positive number of GiB, got {}", r.vram_gib);
+  checked_bytes(r.vram_gib, double(kGiB), "--vram (GiB)");
+  if (r.ram_gib && *r.ram_gib >= 0) checked_bytes(*r.ram_gib, double(kGiB), "--ram (GiB)");
   if (r.ram_gib && (!(*r.ram_gib >= 0) || !std::isfinite(*r.ram_gib)))
     fail("--ram must be a positive number of GiB (0: no budget, every weight mapped), got {}", *r.ram_gib);
   if (r.policy != "lru" && r.policy != "lfu" && r.policy != "heat")
@@ -244,7 +247,7 @@ nlohmann::json MemoryPlan::to_json() const {
 LoadOptions load_options(const MemoryPlan& plan, const MemoryRequest& r, const std::string& model_dir) {
   LoadOptions lo;
   lo.device = plan.device;
-  lo.vram_budget = uint64_t(r.vram_gib * double(kGiB));
+  lo.vram_budget = checked_bytes(r.vram_gib, double(kGiB), "--vram (GiB)");
   lo.stream_experts = plan.stream_experts;
   lo.prefetch = plan.stream_experts && !r.no_prefetch;
   lo.spine_budget = plan.stream_spine ? plan.spine_budget : 0;

@@ -57,6 +57,13 @@ std::string model_identity(const Engine& engine) {
     const uint8_t* base = f->map_base();
     h.add(base, f->data_start());
     if (!sample_data) continue;
+    // Weights changed in place (a tensor edited, the file written again) keep their size and
+    // headers, and a change may fall between the samples: the modification time catches it.
+    // (A copy that keeps the times, cp -p or rsync -a, keeps the identity.)
+    std::error_code ec;
+    const auto mtime = std::filesystem::last_write_time(f->path(), ec);
+    if (ec) fail("{}: cannot read its modification time for the model's identity: {}", f->path(), ec.message());
+    h.add_value(int64_t(mtime.time_since_epoch().count()));
     const uint64_t start = f->data_start(), size = f->file_size(), data = size - start;
     h.add(base + start, std::min(data, kLeadBytes));
     if (data > kSampleBytes)

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "util/error.h"
+#include "util/checked_number.h"
 
 namespace sluice {
 
@@ -252,9 +253,14 @@ std::shared_ptr<RemoteExperts> make_remote_fetcher(const std::string& dir, const
     char* end = nullptr;
     const double gb = std::strtod(v, &end);
     if (end == v || *end || !(gb >= 0)) fail("SLUICE_CACHE_MAX_GB='{}' is not a number of GB", v);
-    o.cache_max_bytes = uint64_t(gb * 1e9);
+    o.cache_max_bytes = checked_bytes(gb, 1e9, "SLUICE_CACHE_MAX_GB");
   }
-  if (const char* v = std::getenv("SLUICE_FETCH_PARALLEL"); v && *v) o.parallel = std::max(1, std::atoi(v));
+  if (const char* v = std::getenv("SLUICE_FETCH_PARALLEL"); v && *v) {
+    char* end = nullptr;
+    const double n = std::strtod(v, &end);
+    if (end == v || *end) fail("SLUICE_FETCH_PARALLEL='{}' is not a number", v);
+    o.parallel = std::max(1, checked_integer<int>(n, "SLUICE_FETCH_PARALLEL"));
+  }
   return std::make_shared<RemoteExperts>(dir, ckpt, index, std::move(manifest_checksums), o);
 }
 

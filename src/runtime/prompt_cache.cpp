@@ -1,12 +1,17 @@
 #include "runtime/prompt_cache.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "runtime/state_file.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -42,10 +47,48 @@ void PromptCache::log(const std::string& line) const {
   }
 }
 
-void PromptCache::index_dir() {
+// The states are conversations: the directory is made 0700 (the files are written 0600).
+void PromptCache::make_private() {
   std::error_code ec;
-  fs::create_directories(opts_.dir, ec);
-  if (ec) fail("--prompt-cache {}: cannot create the directory: {}", opts_.dir, ec.message());
+  const bool existed = fs::exists(opts_.dir, ec);
+  if (!existed) {
+    // Each missing level made 0700 at creation; mkdir applies the umask, which only narrows.
+    std::string at;
+    for (const auto& part : fs::path(opts_.dir)) {
+      at = (fs::path(at) / part).string();
+      if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST)
+        fail("--prompt-cache {}: cannot create the directory {}: {}", opts_.dir, at, std::strerror(errno));
+    }
+    return;
+  }
+  struct stat st {};
+  if (::stat(opts_.dir.c_str(), &st) != 0)
+    fail("--prompt-cache {}: cannot read the directory: {}", opts_.dir, std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) fail("--prompt-cache {}: not a directory", opts_.dir);
+  const mode_t wide = st.st_mode & 077;
+  if (!wide) return;
+  if (st.st_uid != ::geteuid()) {
+    log(fmt::format("warning: {} is another user's directory with mode {:04o}: others may read the cached "
+                    "conversations",
+                    opts_.dir, st.st_mode & 07777));
+    return;
+  }
+  if (::chmod(opts_.dir.c_str(), (st.st_mode & 07777 & ~mode_t(077)) | 0700) != 0)
+    fail("--prompt-cache {}: cannot make the directory private (0700): {}", opts_.dir, std::strerror(errno));
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(opts_.dir, ec)) {
+    struct stat fst {};
+    if (::lstat(e.path().c_str(), &fst) == 0 && S_ISREG(fst.st_mode) && fst.st_uid == st.st_uid && (fst.st_mode & 077)) {
+      if (::chmod(e.path().c_str(), fst.st_mode & 07777 & ~mode_t(077)) == 0) ++files;
+    }
+  }
+  log(fmt::format("made {} private: mode 0700 (it was {:04o}){}", opts_.dir, st.st_mode & 07777,
+                  files ? fmt::format(", {} file(s) 0600", files) : ""));
+}
+
+void PromptCache::index_dir() {
+  make_private();
+  std::error_code ec;
   std::vector<std::pair<fs::file_time_type, File>> found;
   for (const auto& e : fs::directory_iterator(opts_.dir, ec)) {
     const std::string path = e.path().string(), name = e.path().filename().string();
@@ -243,8 +286,23 @@ void PromptCache::save(const Session& s) {
     }
   const uint64_t h = XXH3_64bits(t.data(), t.size() * sizeof(int32_t));
   const std::string path = (fs::path(opts_.dir) / fmt::format("{:016x}-{}{}", h, t.size(), kSuffix)).string();
+  const auto write = [&] {
+    if (opts_.write) opts_.write(path, s.image(), opts_.identity);
+    else write_state_file(path, s.image(), opts_.identity);
+  };
   try {
-    write_state_file(path, s.image(), opts_.identity);
+    try {
+      write();
+    } catch (const DiskFull& e) {
+      // The file system is full: room for this state from the least recently used files, then once more.
+      const uint64_t need = encode_state(s.image(), opts_.identity).size();
+      const int64_t had = files();
+      const uint64_t freed = evict_oldest(need);
+      log(fmt::format("{}: deleted {} least recently used file(s) ({} bytes) to make room, trying again", e.what(),
+                      had - files(), freed));
+      if (freed == 0) throw;
+      write();
+    }
   } catch (const Error& e) {
     log(fmt::format("not saved: {}", e.what()));
     return;
@@ -265,6 +323,18 @@ void PromptCache::save(const Session& s) {
   }
   files_.push_back({path, t, bytes, ++tick_});
   evict_files(path);
+}
+
+uint64_t PromptCache::evict_oldest(uint64_t bytes) {
+  std::error_code ec;
+  uint64_t freed = 0;
+  while (freed < bytes && !files_.empty()) {
+    auto victim = std::min_element(files_.begin(), files_.end(), [](const File& a, const File& b) { return a.used < b.used; });
+    fs::remove(victim->path, ec);
+    freed += victim->bytes;
+    files_.erase(victim);
+  }
+  return freed;
 }
 
 void PromptCache::evict_files(const std::string& keep_path) {

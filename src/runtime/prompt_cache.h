@@ -39,6 +39,11 @@ struct PromptCacheOptions {
   uint64_t checkpoint_bytes = uint64_t(2) << 30;  // bound on the checkpoints' bytes (0: none kept)
   std::string identity;       // the model's (engine/model_identity.h)
   std::function<void(const std::string&)> log;  // one line per ignored file (default: stderr)
+  // Writes one state file (default: write_state_file). A write that runs out of
+  // space throws DiskFull (util/atomic_file.h): the cache then deletes its least
+  // recently used files to make room and tries once more. Tests pass a writer
+  // that runs out of space as a small file system would.
+  std::function<void(const std::string& path, const SessionImage& image, const std::string& identity)> write;
 };
 
 // A conversation in use: the session and the tokens before its open rollback
@@ -50,8 +55,10 @@ struct CachedConversation {
 
 class PromptCache {
  public:
-  // Creates DIR if needed and indexes its files (headers only); files it
-  // cannot use are logged once and left alone.
+  // Creates DIR if needed (mode 0700: the states hold conversations) and
+  // indexes its files (headers only); files it cannot use are logged once and
+  // left alone. A directory of ours that others may read is tightened to 0700
+  // (its files to 0600) with one line; another user's is used with a warning.
   PromptCache(const Model& model, PromptCacheOptions opts);
 
   // A conversation holding the longest prefix of `prompt` that any slot,
@@ -71,10 +78,12 @@ class PromptCache {
   // At a save point: keeps a checkpoint of the session's state in memory
   // (boundaries and departure points; unless one holds those tokens, or it
   // alone exceeds the bound), dropping the least recently used beyond the
-  // bound. Then, with a directory, writes the state there (atomically)
-  // unless a file holds those tokens already, deleting the least recently
-  // used files beyond the bound; a failed write is logged. Elsewhere (the
-  // prompt but its last token) only the file.
+  // bound. Then, with a directory, writes the state there (atomically, mode
+  // 0600) unless a file holds those tokens already, deleting the least
+  // recently used files beyond the bound; a failed write is logged; a write
+  // that finds the disk full deletes least recently used files until the
+  // state's bytes are freed (or none is left) and is tried once more.
+  // Elsewhere (the prompt but its last token) only the file.
   void save(const Session& s);
 
   int64_t slots_in_memory() const { return int64_t(slots_.size()); }
@@ -105,6 +114,8 @@ class PromptCache {
   void keep_checkpoint(const Session& s);
   void index_dir();
   void evict_files(const std::string& keep_path);
+  uint64_t evict_oldest(uint64_t bytes);  // deletes LRU files until `bytes` are freed; returns the bytes freed
+  void make_private();
   void log(const std::string& line) const;
 
   const Model& model_;

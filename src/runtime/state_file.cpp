@@ -158,7 +158,7 @@ DecodedState decode_state(std::span<const uint8_t> bytes, const std::string& nam
 
 void write_state_file(const std::string& path, const SessionImage& image, const std::string& identity) {
   const std::vector<uint8_t> bytes = encode_state(image, identity);
-  AtomicFile f(path);
+  AtomicFile f(path, 0600);  // a conversation's state: the owner's alone
   f.write(bytes.data(), bytes.size());
   f.commit();
 }

@@ -6,6 +6,7 @@
 #include "chat/output_grammar.h"
 
 #include "server/response.h"
+#include "util/json_depth.h"
 
 namespace sluice::server {
 
@@ -686,7 +687,8 @@ class AnthropicWriter : public ReplyWriter {
         out += event("content_block_delta", {{"type", "content_block_delta"}, {"index", blocks_.size() - 1},
                                              {"delta", {{"type", "input_json_delta"}, {"partial_json", p.arguments}}}});
       if (p.ends) {
-        json input = json::parse(args_, nullptr, false);
+        // Arguments nested past the shared bound stay text (the writer recurses).
+        json input = json_text_depth(args_) > kMaxJsonDepth ? json() : json::parse(args_, nullptr, false);
         if (!input.is_object()) input = json{{"_raw", args_}};  // a complete call whose arguments are not an object
         blocks_.back()["input"] = std::move(input);
         out += close_block();

@@ -9,6 +9,7 @@
 #include "format/generation_config.h"
 #include "server/api_error.h"
 #include "server/freeform_tools.h"
+#include "util/json_depth.h"
 
 namespace sluice::server {
 
@@ -366,7 +367,9 @@ json parse_json_body(std::string_view body) {
   json j;
   try {
     j = json::parse(body, [](int depth, json::parse_event_t, json&) {
-      if (depth > 64) throw ApiError(400, "invalid_request_error", "", "", "request body is nested deeper than 64 levels");
+      if (depth > kMaxJsonDepth)
+        throw ApiError(400, "invalid_request_error", "", "",
+                       fmt::format("request body is nested deeper than {} levels (the limit)", kMaxJsonDepth));
       return true;
     });
   } catch (const json::exception& e) {

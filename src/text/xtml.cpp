@@ -3,6 +3,7 @@
 #include <map>
 
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace sluice::text {
 
@@ -97,6 +98,9 @@ std::string xtml_escape(const std::string& s) {
 
 std::vector<XtmlSegment> xtml_render(const ojson& messages, const ojson& tools, const XtmlOptions& opt) {
   if (!messages.is_array()) fail("xtml: messages must be a list");
+  // The JSON writer recurses: nothing deeper than the shared bound is written.
+  check_json_depth(messages, "xtml: messages");
+  check_json_depth(tools, "xtml: tools");
   Out o;
   if (!tools.is_null()) {
     if (!tools.is_array()) fail("xtml: tools must be a list");
@@ -150,6 +154,7 @@ std::vector<XtmlSegment> xtml_render(const ojson& messages, const ojson& tools, 
           if (fn.contains("arguments")) {
             if (fn["arguments"].is_string()) {
               raw = fn["arguments"].get<std::string>();
+              check_json_text_depth(raw, fmt::format("xtml: messages[{}].tool_calls[{}].function.arguments", i, k));
               try {
                 args = ojson::parse(raw);
                 parsed = args.is_object();
@@ -367,6 +372,7 @@ XtmlReply xtml_parse_reply(const Tokenizer& tok, const std::vector<int32_t>& ids
             args[key] = val;
           } else {
             try {
+              check_json_text_depth(val, fmt::format("xtml reply: argument '{}'", key));
               args[key] = ojson::parse(val);
             } catch (const ojson::exception&) {
               fail("xtml reply: argument '{}' of type {} is not valid: '{}'", key, type, val);
@@ -463,6 +469,7 @@ std::optional<XtmlToolCall> xtml_parse_call_text(std::string_view body) {
       args[*key] = value;
       continue;
     }
+    if (json_text_depth(value) > kMaxJsonDepth) return std::nullopt;
     ojson v = ojson::parse(value, nullptr, false);
     if (v.is_discarded()) return std::nullopt;
     const bool type_ok = (*type == "number" && v.is_number()) || (*type == "boolean" && v.is_boolean()) ||

@@ -1,18 +1,25 @@
 #include "util/atomic_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <vector>
 
-#include "util/error.h"
-
 namespace sluice {
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-  f_ = std::fopen(tmp_.c_str(), "wb");
-  if (!f_) fail("{}: cannot create: {}", tmp_, std::strerror(errno));
+AtomicFile::AtomicFile(std::string path, mode_t mode) : path_(std::move(path)), tmp_(path_ + ".tmp") {
+  // The mode is set at creation (no window in which others may open it); O_TRUNC for a left-over temporary.
+  const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) failed("cannot create", errno);
+  f_ = ::fdopen(fd, "wb");
+  if (!f_) {
+    const int err = errno;
+    ::close(fd);
+    std::remove(tmp_.c_str());
+    failed("cannot create", err);
+  }
 }
 
 AtomicFile::~AtomicFile() {
@@ -22,8 +29,15 @@ AtomicFile::~AtomicFile() {
   }
 }
 
+void AtomicFile::failed(const char* what, int err) const {
+  const bool creating = std::strcmp(what, "cannot create") == 0;  // names the temporary file, as it was made
+  const std::string msg = fmt::format("{}: {}: {}", creating ? tmp_ : path_, what, std::strerror(err));
+  if (err == ENOSPC || err == EDQUOT) throw DiskFull(msg);
+  throw Error(msg);
+}
+
 void AtomicFile::write(const void* data, uint64_t n) {
-  if (n && std::fwrite(data, 1, n, f_) != n) fail("{}: write failed: {}", path_, std::strerror(errno));
+  if (n && std::fwrite(data, 1, n, f_) != n) failed("write failed", errno);
 }
 
 void AtomicFile::zeros(uint64_t n) {
@@ -36,15 +50,16 @@ void AtomicFile::zeros(uint64_t n) {
 }
 
 void AtomicFile::commit() {
-  bool ok = std::fflush(f_) == 0;
-  ok = fsync(fileno(f_)) == 0 && ok;
-  ok = std::fclose(f_) == 0 && ok;
+  int err = 0;
+  if (std::fflush(f_) != 0) err = errno;
+  if (fsync(fileno(f_)) != 0 && !err) err = errno;
+  if (std::fclose(f_) != 0 && !err) err = errno;
   f_ = nullptr;
-  if (!ok) {
+  if (err) {
     std::remove(tmp_.c_str());
-    fail("{}: write failed: {}", path_, std::strerror(errno));
+    failed("write failed", err);
   }
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) fail("{}: rename failed: {}", path_, std::strerror(errno));
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) failed("rename failed", errno);
 }
 
 }  // namespace sluice

@@ -15,6 +15,7 @@
 #include "text/tokenizer.h"
 #include "text/xtml.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace {
 
@@ -95,6 +96,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (!j.is_object()) return 0;
+  // A conversation comes from a request body, which the server parses only up to the shared
+  // depth (a deeper value is copied recursively below); arguments strings are not bounded here.
+  if (sluice::json_deeper_than(j, sluice::kMaxJsonDepth)) return 0;
   sluice::text::XtmlOptions o;
   o.thinking = data[0] & 2;
   std::vector<sluice::text::XtmlSegment> segs;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -202,7 +203,21 @@ TEST(StateFileErrors, IdentityFollowsTheModel) {
             model_identity(*load_model(test::fixture("golden/deepseek_v3_tiny_fp8"))));
   test::TempDir tmp;
   const std::string copy = test::copy_golden(tmp, "qwen3_moe_tiny");
+  // A copy that keeps the files' times (cp -p, rsync -a) is the same weights; the times are part of
+  // the identity so that weights changed in place are not taken for the old ones (issue 38, finding 5).
+  for (const auto& e : std::filesystem::directory_iterator(copy))
+    std::filesystem::last_write_time(
+        e.path(), std::filesystem::last_write_time(test::fixture("golden/qwen3_moe_tiny/" + e.path().filename().string())));
   EXPECT_EQ(a, model_identity(*load_model(copy))) << "the identity is the weights', not the directory's";
+  {
+    test::TempDir tmp2;
+    const std::string other = test::copy_golden(tmp2, "qwen3_moe_tiny");
+    for (const auto& e : std::filesystem::directory_iterator(other))
+      std::filesystem::last_write_time(e.path(), std::filesystem::last_write_time(copy + "/" + e.path().filename().string()));
+    std::filesystem::last_write_time(other + "/model.safetensors",
+                                     std::filesystem::last_write_time(copy + "/model.safetensors") + std::chrono::seconds(1));
+    EXPECT_NE(a, model_identity(*load_model(other))) << "a weights file written again is another identity";
+  }
   std::string cfg;
   {
     std::ifstream f(copy + "/config.json");

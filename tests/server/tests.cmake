@@ -38,7 +38,7 @@ if(NODE_EXECUTABLE)
   set_tests_properties(server.shutdown PROPERTIES LABELS "server;asan" TIMEOUT 600)
   # Issue 38's findings, each against the real server, /health answered within 1 s during each.
   add_test(NAME server.hostile
-           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/hostile.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/hostile.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL} ${SLUICE_K3_MINI})
   set_tests_properties(server.hostile PROPERTIES LABELS "server;asan" TIMEOUT 900)
   # Issue 31 item 3: the same within-1-s cancel on Chat Completions, Responses and Messages, streamed and not.
   add_test(NAME server.prefill_cancel

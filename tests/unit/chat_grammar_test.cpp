@@ -4,6 +4,7 @@
 // complete) must always give text that parses into what was promised.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "chat/api_error.h"
 #include "chat/output_grammar.h"
 #include "chat/reply_parser.h"
+#include "util/error.h"
 
 namespace sluice::chat {
 namespace {
@@ -118,6 +120,76 @@ TEST(OutputGrammar, KeywordsItCannotEnforceAre400sNamingThem) {
       EXPECT_NE(e.param(), "response_format.json_schema.schema") << "names the keyword: " << e.what();
     }
   }
+}
+
+// Issue 38, findings 2 and 3: a $ref that reaches itself before any byte is written
+// (left recursion, "$ref": "#" at the root) made the grammar's expansion exponential
+// (admission never returned) or answered 500 with a substr exception. Each is a 400
+// naming the $ref, found at once; recursion under a property or an item still works.
+TEST(OutputGrammar, LeftRecursiveRefsAre400sNamingTheRef) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"$defs": {"e": {"anyOf": [{"$ref": "#/$defs/e"}, {"type": "string"}]}}, "$ref": "#/$defs/e"})",
+       "response_format.json_schema.schema.$defs/e.anyOf[0].$ref"},
+      {R"({"$defs": {"e": {"anyOf": [{"$ref": "#/$defs/e"}, {"$ref": "#/$defs/e"}, {"type": "null"}]}}, "$ref": "#/$defs/e"})",
+       "response_format.json_schema.schema.$defs/e.anyOf[0].$ref"},
+      {R"({"$ref": "#"})", "response_format.json_schema.schema.$ref"},
+      {R"({"anyOf": [{"type": "integer"}, {"$ref": "#"}]})", "response_format.json_schema.schema.anyOf[1].$ref"},
+      {R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"})",
+       "response_format.json_schema.schema.$defs/b.anyOf[1].$ref"},
+      {R"({"$defs": {"l": {"type": "array", "items": {"$ref": "#/$defs/e"}}, "e": {"anyOf": [{"$ref": "#/$defs/e"}, {"$ref": "#/$defs/l"}]}}, "$ref": "#/$defs/l"})",
+       "response_format.json_schema.schema.$defs/e.anyOf[0].$ref"},
+  };
+  for (const auto& [schema, param] : cases) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      json_schema_grammar(json::parse(schema), "response_format.json_schema.schema");
+      ADD_FAILURE() << "compiled " << schema;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), param) << schema;
+      EXPECT_NE(std::string(e.what()).find("left recursion"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1)) << schema;
+  }
+  // A tool's parameters, in a forced call.
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters":
+      {"type": "object", "properties": {"x": {"$ref": "#/$defs/e"}},
+       "$defs": {"e": {"anyOf": [{"$ref": "#/$defs/e"}, {"type": "string"}]}}}}}])");
+  for (ReplySyntax syn : {qwen3_syntax(), kimi_k3_syntax()}) {
+    try {
+      tool_call_grammar(syn, tools, {"f"}, false);
+      ADD_FAILURE() << "compiled a left-recursive tool schema for " << syn.name;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), "tools[0].function.parameters.$defs/e.anyOf[0].$ref") << e.what();
+    }
+  }
+}
+
+TEST(OutputGrammar, RefToTheRootRecursesUnderAProperty) {
+  auto g = json_schema_grammar(
+      json::parse(R"({"type": "object", "properties": {"c": {"$ref": "#"}}, "additionalProperties": false})"), "s");
+  EXPECT_TRUE(complete(g, R"({"c": {"c": {}}})"));
+  EXPECT_FALSE(accepts(g, R"({"d")"));
+  auto l = json_schema_grammar(json::parse(R"({"anyOf": [{"type": "null"}, {"type": "array", "items": {"$ref": "#"}}]})"), "s");
+  EXPECT_TRUE(complete(l, "[[null], []]"));
+}
+
+// Whatever grammar reaches the cursor, expanding its parses has a budget: one
+// whose alternatives refer to themselves (2^256 expansions) fails at once.
+TEST(Grammar, ExpansionHasABudget) {
+  auto g = std::make_shared<Grammar>();
+  const Grammar::Id p = g->placeholder();
+  g->define(p, g->alt({p, p}));
+  g->set_root(p);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    GrammarCursor c(g);
+    ADD_FAILURE() << "expanded a self-referring grammar";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("steps"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
 }
 
 TEST(OutputGrammar, JsonObjectHasBoundedWhitespace) {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/api_error.h"
 #include "chat/text_codec.h"
 #include "support/test_support.h"
 #include "text/tokenizer.h"
@@ -83,6 +84,19 @@ TEST(HarmonyCodec, FamilyStopsReasoningAndCalls) {
       << text;
   EXPECT_EQ(text.find("\\\"city"), std::string::npos) << text;
   EXPECT_NE(text.find("<|message|>rain<|end|><|start|>assistant"), std::string::npos) << text;
+
+  // Issue 38, finding 1: arguments nested 100,000 deep went to the template engine as an object
+  // (its conversion and tojson recurse): a 400 naming the shared limit instead of a stack overflow.
+  json deep = msgs;
+  deep[1]["tool_calls"][0]["function"]["arguments"] =
+      "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  try {
+    h.codec->render_chat(deep, tools);
+    FAIL() << "rendered arguments nested 100,000 deep";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 64 levels"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -138,5 +138,38 @@ TEST(K3Codec, ConversationsXtmlCannotWriteAre400s) {
   }
 }
 
+
+// Issue 38, finding 1: a call's arguments nested 100,000 deep overflowed the stack
+// while the XTML writer serialised them (one request took the server down). Any
+// nesting past the shared limit is a 400 naming it, through every route that
+// renders a conversation (chat completions, Responses items, /apply-template).
+TEST(K3Codec, DeeplyNestedArgumentsAre400sNamingTheLimit) {
+  K3 k;
+  const std::string deep = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  for (const json& args : {json(deep), json("{\"a\":" + std::string(64, '[') + std::string(64, ']') + "}")}) {
+    json msgs = json::array({{{"role", "user"}, {"content", "hi"}},
+                             {{"role", "assistant"},
+                              {"content", ""},
+                              {"tool_calls", json::array({{{"id", "c1"},
+                                                           {"type", "function"},
+                                                           {"function", {{"name", "f"}, {"arguments", args}}}}})}}});
+    try {
+      k.render(msgs);
+      FAIL() << "rendered arguments nested " << args.get<std::string>().size() / 2 << " deep";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_NE(std::string(e.what()).find("nested deeper than 64 levels"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("arguments"), std::string::npos) << e.what();
+    }
+  }
+  // At the limit (the object and 63 arrays) it renders.
+  const std::string ok = "{\"a\":" + std::string(63, '[') + std::string(63, ']') + "}";
+  json msgs = json::array({{{"role", "user"}, {"content", "hi"}},
+                           {{"role", "assistant"},
+                            {"content", ""},
+                            {"tool_calls", json::array({{{"id", "c1"}, {"function", {{"name", "f"}, {"arguments", ok}}}}})}}});
+  EXPECT_NE(k.render(msgs).find(std::string(63, '[')), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sluice::chat

@@ -175,5 +175,39 @@ TEST(CliErrors, PullSaysWhatToDo) {
   expect_one_line_error(r, "check the network connection, or point --base (or $SLUICE_HF_BASE) at a reachable mirror");
 }
 
+
+// Issue 38, finding 7: a number too large for the integer it becomes (1e30 GB)
+// converted with undefined behaviour. Each such flag is checked on the way and
+// refused with one line naming it, before anything is loaded or fetched.
+TEST(CliErrors, NumbersTooLargeForTheirIntegerNameTheFlag) {
+  test::TempDir tmp;
+  const std::string model = test::copy_golden(tmp, "qwen3_moe_tiny");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      // (--threads -1: without the check, the next error, not a server left running)
+      {{"serve", "--model", model, "--prompt-cache", tmp.file("pc"), "--prompt-cache-max", "1e30", "--threads", "-1"},
+       "--prompt-cache-max"},
+      {{"pull", "org/name", "--dir", tmp.file("m"), "--stream", "--cache-max", "1e30", "--quiet", "--base",
+        "http://127.0.0.1:1"},
+       "--cache-max"},
+      {{"pull", "org/name", "--dir", tmp.file("m"), "--chunk-mb", "1e30", "--quiet", "--base", "http://127.0.0.1:1"},
+       "--chunk-mb"},
+      {{"cache", "prune", "--model", model, "--max", "1e30"}, "--max"},
+      {{"logits", "--model", model, "--tokens", "1", "--output", tmp.file("o.st"), "--vram", "1e30", "--threads", "-1"},
+       "--vram"},
+  };
+  setenv("SLUICE_HTTP_ATTEMPTS", "1", 1);
+  for (const auto& [args, flag] : cases) {
+    const auto r = test::run_sluice(args);
+    SCOPED_TRACE(args[0] + " " + flag);
+    expect_one_line_error(r, flag);
+    EXPECT_NE(r.err.find("out of range"), std::string::npos) << r.err;
+  }
+  unsetenv("SLUICE_HTTP_ATTEMPTS");
+  // --ram is read by the option parser itself: its usage error, with the same check.
+  const auto r = test::run_sluice({"info", "--ram", "1e30"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--ram: 1e+30 is out of range"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace sluice

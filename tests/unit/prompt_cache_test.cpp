@@ -5,14 +5,22 @@
 // reply's logits bit for bit those of a fresh session.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "engine/model_identity.h"
 #include "runtime/prompt_cache.h"
 #include "runtime/state_file.h"
 #include "support/test_support.h"
+#include "util/atomic_file.h"
 
 namespace sluice {
 namespace {
@@ -255,6 +263,150 @@ TEST_P(PromptCacheTest, FilesStayWithinTheirBound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PromptCacheTest, ::testing::Values("qwen3_moe_tiny", "kimi_linear_tiny"));
+
+// Issue 38, finding 6: other local users could read every cached conversation
+// (the directory was created 0755, its files 0644). The directory is made 0700,
+// the files 0600, and a directory of ours found with wider modes is tightened.
+TEST(PromptCacheFiles, DirectoryAndFilesArePrivate) {
+  namespace fs = std::filesystem;
+  auto model = load_model(test::fixture("golden/qwen3_moe_tiny"));
+  const int64_t V = model->info().vocab;
+  test::TempDir tmp;
+  const mode_t old_umask = umask(022);  // the usual one: what a plain create would give others
+  auto mode = [](const std::string& p) { return fs::status(p).permissions() & fs::perms::all; };
+  std::vector<std::string> lines;
+  PromptCacheOptions o = options(1, 0, tmp.file("new/cache"), "t");
+  o.log = [&](const std::string& l) { lines.push_back(l); };
+  {
+    PromptCache cache(*model, o);
+    request(cache, seq(12, 1, V), {});
+    ASSERT_EQ(cache.files(), 1);
+  }
+  EXPECT_EQ(mode(o.dir), fs::perms::owner_all);
+  for (const auto& e : fs::directory_iterator(o.dir))
+    EXPECT_EQ(mode(e.path().string()), fs::perms::owner_read | fs::perms::owner_write) << e.path();
+  EXPECT_TRUE(lines.empty());
+  // An existing directory (and file) of ours that others can read: tightened, said once.
+  fs::permissions(o.dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                             fs::perms::others_exec);
+  for (const auto& e : fs::directory_iterator(o.dir))
+    fs::permissions(e.path(), fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  {
+    PromptCache cache(*model, o);
+    EXPECT_EQ(cache.files(), 1);
+  }
+  EXPECT_EQ(mode(o.dir), fs::perms::owner_all);
+  for (const auto& e : fs::directory_iterator(o.dir))
+    EXPECT_EQ(mode(e.path().string()), fs::perms::owner_read | fs::perms::owner_write) << e.path();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("0700"), std::string::npos) << lines[0];
+  umask(old_umask);
+}
+
+// Issue 38, finding 5: after a model's weights changed in place (one sign
+// flipped in a tensor, the file rewritten), the cache served the old state. The
+// model's identity now covers each file's modification time too: the old files
+// are ignored (with a line) and the reply is the new weights' own.
+TEST(PromptCacheFiles, WeightsChangedInPlaceAreNotServedFromTheCache) {
+  namespace fs = std::filesystem;
+  test::TempDir tmp;
+  const std::string dir = test::copy_golden(tmp, "qwen3_moe_tiny");
+  const std::string st = dir + "/model.safetensors";
+  PromptCacheOptions o = options(1, 0, tmp.file("cache"), "");
+  std::vector<int32_t> prompt;
+  std::string before;
+  {
+    auto model = load_model(dir);
+    prompt = seq(30, 1, model->info().vocab);
+    o.identity = before = model_identity(*model);
+    PromptCache cache(*model, o);
+    request(cache, prompt, {});
+    ASSERT_EQ(cache.files(), 1);
+  }
+  // The sign of the middle element of the largest tensor (little-endian: the last byte's top bit),
+  // far from the bytes the identity samples; the file is written again whole, as a tool would.
+  std::string bytes;
+  {
+    std::ifstream f(st, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  uint64_t hlen = 0;
+  std::memcpy(&hlen, bytes.data(), 8);
+  const auto header = nlohmann::json::parse(bytes.substr(8, hlen));
+  uint64_t lo = 0, hi = 0;
+  std::string dtype;
+  for (const auto& [name, t] : header.items()) {
+    if (name == "__metadata__") continue;
+    const uint64_t a = t["data_offsets"][0], b = t["data_offsets"][1];
+    if (b - a > hi - lo) lo = a, hi = b, dtype = t["dtype"];
+  }
+  const uint64_t esize = dtype == "F32" ? 4 : dtype == "BF16" || dtype == "F16" ? 2 : 1;
+  const uint64_t elem = (hi - lo) / esize / 2;
+  bytes[8 + hlen + lo + elem * esize + esize - 1] ^= char(0x80);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the file system's clock tick
+  {
+    std::ofstream f(st, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  auto model = load_model(dir);
+  o.identity = model_identity(*model);
+  EXPECT_NE(o.identity, before);
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& l) { lines.push_back(l); };
+  PromptCache cache(*model, o);
+  EXPECT_EQ(cache.files(), 0);
+  const Turn t = request(cache, cat(prompt, seq(3, 2, model->info().vocab)), {});
+  EXPECT_EQ(t.reused, 0) << "the old weights' state was served";
+  EXPECT_TRUE(same(t.logits, fresh(*model, cat(prompt, seq(3, 2, model->info().vocab)), {})));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("another model"), std::string::npos) << lines[0];
+}
+
+// Issue 38, finding 8: a full file system failed every save with a message and
+// never made room. A write that runs out of space (here a writer that behaves as
+// a file system with room for two states) deletes the least recently used files
+// and is tried once more; the newest states are kept.
+TEST(PromptCacheFiles, AFullDiskMakesRoomFromTheOldestFiles) {
+  namespace fs = std::filesystem;
+  auto model = load_model(test::fixture("golden/qwen3_moe_tiny"));
+  const int64_t V = model->info().vocab;
+  test::TempDir tmp;
+  PromptCacheOptions o = options(1, 0, tmp.file("cache"), "t");
+  uint64_t one = 0;
+  {
+    PromptCache probe(*model, o);
+    request(probe, seq(20, 1, V), {});
+    one = probe.disk_bytes();
+  }
+  fs::remove_all(o.dir);
+  const uint64_t capacity = one * 2 + one / 2;  // the cache's own bound (8 GB) is far above it
+  int full = 0;
+  o.write = [&](const std::string& path, const SessionImage& image, const std::string& identity) {
+    uint64_t used = 0;
+    for (const auto& e : fs::directory_iterator(o.dir)) used += e.file_size();
+    if (used + encode_state(image, identity).size() > capacity) {
+      ++full;
+      throw DiskFull(path + ".tmp: write failed: No space left on device");
+    }
+    write_state_file(path, image, identity);
+  };
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& l) { lines.push_back(l); };
+  PromptCache cache(*model, o);
+  for (int i = 0; i < 4; ++i) request(cache, seq(20, 10 + i, V), {});
+  EXPECT_EQ(full, 2);  // the third and the fourth state, each saved on the second try
+  EXPECT_EQ(cache.files(), 2);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("No space left on device"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("deleted 1 least recently used file"), std::string::npos) << lines[0];
+  PromptCache again(*model, o);  // a restart: what is on disk
+  EXPECT_EQ(again.files(), 2);
+  auto reused = [&](int salt) { return again.take(cat(seq(20, salt, V), seq(2, 1, V))).session->tokens().size(); };
+  EXPECT_EQ(reused(13), 19u) << "the newest state was saved";
+  EXPECT_EQ(reused(12), 19u);
+  EXPECT_EQ(reused(11), 0u) << "older states made room";
+  EXPECT_EQ(reused(10), 0u);
+}
 
 }  // namespace
 }  // namespace sluice

@@ -13,6 +13,7 @@
 #include "text/jinja/value.h"
 #include "text/utf8.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace sluice::text::jinja {
 
@@ -473,7 +474,10 @@ std::string Template::render(const nlohmann::json& context) const {
                return ns;
              }));
   if (!context.is_object()) fail("template context must be a JSON object");
-  for (const auto& [k, v] : context.items()) global.set(k, from_json(v));
+  for (const auto& [k, v] : context.items()) {
+    check_json_depth(v, fmt::format("template variable '{}'", k));  // from_json recurses
+    global.set(k, from_json(v));
+  }
   Interp in;
   return in.block(program_, global);
 }

@@ -7,6 +7,7 @@
 
 #include "text/utf8.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace sluice::text::jinja {
 
@@ -224,6 +225,8 @@ std::string to_json(const Value& v, const JsonOptions& o, int depth, bool undefi
     case Type::Namespace:
     case Type::KwArgs: {
       if (v.tuple) fail("Cannot convert to JSON: TupleValue");  // as @huggingface/jinja
+      // The writer recurses: a value nested past the shared bound (a template can build one) is refused.
+      if (depth >= kMaxJsonDepth) fail("tojson: the value is nested deeper than {} levels (the limit)", kMaxJsonDepth);
       std::string ind = o.indent > 0 ? std::string(size_t(o.indent), ' ') : "";
       std::string base = "\n", child;
       for (int k = 0; k < depth; ++k) base += ind;
