@@ -1,6 +1,8 @@
 // sluice serve: the OpenAI-compatible HTTP server.
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "chat/chat_codec.h"
 #include "cli/commands.h"
 #include "cli/memory_options.h"
@@ -12,10 +14,23 @@
 #include "server/stop_signals.h"
 #include "util/checked_number.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace sluice::cli {
 
 namespace {
+
+// The first lines of serve's output say what context is served and why.
+std::string context_line(const MemoryPlan& plan, bool fitted) {
+  const ModelFootprint& f = plan.footprint;
+  if (!fitted)
+    return fmt::format("sluice: context {} positions per conversation (--context-length)", f.context_tokens);
+  const std::string seqs = f.sequences > 1 ? fmt::format(" in each of {} sequences", f.sequences) : std::string();
+  return fmt::format(
+      "sluice: context {} positions per conversation (default: the largest whose state, {} per position{}, fits in "
+      "the memory the weights leave, at most the model's {}; --context-length N sets another)",
+      f.context_tokens, binary_bytes(f.state_bytes_per_token), seqs, f.context_max);
+}
 
 void add_serve_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
@@ -69,9 +84,13 @@ void add_serve_command(CLI::App& app, Action& action) {
                   "Speculate with this smaller model's greedy continuation instead of n-grams (it must use the same "
                   "tokenizer; implies --speculate)");
   cmd->add_option("--context-length", o->context,
-                  "Positions a conversation may use (default: the model's max_position_embeddings; at most that); "
-                  "longer prompts get 400 context_length_exceeded")
-      ->capture_default_str();
+                  "Positions a conversation may use; longer prompts get 400 context_length_exceeded. Default: the "
+                  "largest context whose KV / latent cache for each of --parallel (and --cache-slots) sequences "
+                  "fits in the memory the weights leave (mapped: what is available less a margin, after every "
+                  "weight and the reserve; with a --ram budget: half of what the reserve and spine leave, the "
+                  "other half for the expert cache), a multiple of 1024, at least 4096 and at most the model's "
+                  "max_position_embeddings; printed when the server starts. A given value is planned for (state "
+                  "for that many positions) and refused when the memory cannot hold it");
   cmd->add_option("--header-timeout", o->header_timeout_s,
                   "Seconds a client has to send a request's line and headers (and a small body); later: 408")
       ->capture_default_str();
@@ -131,6 +150,12 @@ void add_serve_command(CLI::App& app, Action& action) {
       o->s.model_name = server::served_model_name(o->name, o->model);
       const server::StopSignals stop_signals;  // before the engine starts its threads
       if (o->context > 0) o->mem.context_tokens = o->context;  // the plan's state is for the served context
+      o->mem.fit_context = o->context == 0;  // else the largest context the memory holds
+      const auto print_notice = o->mem.on_plan;
+      o->mem.on_plan = [print_notice, fit = o->mem.fit_context](const MemoryPlan& plan) {
+        if (print_notice) print_notice(plan);
+        std::fprintf(stderr, "%s\n", context_line(plan, fit).c_str());
+      };
       auto model = Engine::open(o->model, o->mem);
       if (model->plan().budget > 0) std::fprintf(stderr, "%s\n", model->plan().describe().c_str());
       const uint64_t others = model->plan().state / uint64_t(o->mem.sequences) * uint64_t(o->s.parallel - 1);
@@ -141,7 +166,8 @@ void add_serve_command(CLI::App& app, Action& action) {
                                                                                                   : 0.5;
       if (!o->s.cache.dir.empty()) o->s.cache.identity = model_identity(*model);
       o->s.drafter = choose_drafter(o->draft_model, o->speculate, o->ngram, *model);
-      o->s.context_length = server::served_context(o->context, model->context_length(), o->model);
+      o->s.context_length = server::served_context(
+          o->context > 0 ? o->context : model->plan().footprint.context_tokens, model->context_length(), o->model);
       auto codec = chat::make_chat_codec(o->model, model->info().vocab);
       const MemoryPlan& plan = model->plan();
       o->s.page_card = {{"directory", o->model},

@@ -93,12 +93,24 @@ MemoryPlan Engine::plan(const std::string& dir, const MemoryRequest& r) {
 }
 
 MemoryPlan Engine::plan_for(const MemoryRequest& r) const {
+  const Device device = parse_device(r.device);
+  const std::optional<uint64_t> budget =
+      r.ram_gib ? std::optional<uint64_t>(checked_bytes(*r.ram_gib, double(kGiB), "--ram (GiB)")) : std::nullopt;
+  // One reading of the memory available for both plans below.
+  const AvailableMemory available = !budget || (r.fit_context && *budget == 0) ? available_memory() : AvailableMemory{};
+  auto plan_at = [&](int64_t ctx) {
+    ModelFootprint f = footprint(ctx);
+    f.sequences = r.sequences;
+    if (!budget) return plan_available(available, f, device);
+    return plan_memory(*budget, f, device);
+  };
   int64_t ctx = r.context_tokens > 0 ? r.context_tokens : 4096;
   if (context_length() > 0) ctx = std::min(ctx, context_length());
-  ModelFootprint f = footprint(ctx);
-  f.sequences = r.sequences;
-  if (!r.ram_gib) return plan_available(available_memory(), f, parse_device(r.device));
-  return plan_memory(checked_bytes(*r.ram_gib, double(kGiB), "--ram (GiB)"), f, parse_device(r.device));
+  if (r.fit_context) {
+    const int64_t fits = fitting_context(plan_at(0), available, context_length());
+    if (fits > 0) ctx = fits;
+  }
+  return plan_at(ctx);
 }
 
 ModelFootprint Engine::footprint(int64_t context_tokens) const {
@@ -113,6 +125,7 @@ ModelFootprint Engine::footprint(int64_t context_tokens) const {
   f.state_bytes_per_token = decoder_->state_bytes_per_token();
   f.state_bytes_fixed = decoder_->state_bytes_fixed();
   f.context_tokens = context_tokens;
+  f.context_max = context_length();
   return f;
 }
 

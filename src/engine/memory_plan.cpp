@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -159,6 +160,32 @@ MemoryPlan plan_available(const AvailableMemory& available, const ModelFootprint
   p.source = BudgetSource::Available;
   p.available = available;
   return p;
+}
+
+int64_t fitting_context(const MemoryPlan& bare, const AvailableMemory& available, int64_t max_positions) {
+  const ModelFootprint& f = bare.footprint;
+  const uint64_t fixed = bare.state;  // the fixed state of every sequence
+  uint64_t room = std::numeric_limits<uint64_t>::max();
+  if (bare.budget > 0) {
+    const uint64_t spine = bare.stream_spine ? f.spine_stream_min_bytes : bare.spine - bare.spine_on_demand;
+    const uint64_t used = bare.reserve + fixed + spine;
+    room = used >= bare.budget ? 0 : (bare.budget - used) / 2;
+    if (!bare.stream_spine) room = std::min(room, bare.budget / 4 * 3 > used ? bare.budget / 4 * 3 - used : 0);
+  } else if (available.bytes > 0) {
+    const uint64_t margin = available_margin(available.bytes);
+    const uint64_t budget = available.bytes > margin ? available.bytes - margin : 0;
+    const uint64_t needs = f.spine_bytes + f.expert_bytes + fixed + std::min(kMappedReserve, reserve_for(budget));
+    room = needs >= budget ? 0 : budget - needs;
+  }
+  int64_t ctx = max_positions > 0 ? max_positions : std::numeric_limits<int64_t>::max();
+  if (f.state_bytes_per_token > 0 && room != std::numeric_limits<uint64_t>::max()) {
+    const uint64_t per_sequence = room / uint64_t(std::max<int64_t>(1, f.sequences));
+    const uint64_t fits = per_sequence / f.state_bytes_per_token;
+    if (fits < uint64_t(ctx)) ctx = int64_t(fits) / 1024 * 1024;
+  }
+  const int64_t floor = max_positions > 0 ? std::min(kMinFittingContext, max_positions) : kMinFittingContext;
+  if (ctx == std::numeric_limits<int64_t>::max()) return 0;  // nothing bounds it: no context to choose
+  return std::max(ctx, floor);
 }
 
 std::string MemoryPlan::describe() const {

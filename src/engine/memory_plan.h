@@ -50,6 +50,9 @@ struct MemoryRequest {
   // Positions the per-sequence state is planned for (0: 4096, at most the
   // model's context); commands that know their length (run, generate, bench) set it.
   int64_t context_tokens = 0;
+  // serve without --context-length: plan the largest context the memory holds
+  // (fitting_context), not context_tokens.
+  bool fit_context = false;
   // Sequences decoded together (bench --batch, serve --parallel): each has its own state.
   int64_t sequences = 1;
   // Called with the plan once it is made, before any weight is read (the CLI
@@ -71,6 +74,7 @@ struct ModelFootprint {
   uint64_t state_bytes_per_token = 0;  // KV / latent cache rows, all layers
   uint64_t state_bytes_fixed = 0;      // recurrent state, all layers
   int64_t context_tokens = 0;          // positions the state is planned for, per sequence
+  int64_t context_max = 0;             // the model's positions (max_position_embeddings; 0: not stated)
   int64_t sequences = 1;               // sequences with their own state
 };
 
@@ -140,6 +144,23 @@ MemoryPlan plan_available(const AvailableMemory& available, const ModelFootprint
 // use). `free` is the device's free memory after the spine was placed.
 uint64_t plan_vram_expert_cache(uint64_t budget, uint64_t free, uint64_t spine_on_device, uint64_t state,
                                 uint64_t largest_expert);
+
+// The positions per sequence a server can hold when no --context-length is
+// given. `bare` is the model's plan with state for 0 positions (its fixed
+// state only). The room for the state of every sequence:
+//  - with a budget (experts streamed): half of what the reserve, the fixed
+//    state and the spine (resident, or the least a streamed one needs) leave,
+//    the other half staying the expert cache's, and no more than keeps a
+//    resident spine resident;
+//  - mapped: what `available` less its margin leaves after every weight, the
+//    fixed state and a mapped run's reserve (unknown memory: no bound).
+// The context is that room over bare.footprint.sequences and the state bytes
+// per token, rounded down to a multiple of 1024, at most max_positions (the
+// model's; 0: not stated) and at least min(4096, max_positions) (the plan then
+// says when even that does not fit).
+int64_t fitting_context(const MemoryPlan& bare, const AvailableMemory& available, int64_t max_positions);
+// The smallest context fitting_context chooses (or the model's, when smaller).
+constexpr int64_t kMinFittingContext = 4096;
 
 // The engine options that carry out `plan` with the streaming knobs of `r`.
 LoadOptions load_options(const MemoryPlan& plan, const MemoryRequest& r, const std::string& model_dir);

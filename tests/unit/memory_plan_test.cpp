@@ -259,5 +259,74 @@ TEST(MemoryPlan, InfoPrintsThePlanTheEngineOpensUnder) {
   EXPECT_NE(bad.err.find("--threads"), std::string::npos) << bad.err;
 }
 
+// serve without --context-length (issue 38, finding 4: the shipped model's
+// 1,048,576 positions were served whatever the memory): the largest context
+// whose state for every sequence fits in what the weights leave.
+ModelFootprint bare(uint64_t spine, uint64_t experts, uint64_t per_token, int64_t sequences) {
+  ModelFootprint f = footprint(spine);
+  f.expert_bytes = experts;
+  f.state_bytes_per_token = per_token;
+  f.context_tokens = 0;  // the fixed state only
+  f.sequences = sequences;
+  return f;
+}
+
+TEST(FittingContext, MappedIsWhatTheAvailableMemoryLeavesAfterEveryWeight) {
+  AvailableMemory a;
+  a.bytes = 20 * kGiB;  // less a 2 GiB margin: 18 GiB
+  const ModelFootprint f = bare(2 * kGiB, 6 * kGiB, 64 * 1024, 2);
+  const MemoryPlan p0 = plan_available(a, f);
+  ASSERT_EQ(p0.budget, 0u);  // mapped
+  const int64_t ctx = fitting_context(p0, a, 1 << 20);
+  const uint64_t room = 18 * kGiB - 8 * kGiB - 2 * 24 * MiB - 768 * MiB;  // weights, fixed state, reserve
+  EXPECT_EQ(ctx, int64_t(room / 2 / (64 * 1024)) / 1024 * 1024);
+  EXPECT_LT(ctx, 1 << 20);
+  // The plan for that context is still mapped; 1024 more would not be.
+  ModelFootprint g = f;
+  g.context_tokens = ctx;
+  EXPECT_EQ(plan_available(a, g).budget, 0u);
+  g.context_tokens = ctx + 1024;
+  EXPECT_GT(plan_available(a, g).budget, 0u);
+  // One sequence: twice the positions (within the rounding).
+  ModelFootprint one = f;
+  one.sequences = 1;
+  EXPECT_GE(fitting_context(plan_available(a, one), a, 1 << 20), 2 * ctx);
+}
+
+TEST(FittingContext, AtMostTheModelsAndAtLeast4096) {
+  AvailableMemory a;
+  a.bytes = 20 * kGiB;
+  const ModelFootprint f = bare(2 * kGiB, 6 * kGiB, 1000, 1);
+  EXPECT_EQ(fitting_context(plan_available(a, f), a, 32768), 32768);
+  // Memory for fewer than 4096 positions: 4096 (the plan says whether those fit).
+  const ModelFootprint big = bare(2 * kGiB, 6 * kGiB, 8 * MiB, 1);
+  EXPECT_EQ(fitting_context(plan_available(a, big), a, 1 << 20), 4096);
+  EXPECT_EQ(fitting_context(plan_available(a, big), a, 2048), 2048);
+  // Unknown memory, no budget: nothing bounds it but the model.
+  EXPECT_EQ(fitting_context(plan_memory(0, f), AvailableMemory{}, 1 << 20), 1 << 20);
+}
+
+TEST(FittingContext, WithABudgetHalfOfWhatTheSpineLeavesAndTheSpineStaysResident) {
+  const ModelFootprint f = bare(4 * kGiB, 100 * kGiB, 64 * 1024, 1);
+  const MemoryPlan p0 = plan_memory(16 * kGiB, f);
+  ASSERT_FALSE(p0.stream_spine);
+  const int64_t ctx = fitting_context(p0, AvailableMemory{}, 1 << 20);
+  const uint64_t used = 16 * kGiB / 10 + 24 * MiB + 4 * kGiB;
+  EXPECT_EQ(ctx, int64_t((16 * kGiB - used) / 2 / (64 * 1024)) / 1024 * 1024);
+  ModelFootprint g = f;
+  g.context_tokens = ctx;
+  const MemoryPlan p = plan_memory(16 * kGiB, g);
+  EXPECT_FALSE(p.stream_spine);
+  EXPECT_GE(p.expert_cache, p.state - 24 * MiB);  // the cache keeps at least what the context's state takes
+  // A spine of over half the budget: the state takes no more than keeps it resident.
+  const ModelFootprint heavy = bare(9 * kGiB, 100 * kGiB, 64 * 1024, 1);
+  const MemoryPlan h0 = plan_memory(16 * kGiB, heavy);
+  ASSERT_FALSE(h0.stream_spine);
+  g = heavy;
+  g.context_tokens = fitting_context(h0, AvailableMemory{}, 1 << 20);
+  EXPECT_GT(g.context_tokens, 4096);
+  EXPECT_FALSE(plan_memory(16 * kGiB, g).stream_spine);
+}
+
 }  // namespace
 }  // namespace sluice
