@@ -4,10 +4,17 @@
 //
 // One step():
 //  1. Admission. Requests added since the last step join, in order, while
-//     fewer than `parallel` run. A joining request's prompt is prefilled
-//     alone, between passes (Generator::prefill: prefix reuse from the prompt
-//     cache, the plan's chunks, a check for a gone client between chunks),
-//     and its first token is picked from the prompt's last logits.
+//     fewer than `parallel` run (those being prefilled count). A joining
+//     request's prefill begins (Generator::begin_prefill: prefix reuse from
+//     the prompt cache).
+//  1b. Prefill slices. Each request whose prompt is not yet in is fed one
+//     slice of it (Generator::prefill_step: one chunk of about --prefill-slice
+//     seconds, at most the plan's chunk; a gone client stops it within a
+//     layer). Once its prompt is in, its first token is picked from the
+//     prompt's last logits and it decodes from the next pass on. So a long
+//     prompt holds the requests beside it for one slice per step, not for its
+//     whole prefill: a request that joins meanwhile is prefilled and decoded
+//     with at most one slice of each other prompt's between its steps.
 //  2. Cancellation. A running request whose client went away (alive() false)
 //     leaves before the pass.
 //  3. The pass. Every running request's last picked token is fed together;
@@ -66,7 +73,10 @@ class BatchScheduler {
 
  private:
   struct Running;
+  // A joining request: its prompt's prefill begins (the cached prefix found).
   void admit(Job job);
+  // One slice of r's prefill; once the prompt is in, its first token. False: r has left.
+  bool prefill_slice(Running& r);
   // Picks and takes the token at `row`; false: the request leaves (not fed).
   bool emit(Running& r, std::vector<float>& row);
   void finish(Running& r);

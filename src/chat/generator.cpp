@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "chat/api_error.h"
-#include "chat/prefill_pacer.h"
 #include "util/cancelled.h"
 
 namespace sluice::chat {
@@ -63,62 +62,77 @@ int64_t Generator::max_new_tokens(const Request& req, int64_t prompt_tokens) con
 
 std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive,
                                      Outcome& out, const Progress& progress, const std::vector<int64_t>& boundaries) {
+  if (current_.session) cache_.keep(std::move(current_));
+  PendingPrefill p = begin_prefill(prompt, out, boundaries);
+  while (!prefill_step(p, prompt, alive, out, progress)) {
+  }
+  current_ = std::move(p.conv);
+  return std::move(p.logits);
+}
+
+Generator::PendingPrefill Generator::begin_prefill(const std::vector<int32_t>& prompt, Outcome& out,
+                                                   const std::vector<int64_t>& boundaries) {
   // Prefix reuse. A kept conversation holds its prompt and what was generated
   // after it, with a rollback point just before the prompt's last token; the
   // cache picks the conversation or saved state sharing the longest prefix
   // and returns it extended, rolled back or cut to that prefix.
-  const auto t0 = Clock::now();
+  PendingPrefill p{{}, 0, {}, PrefillPacer(prefill_chunk_, prefill_slice_), Clock::now(), {}};
+  p.conv = cache_.take(prompt, boundaries);
+  p.conv.session->set_prefill_chunk(prefill_chunk_);
+  p.fed = p.conv.session->tokens().size();  // prompt tokens already in the state
+  out.cached_tokens = int64_t(p.fed);
+  p.save_at = cache_.save_points();
+  return p;
+}
+
+bool Generator::prefill_step(PendingPrefill& p, const std::vector<int32_t>& prompt,
+                             const std::function<bool()>& alive, Outcome& out, const Progress& progress) {
+  Session& s = *p.conv.session;
   const size_t P = prompt.size();
-  if (current_.session) cache_.keep(std::move(current_));
-  current_ = cache_.take(prompt, boundaries);
-  Session& s = *current_.session;
-  s.set_prefill_chunk(prefill_chunk_);
-  const size_t start = s.tokens().size();  // prompt tokens already in the state
-  out.cached_tokens = int64_t(start);
-  const std::vector<int64_t> save_at = cache_.save_points();
-  std::vector<float> logits;
   // Polled before each chunk and between the layers of each pass: a gone client
   // or a stopping server ends the prefill within one layer's work.
   const std::function<bool()> stop = [&alive] { return alive && !alive(); };
-  PrefillPacer pacer(prefill_chunk_, prefill_slice_);
   try {
     // Everything but the last token, in chunks (the cache's save points as chunk
     // ends); then the rollback point, then the last token.
-    for (size_t b = start; b + 1 < P;) {
-      size_t e = std::min(b + size_t(pacer.next()), P - 1);
-      for (int64_t p : save_at)
-        if (size_t(p) > b && size_t(p) < e) e = size_t(p);
+    if (p.fed + 1 < P) {
+      const size_t b = p.fed;
+      size_t e = std::min(b + size_t(p.pacer.next()), P - 1);
+      for (int64_t sp : p.save_at)
+        if (size_t(sp) > b && size_t(sp) < e) e = size_t(sp);
       try {
         const auto chunk_start = Clock::now();
         s.feed(std::vector<int32_t>(prompt.begin() + std::ptrdiff_t(b), prompt.begin() + std::ptrdiff_t(e)), stop);
-        pacer.done(int64_t(e - b), seconds_since(chunk_start));
+        p.pacer.done(int64_t(e - b), seconds_since(chunk_start));
       } catch (const Cancelled&) {
         // The session keeps the chunks fed before this one (a later request may extend them).
         counters_.set_prefill_progress(0, 0);
-        current_.mark = -1;
+        p.conv.mark = -1;
         out.cancelled = true;
-        return {};
+        return true;
       }
-      if (std::find(save_at.begin(), save_at.end(), int64_t(e)) != save_at.end()) cache_.save(s);
+      if (std::find(p.save_at.begin(), p.save_at.end(), int64_t(e)) != p.save_at.end()) cache_.save(s);
       counters_.set_prefill_progress(int64_t(e), int64_t(P));
       if (progress) progress(int64_t(e), int64_t(P));
-      b = e;
+      p.fed = e;
+      if (p.fed + 1 < P) return false;
     }
     counters_.set_prefill_progress(0, 0);
     cache_.save(s);  // the prompt but its last token: what a repeat of it reuses
     // Kept open over the whole generation: no per-token records (a later
     // rollback into the reply feeds the kept part again on recurrent models).
     s.checkpoint(/*record=*/false);
-    current_.mark = int64_t(P) - 1;
-    logits = s.feed({prompt.back()});
+    p.conv.mark = int64_t(P) - 1;
+    p.logits = s.feed({prompt.back()});
+    p.fed = P;
   } catch (...) {
-    current_ = {};
+    p.conv = {};
     throw;
   }
-  counters_.add_prompt(int64_t(P), out.cached_tokens, seconds_since(t0));
+  counters_.add_prompt(int64_t(P), out.cached_tokens, seconds_since(p.t0));
   // The running conversation counts as a slot and its state as memory.
   report_cache(1, uint64_t(s.state_bytes()));
-  return logits;
+  return true;
 }
 
 CachedConversation Generator::take_conversation() {

@@ -5,6 +5,7 @@
 // scheduler that batches several requests can use prefill() per request and
 // drive each request's ReplyStream from its own decode loop.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -13,6 +14,7 @@
 
 #include "chat/chat_codec.h"
 #include "chat/generation_counters.h"
+#include "chat/prefill_pacer.h"
 #include "chat/reply_stream.h"
 #include "chat/request.h"
 #include "model/model.h"
@@ -55,6 +57,28 @@ class Generator {
   // `boundaries`: prompt positions worth a checkpoint (Request::prompt_boundaries).
   std::vector<float> prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive, Outcome& out,
                              const Progress& progress = {}, const std::vector<int64_t>& boundaries = {});
+
+  // The same prefill in steps, for a caller that interleaves it with other
+  // work (the batch scheduler feeds one slice of a long prompt between the
+  // decode steps of the requests beside it). begin_prefill() takes the
+  // conversation sharing the longest prefix (sets out.cached_tokens; the
+  // conversation prefill() left running is not touched); each prefill_step()
+  // feeds one chunk (about the prefill slice's seconds, at most the plan's
+  // chunk) and returns true once the prompt is in (`logits` then holds its last
+  // position's) or `alive` said stop (out.cancelled; the conversation keeps the
+  // chunks fed). The chunk lengths change no logit.
+  struct PendingPrefill {
+    CachedConversation conv;
+    size_t fed = 0;  // prompt tokens in the state
+    std::vector<int64_t> save_at;
+    PrefillPacer pacer;
+    std::chrono::steady_clock::time_point t0;
+    std::vector<float> logits;
+  };
+  PendingPrefill begin_prefill(const std::vector<int32_t>& prompt, Outcome& out,
+                               const std::vector<int64_t>& boundaries = {});
+  bool prefill_step(PendingPrefill& p, const std::vector<int32_t>& prompt, const std::function<bool()>& alive,
+                    Outcome& out, const Progress& progress = {});
 
   // Prompt scoring: each prompt token's log-probability (and the `top` most likely
   // alternatives) given the tokens before it, from the logits at every position of a

@@ -61,8 +61,10 @@ void add_serve_command(CLI::App& app, Action& action) {
   cmd->add_option("--max-queue", o->s.max_queue, "Requests that may wait for the running ones; more get 429")
       ->capture_default_str();
   cmd->add_option("--parallel", o->s.parallel,
-                  "Requests decoded together, one forward pass for all (each reply the same as alone; a joining "
-                  "request's prompt is prefilled alone between passes; with --ram the plan holds state for each)")
+                  "Requests decoded together, one forward pass for all (each reply the same as alone; with --ram the "
+                  "plan holds state for each). A joining request's prompt is prefilled in slices between passes (one "
+                  "slice of each prompt being prefilled per step, see --prefill-slice), so a request waits at most one "
+                  "slice of each other prompt between two of its tokens, however long those prompts are")
       ->capture_default_str();
   cmd->add_option("--prefill-chunk", o->s.prefill_chunk,
                   "Prompt tokens per prefill pass (0: as many as the memory plan allows)")->capture_default_str();

@@ -40,6 +40,10 @@ if(NODE_EXECUTABLE)
   add_test(NAME server.hostile
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/hostile.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL} ${SLUICE_K3_MINI})
   set_tests_properties(server.hostile PROPERTIES LABELS "server;asan" TIMEOUT 900)
+  # Issue 38, finding 4: the default context fits the memory; a long prefill does not hold --parallel's others.
+  add_test(NAME server.fairness
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/fairness.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
+  set_tests_properties(server.fairness PROPERTIES LABELS "server;asan" TIMEOUT 900)
   # Issue 31 item 3: the same within-1-s cancel on Chat Completions, Responses and Messages, streamed and not.
   add_test(NAME server.prefill_cancel
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/prefill_cancel.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})

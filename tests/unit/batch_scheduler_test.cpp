@@ -56,6 +56,7 @@ struct Seen {
   std::vector<std::pair<int32_t, double>> logprobs;
   Outcome out;
   bool done = false;
+  int64_t done_at = -1;  // the scheduler step it ended in
 };
 
 // The callbacks of one request: what it releases goes to `seen`, and the
@@ -89,16 +90,19 @@ struct Together {
   int64_t passes = 0, most_running = 0, steps = 0;
 };
 
-Together run_together(const Model& m, const ChatCodec& codec, const std::vector<Case>& cases, int64_t parallel) {
+// prefill_chunk: the prompt tokens of a prefill slice (one per step).
+Together run_together(const Model& m, const ChatCodec& codec, const std::vector<Case>& cases, int64_t parallel,
+                      int64_t prefill_chunk = 64) {
   GenerationCounters counters;
   PromptCacheOptions cache;
   cache.slots = 4;
-  Generator g(m, codec, counters, 0, nullptr, {}, cache);
+  Generator g(m, codec, counters, 0, nullptr, {}, cache, prefill_chunk);
   BatchScheduler sched(m, codec, g, counters, parallel);
   std::vector<Client> clients(cases.size());
   Together t;
   int64_t added = 0;
-  for (int64_t step = 0; added < int64_t(cases.size()) || !sched.idle(); ++step) {
+  int64_t step = 0;
+  for (; added < int64_t(cases.size()) || !sched.idle(); ++step) {
     for (size_t i = 0; i < cases.size(); ++i) {
       if (cases[i].join != step) continue;
       Client& cl = clients[i];
@@ -108,11 +112,12 @@ Together run_together(const Model& m, const ChatCodec& codec, const std::vector<
       j.prompt = cases[i].prompt;
       j.emit = cl.emit();
       j.alive = cl.alive();
-      j.done = [&cl](const Outcome& o, std::exception_ptr e) {
+      j.done = [&cl, &step](const Outcome& o, std::exception_ptr e) {
         EXPECT_FALSE(e) << "the request failed";
         EXPECT_FALSE(cl.seen.done) << "done twice";
         cl.seen.out = o;
         cl.seen.done = true;
+        cl.seen.done_at = step;
       };
       sched.add(std::move(j));
       ++added;
@@ -164,9 +169,16 @@ void check_every_reply_as_alone(const Model& m, const ChatCodec& codec, const st
     EXPECT_EQ(alone[2].out.finish_reason, "stop") << label;
     EXPECT_TRUE(alone[3].out.cancelled) << label;
     const Together together = run_together(m, codec, cases, 3);
+    // Prompts fed 2 tokens a step, interleaved with the others' decode passes: the same replies.
+    const Together sliced = run_together(m, codec, cases, 3, /*prefill_chunk=*/2);
     int64_t tokens = 0;
     for (size_t i = 0; i < cases.size(); ++i) {
       const Seen& a = alone[i];
+      const Seen& c = sliced.seen[i];
+      EXPECT_TRUE(c.done) << label << ", sliced prefill, request " << i;
+      EXPECT_EQ(c.text, a.text) << label << ", sliced prefill, request " << i;
+      EXPECT_EQ(c.out.finish_reason, a.out.finish_reason) << label << ", sliced prefill, request " << i;
+      EXPECT_EQ(c.logprobs, a.logprobs) << label << ", sliced prefill, request " << i;
       const Seen& b = together.seen[i];
       EXPECT_TRUE(b.done) << label << ", request " << i;
       EXPECT_EQ(b.text, a.text) << label << ", request " << i;
@@ -210,6 +222,33 @@ TEST(BatchSchedulingK3Mini, EveryReplyIdenticalToRunningItAlone) {
       codec->encode("In the beginning God created the heaven and the earth. And the earth was without form, and void");
   ASSERT_GE(ids.size(), 16u);
   check_every_reply_as_alone(*model, *codec, ids);
+}
+
+// Issue 38, finding 4: a long prompt is prefilled a slice per step, so a
+// 1-token request that joins meanwhile ends long before the long prompt's
+// prefill does (it used to wait for all of it), and both replies are the ones
+// they get alone.
+TEST(BatchSchedulingFairness, AShortRequestDoesNotWaitForALongPrefill) {
+  auto model = load_model(test::fixture("golden/deepseek_v3_tiny"));
+  std::vector<int32_t> ids;
+  for (int64_t v : test::read_i64(test::fixture("golden/deepseek_v3_tiny/reference.safetensors"), "input_ids"))
+    ids.push_back(int32_t(v));
+  IdCodec codec;
+  std::vector<Case> cases(2);
+  cases[0].prompt = slice(ids, 0, 64), cases[0].req.max_tokens = 3;
+  cases[1].prompt = slice(ids, 5, 3), cases[1].req.max_tokens = 1, cases[1].join = 2;
+  for (Case& c : cases) {
+    c.req.kind = Request::Kind::Completion;
+    c.req.prompt_is_ids = true;
+    c.req.prompt_ids = c.prompt;
+    c.req.sampling.temperature = 0;
+  }
+  const Together t = run_together(*model, codec, cases, 2, /*prefill_chunk=*/4);
+  ASSERT_TRUE(t.seen[0].done && t.seen[1].done);
+  // The long prompt takes 16 slices (63 tokens in 4s, then its last); the short one's whole stay is one step.
+  EXPECT_EQ(t.seen[1].done_at, 2);
+  EXPECT_GE(t.seen[0].done_at, 16);
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(t.seen[i].text, run_alone(*model, codec, cases[i]).text) << i;
 }
 
 // The server's runner thread (in suite ServerQueue, which the TSan tree runs):
