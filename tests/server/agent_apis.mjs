@@ -146,8 +146,9 @@ function waitingGaps(api, s) {
 }
 
 await t.test('keep-alives every --keep-alive while queued, on every API', async () => {
-  // The running request: the model's reply kept going past its end (EOS forbidden) for a few seconds.
-  const busy = post('/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 600, logit_bias: { 1: -100 } });
+  // The running request: the model's reply kept going past its end (EOS forbidden) for several
+  // seconds (3000 tokens: over 5 s at this model's fastest decode seen, ~550 tokens/s).
+  const busy = post('/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 3000, logit_bias: { 1: -100 } });
   await new Promise((r) => setTimeout(r, 300));
   const waiting = await Promise.all(Object.keys(apis).map(async (api) => [api, await stream(...apis[api]())]));
   assert.equal((await busy).status, 200);
