@@ -176,20 +176,19 @@ TEST(OutputGrammar, RefToTheRootRecursesUnderAProperty) {
 }
 
 // Whatever grammar reaches the cursor, expanding its parses has a budget: one
-// whose alternatives refer to themselves (2^256 expansions) fails at once.
+// whose alternatives refer to themselves (2^256 expansions) fails with the
+// budget's error (without the budget this test would never end: ctest's timeout).
 TEST(Grammar, ExpansionHasABudget) {
   auto g = std::make_shared<Grammar>();
   const Grammar::Id p = g->placeholder();
   g->define(p, g->alt({p, p}));
   g->set_root(p);
-  const auto t0 = std::chrono::steady_clock::now();
   try {
     GrammarCursor c(g);
     ADD_FAILURE() << "expanded a self-referring grammar";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("steps"), std::string::npos) << e.what();
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
 }
 
 TEST(OutputGrammar, JsonObjectHasBoundedWhitespace) {
