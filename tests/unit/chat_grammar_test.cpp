@@ -140,7 +140,6 @@ TEST(OutputGrammar, LeftRecursiveRefsAre400sNamingTheRef) {
        "response_format.json_schema.schema.$defs/e.anyOf[0].$ref"},
   };
   for (const auto& [schema, param] : cases) {
-    const auto t0 = std::chrono::steady_clock::now();
     try {
       json_schema_grammar(json::parse(schema), "response_format.json_schema.schema");
       ADD_FAILURE() << "compiled " << schema;
@@ -149,7 +148,6 @@ TEST(OutputGrammar, LeftRecursiveRefsAre400sNamingTheRef) {
       EXPECT_EQ(e.param(), param) << schema;
       EXPECT_NE(std::string(e.what()).find("left recursion"), std::string::npos) << e.what();
     }
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1)) << schema;
   }
   // A tool's parameters, in a forced call.
   const json tools = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters":
