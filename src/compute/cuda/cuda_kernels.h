@@ -55,6 +55,10 @@ bool tc_eligible(const QMatrix& W);
 // Process-wide switch (SLUICE_CUDA_TENSOR_CORES=0 starts with it off); for benchmarks that
 // compare the two paths. Products before and after a switch are not bit-comparable.
 void set_tensor_core_products(bool on);
+// Whether products of 1-8 activation rows on the tensor cores stream the weights through shared
+// memory (the default) or take them round by round (SLUICE_CUDA_STREAM_SMALL=0 starts with it
+// off): the same bits either way, for the tests and benchmarks that compare them.
+void set_streaming_small_products(bool on);
 int tc_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s);
 int tc_grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols,
                       int64_t max_n, Stream s);

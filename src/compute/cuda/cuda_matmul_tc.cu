@@ -361,6 +361,181 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
+// ---- streaming small n (at most 8 activation rows): the weights stream through shared memory
+
+// The products of decode. One block per 16-row tile, kStreamWarps warps splitting its slices
+// (warp w: slices w, w + kStreamWarps, ...). Each warp streams its weight rows through its own
+// ring of kStreamStages stages in shared memory (16 rows x 128 bytes each, 16-byte cp.async
+// straight from L2, so a warp keeps 6 KB of weights in flight with no registers held for them),
+// reads its fragments from there (rows swizzled so a fragment load hits distinct banks) and
+// computes every chunk exactly as chunk_step does in the other kernels. At the end of a slice the
+// warp turns its part sums into the slice's values ((a2 + a1) + a0, per row and token) and leaves
+// them in shared memory; once every warp is done, the block adds each output's slice values in
+// slice order. No block barrier until then, so the loads of one slice overlap the products of
+// the last: one token through a 7168 x 16384 bf16 matrix no longer waits on a barrier per round.
+constexpr int kStreamWarps = 4, kStreamStages = 4, kStageRowBytes = 128;
+constexpr int kStageBytes = 16 * kStageRowBytes;
+
+template <WeightFormat F>
+struct StreamLayout {
+  using T = Tc<F>;
+  static constexpr int CPS = kStageRowBytes / T::chunk_bytes;         // chunks per stage
+  static constexpr int SPS = (kSliceCols / T::KC) / CPS;             // stages per slice
+  static constexpr int slice_row_bytes = (kSliceCols / T::KC) * T::chunk_bytes;
+};
+
+// The 16-byte piece p of stage row r sits at piece swz(p, r): 4-bit formats read 4 bytes of 8 rows
+// at once (the row's low three bits spread them over the banks), the others 16 bytes of 2 rows per
+// quarter warp (odd rows moved by 64 bytes).
+template <int TB>
+__device__ __forceinline__ int stream_swz(int p, int r) {
+  return TB == 4 ? (p ^ (r & 7)) : (p ^ ((r & 1) << 2));
+}
+
+// Bytes of dynamic shared memory for S slices and n activation rows.
+__host__ __device__ __forceinline__ int stream_smem_bytes(int64_t S, int64_t n) {
+  return kStreamWarps * kStreamStages * kStageBytes + kStreamWarps * 24 * 16 * 4 + int(S * 16 * n * 4);
+}
+constexpr int kStreamSmemLimit = 160 * 1024;
+
+template <WeightFormat F, int NT>
+__device__ __forceinline__ void stream_rows(const QMatrix& W, const float* __restrict__ X, int64_t n, int64_t ldx,
+                                            float* __restrict__ Y, int64_t ldy, bool xvec, int64_t tile,
+                                            uint8_t* smem) {
+  using T = Tc<F>;
+  using ST = StreamLayout<F>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+  const int64_t K = W.cols, M = W.rows;
+  const int S = int((K + kSliceCols - 1) / kSliceCols);
+  const int nn = int(n);
+  const int64_t r0 = tile * 16;
+  uint8_t* const ring = smem + warp * (kStreamStages * kStageBytes);
+  float* const scratch = reinterpret_cast<float*>(smem + kStreamWarps * kStreamStages * kStageBytes) + warp * 24 * 16;
+  float* const sv = reinterpret_cast<float*>(smem + kStreamWarps * kStreamStages * kStageBytes) + kStreamWarps * 24 * 16;
+  const int my_slices = warp < S ? (S - warp + kStreamWarps - 1) / kStreamWarps : 0;
+  const int nst = my_slices * ST::SPS;
+  const int64_t data_bytes = (K / T::KC) * T::chunk_bytes;  // a row's bytes for K columns
+
+  // Stage st of this warp: rows r0 .. r0 + 15 (clamped), 128 bytes from the slice's start.
+  auto issue = [&](int st) {
+    const int s = warp + kStreamWarps * (st / ST::SPS);
+    const int64_t off = int64_t(s) * ST::slice_row_bytes + (st % ST::SPS) * kStageRowBytes;
+    uint8_t* buf = ring + (st % kStreamStages) * kStageBytes;
+    const int p = lane & 7;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = (lane >> 3) + 4 * i;
+      const int64_t row = r0 + r < M ? r0 + r : M - 1;
+      const bool in = off + p * 16 < data_bytes;
+      const uint8_t* src = W.data + row * W.row_bytes + (in ? off + p * 16 : 0);
+      cp_async16(buf + r * kStageRowBytes + stream_swz<T::TB>(p, r) * 16, src, in ? 16 : 0);
+    }
+  };
+
+  const int64_t rg = r0 + g < M ? r0 + g : M - 1, rg8 = r0 + g + 8 < M ? r0 + g + 8 : M - 1;
+  float acc[NT][4];
+#pragma unroll
+  for (int s = 0; s < kStreamStages - 1; ++s) {
+    if (s < nst) issue(s);
+    cp_async_commit();
+  }
+  for (int st = 0; st < nst; ++st) {
+    cp_async_wait<kStreamStages - 2>();
+    __syncwarp();  // stage st is in for every lane; every lane is done with stage st - 1
+    if (st + kStreamStages - 1 < nst) issue(st + kStreamStages - 1);
+    cp_async_commit();
+    const int s = warp + kStreamWarps * (st / ST::SPS), si = st % ST::SPS;
+    if (si == 0) {
+#pragma unroll
+      for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    }
+    const uint8_t* buf = ring + (st % kStreamStages) * kStageBytes;
+#pragma unroll
+    for (int q = 0; q < ST::CPS; ++q) {
+      const int64_t c0 = int64_t(s) * kSliceCols + int64_t(si * ST::CPS + q) * T::KC;
+      if (c0 >= K) break;
+      const int boff = q * T::chunk_bytes + tig * T::TB;
+      const int piece = boff >> 4, inner = boff & 15;
+      uint32_t wg[T::TW], wg8[T::TW];
+      const uint8_t* pg = buf + g * kStageRowBytes + stream_swz<T::TB>(piece, g) * 16 + inner;
+      const uint8_t* pg8 = buf + (g + 8) * kStageRowBytes + stream_swz<T::TB>(piece, g + 8) * 16 + inner;
+      if constexpr (T::TB == 16) {
+        const uint4 a = *reinterpret_cast<const uint4*>(pg), b = *reinterpret_cast<const uint4*>(pg8);
+        wg[0] = a.x, wg[1] = a.y, wg[2] = a.z, wg[3] = a.w;
+        wg8[0] = b.x, wg8[1] = b.y, wg8[2] = b.z, wg8[3] = b.w;
+      } else {
+        wg[0] = *reinterpret_cast<const uint32_t*>(pg);
+        wg8[0] = *reinterpret_cast<const uint32_t*>(pg8);
+      }
+      uint32_t ag[T::R], ag8[T::R];
+      decode_a<F>(wg, ag);
+      decode_a<F>(wg8, ag8);
+      const float sg = chunk_scale<F>(W, W.row0 + rg, c0), sg8 = chunk_scale<F>(W, W.row0 + rg8, c0);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int col = 8 * j + g, tok = col / 3, p = col % 3;
+        uint32_t b[T::R];
+        if (tok < nn) {
+          float v[T::V];
+          load_acts<T::V>(X + tok * ldx + c0 + tig * T::V, xvec, v);
+#pragma unroll
+          for (int k = 0; k < T::V; ++k) v[k] = part_of(v[k], p);
+#pragma unroll
+          for (int i = 0; i < T::R; ++i) b[i] = pair_of<F>(v, i);
+        } else {
+#pragma unroll
+          for (int i = 0; i < T::R; ++i) b[i] = 0u;
+        }
+        chunk_step<F>(acc[j], ag, ag8, b, sg, sg8);
+      }
+    }
+    if (si == ST::SPS - 1) {  // the slice is done: its values per (row, token) into sv[s]
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        scratch[(8 * j + 2 * tig) * 16 + g] = acc[j][0];
+        scratch[(8 * j + 2 * tig + 1) * 16 + g] = acc[j][1];
+        scratch[(8 * j + 2 * tig) * 16 + g + 8] = acc[j][2];
+        scratch[(8 * j + 2 * tig + 1) * 16 + g + 8] = acc[j][3];
+      }
+      __syncwarp();
+      for (int e = lane; e < 16 * nn; e += 32) {
+        const int t = e >> 4, row = e & 15;
+        sv[(int64_t(s) * nn + t) * 16 + row] =
+            slice_value(scratch[(3 * t) * 16 + row], scratch[(3 * t + 1) * 16 + row], scratch[(3 * t + 2) * 16 + row]);
+      }
+      __syncwarp();
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int e = threadIdx.x; e < 16 * nn; e += blockDim.x) {
+    const int t = e >> 4, row = e & 15;
+    const int64_t r = r0 + row;
+    float y = sv[t * 16 + row];
+    for (int s = 1; s < S; ++s) y = y + sv[(int64_t(s) * nn + t) * 16 + row];
+    if (r < M) {
+      if constexpr (F == WeightFormat::INT8_ROW) y = y * row_scale<F>(W, r);
+      Y[t * ldy + r] = y;
+    }
+  }
+}
+
+template <WeightFormat F, int NT>
+__global__ void __launch_bounds__(kStreamWarps * 32)
+    stream_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
+                  bool xvec) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  stream_rows<F, NT>(W, X, n, ldx, Y, ldy, xvec, blockIdx.x, smem);
+}
+
+template <WeightFormat F, int NT>
+__global__ void __launch_bounds__(kStreamWarps * 32) grouped_stream_kernel(const MatmulProblem* __restrict__ problems) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const MatmulProblem p = problems[blockIdx.y];
+  if (p.n <= 0 || int64_t(blockIdx.x) * 16 >= p.W.rows) return;  // whole block: uniform
+  stream_rows<F, NT>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, blockIdx.x, smem);
+}
+
 // Shared-memory layout of the large kernel (bytes). Row strides are padded so the warp's
 // fragment loads fall in distinct banks.
 template <WeightFormat F, int TT>
@@ -572,6 +747,13 @@ bool tensor_cores_on = [] {
   return !(e && std::strcmp(e, "0") == 0);
 }();
 
+// SLUICE_CUDA_STREAM_SMALL=0: the round-by-round small-n kernel instead of the streaming one
+// (tests compare their bits; the benchmark compares their rates).
+bool stream_small_on = [] {
+  const char* e = std::getenv("SLUICE_CUDA_STREAM_SMALL");
+  return !(e && std::strcmp(e, "0") == 0);
+}();
+
 bool x_aligned(const float* X, int64_t n, int64_t ldx) {
   return reinterpret_cast<uintptr_t>(X) % 16 == 0 && (n == 1 || ldx % 4 == 0);
 }
@@ -581,8 +763,17 @@ int prepare_smem(Kernel k, int bytes) {
   return int(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
+// The streaming kernel where its shared memory fits (columns up to ~100k at 8 tokens), else the
+// round-by-round one: the same bits either way.
 template <WeightFormat F, int NT>
 void launch_small(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
+  static const int attr = prepare_smem(stream_kernel<F, NT>, kStreamSmemLimit);
+  const int bytes = stream_smem_bytes((W.cols + kSliceCols - 1) / kSliceCols, n);
+  if (attr == 0 && bytes <= kStreamSmemLimit && stream_small_on) {
+    stream_kernel<F, NT><<<unsigned((W.rows + 15) / 16), kStreamWarps * 32, bytes, s>>>(W, X, n, ldx, Y, ldy,
+                                                                                       x_aligned(X, n, ldx));
+    return;
+  }
   const int64_t tiles = (W.rows + 15) / 16, per_block = kSmallWarps / small_warps_per_tile(W.cols);
   small_kernel<F, NT><<<unsigned((tiles + per_block - 1) / per_block), kSmallWarps * 32, 0, s>>>(
       W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx));
@@ -617,7 +808,15 @@ int launch_tc(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y
 }
 
 template <WeightFormat F, int NT>
-void launch_grouped_small(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, cudaStream_t s) {
+void launch_grouped_small(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, int64_t max_n,
+                          cudaStream_t s) {
+  static const int attr = prepare_smem(grouped_stream_kernel<F, NT>, kStreamSmemLimit);
+  const int bytes = stream_smem_bytes((cols + kSliceCols - 1) / kSliceCols, max_n);
+  if (attr == 0 && bytes <= kStreamSmemLimit && stream_small_on) {
+    const dim3 grid(unsigned((max_rows + 15) / 16), unsigned(count));
+    grouped_stream_kernel<F, NT><<<grid, kStreamWarps * 32, bytes, s>>>(dev);
+    return;
+  }
   const int64_t tiles = (max_rows + 15) / 16, per_block = kSmallWarps / small_warps_per_tile(cols);
   const dim3 grid(unsigned((tiles + per_block - 1) / per_block), unsigned(count));
   grouped_small_kernel<F, NT><<<grid, kSmallWarps * 32, 0, s>>>(dev);
@@ -639,11 +838,11 @@ int launch_grouped_tc(const MatmulProblem* dev, int count, int64_t max_rows, int
                       cudaStream_t s) {
   int e = 0;
   if (max_n <= 2)
-    launch_grouped_small<F, 1>(dev, count, max_rows, cols, s);
+    launch_grouped_small<F, 1>(dev, count, max_rows, cols, max_n, s);
   else if (max_n <= 5)
-    launch_grouped_small<F, 2>(dev, count, max_rows, cols, s);
+    launch_grouped_small<F, 2>(dev, count, max_rows, cols, max_n, s);
   else if (max_n <= 8)
-    launch_grouped_small<F, 3>(dev, count, max_rows, cols, s);
+    launch_grouped_small<F, 3>(dev, count, max_rows, cols, max_n, s);
   else if (max_n <= 16)
     e = launch_grouped_large<F, 1>(dev, count, max_rows, max_n, s);
   else if (max_n <= 32)
@@ -703,6 +902,8 @@ bool tc_eligible(const QMatrix& W) {
 }
 
 void set_tensor_core_products(bool on) { tensor_cores_on = on; }
+
+void set_streaming_small_products(bool on) { stream_small_on = on; }
 
 int tc_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
   if (n <= 0 || W.rows <= 0) return 0;
