@@ -454,16 +454,20 @@ TEST(CudaTensorCores, StreamingSmallKernelGivesTheRoundKernelsBits) {
     const auto want = values(cpu(), yc), all = values(gpu(), yg);
     EXPECT_LT(max_rel(all, want, 1e-2), 1e-4) << "vs the CPU";
     for (const int64_t n : {1, 2, 3, 5, 6, 8}) {
-      std::vector<float> got[2];
-      for (const bool streaming : {true, false}) {
-        cuda::set_streaming_small_products(streaming);
+      // rounds, then streamed with the format's tiles per block, one and two
+      std::vector<float> got[4];
+      for (int k = 0; k < 4; ++k) {
+        cuda::set_streaming_small_products(k > 0);
+        cuda::set_streaming_small_tiles(k > 1 ? k - 1 : 0);
         Buffer y(gpu(), n, c.rows);
         gpu().matmul(wg, xg.row_range(8, n), y);
-        got[streaming] = values(gpu(), y);
+        got[k] = values(gpu(), y);
       }
       cuda::set_streaming_small_products(true);
-      EXPECT_EQ(0, std::memcmp(got[1].data(), got[0].data(), got[0].size() * 4)) << n << " rows: streamed vs rounds";
-      EXPECT_EQ(0, std::memcmp(got[1].data(), all.data() + 8 * c.rows, got[1].size() * 4)) << n << " rows vs the batch";
+      cuda::set_streaming_small_tiles(0);
+      for (int k = 0; k < 4; ++k)
+        EXPECT_EQ(0, std::memcmp(got[k].data(), all.data() + 8 * c.rows, got[k].size() * 4))
+            << n << " rows vs the batch: " << (k == 0 ? "rounds" : "streamed, tiles " + std::to_string(k - 1));
     }
   }
 }

@@ -363,18 +363,17 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // ---- streaming small n (at most 8 activation rows): the weights stream through shared memory
 
-// The products of decode. One block per 16-row tile, kStreamWarps warps splitting its slices
+// The products of decode. One block per RT 16-row tiles, kStreamWarps warps splitting the slices
 // (warp w: slices w, w + kStreamWarps, ...). Each warp streams its weight rows through its own
-// ring of kStreamStages stages in shared memory (16 rows x 128 bytes each, 16-byte cp.async
-// straight from L2, so a warp keeps 6 KB of weights in flight with no registers held for them),
+// ring of kStreamStages stages in shared memory (16 RT rows x 128 bytes each, 16-byte cp.async
+// straight from L2, so a warp keeps three stages in flight with no registers held for them),
 // reads its fragments from there (rows swizzled so a fragment load hits distinct banks) and
-// computes every chunk exactly as chunk_step does in the other kernels. At the end of a slice the
-// warp turns its part sums into the slice's values ((a2 + a1) + a0, per row and token) and leaves
-// them in shared memory; once every warp is done, the block adds each output's slice values in
-// slice order. No block barrier until then, so the loads of one slice overlap the products of
-// the last: one token through a 7168 x 16384 bf16 matrix no longer waits on a barrier per round.
+// computes every chunk exactly as chunk_step does in the other kernels; the activations' parts
+// of a chunk serve all RT tiles. At the end of a slice the warp turns its part sums into the
+// slice's values ((a2 + a1) + a0, per row and token) and leaves them in shared memory; once every
+// warp is done, the block adds each output's slice values in slice order. No block barrier until
+// then, so the loads of one slice overlap the products of the last.
 constexpr int kStreamWarps = 4, kStreamStages = 4, kStageRowBytes = 128;
-constexpr int kStageBytes = 16 * kStageRowBytes;
 
 template <WeightFormat F>
 struct StreamLayout {
@@ -392,48 +391,50 @@ __device__ __forceinline__ int stream_swz(int p, int r) {
   return TB == 4 ? (p ^ (r & 7)) : (p ^ ((r & 1) << 2));
 }
 
-// Bytes of dynamic shared memory for S slices and n activation rows.
-__host__ __device__ __forceinline__ int stream_smem_bytes(int64_t S, int64_t n) {
-  return kStreamWarps * kStreamStages * kStageBytes + kStreamWarps * 24 * 16 * 4 + int(S * 16 * n * 4);
+// Bytes of dynamic shared memory for RT tiles, S slices and n activation rows.
+__host__ __device__ __forceinline__ int stream_smem_bytes(int RT, int64_t S, int64_t n) {
+  return kStreamWarps * kStreamStages * 16 * RT * kStageRowBytes + kStreamWarps * 24 * 16 * RT * 4 +
+         int(S * 16 * RT * n * 4);
 }
 constexpr int kStreamSmemLimit = 160 * 1024;
 
-template <WeightFormat F, int NT>
+template <WeightFormat F, int NT, int RT>
 __device__ __forceinline__ void stream_rows(const QMatrix& W, const float* __restrict__ X, int64_t n, int64_t ldx,
-                                            float* __restrict__ Y, int64_t ldy, bool xvec, int64_t tile,
+                                            float* __restrict__ Y, int64_t ldy, bool xvec, int64_t block,
                                             uint8_t* smem) {
   using T = Tc<F>;
   using ST = StreamLayout<F>;
+  constexpr int ROWS = 16 * RT, stage_bytes = ROWS * kStageRowBytes;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
   const int64_t K = W.cols, M = W.rows;
   const int S = int((K + kSliceCols - 1) / kSliceCols);
   const int nn = int(n);
-  const int64_t r0 = tile * 16;
-  uint8_t* const ring = smem + warp * (kStreamStages * kStageBytes);
-  float* const scratch = reinterpret_cast<float*>(smem + kStreamWarps * kStreamStages * kStageBytes) + warp * 24 * 16;
-  float* const sv = reinterpret_cast<float*>(smem + kStreamWarps * kStreamStages * kStageBytes) + kStreamWarps * 24 * 16;
+  const int64_t r0 = block * ROWS;
+  uint8_t* const ring = smem + warp * (kStreamStages * stage_bytes);
+  float* const scratch = reinterpret_cast<float*>(smem + kStreamWarps * kStreamStages * stage_bytes) + warp * 24 * ROWS;
+  float* const sv = reinterpret_cast<float*>(smem + kStreamWarps * kStreamStages * stage_bytes) + kStreamWarps * 24 * ROWS;
   const int my_slices = warp < S ? (S - warp + kStreamWarps - 1) / kStreamWarps : 0;
   const int nst = my_slices * ST::SPS;
   const int64_t data_bytes = (K / T::KC) * T::chunk_bytes;  // a row's bytes for K columns
 
-  // Stage st of this warp: rows r0 .. r0 + 15 (clamped), 128 bytes from the slice's start.
+  // Stage st of this warp: rows r0 .. r0 + ROWS - 1 (clamped), 128 bytes from the slice's start.
   auto issue = [&](int st) {
     const int s = warp + kStreamWarps * (st / ST::SPS);
     const int64_t off = int64_t(s) * ST::slice_row_bytes + (st % ST::SPS) * kStageRowBytes;
-    uint8_t* buf = ring + (st % kStreamStages) * kStageBytes;
+    uint8_t* buf = ring + (st % kStreamStages) * stage_bytes;
     const int p = lane & 7;
+    const bool in = off + p * 16 < data_bytes;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 4 * RT; ++i) {
       const int r = (lane >> 3) + 4 * i;
       const int64_t row = r0 + r < M ? r0 + r : M - 1;
-      const bool in = off + p * 16 < data_bytes;
       const uint8_t* src = W.data + row * W.row_bytes + (in ? off + p * 16 : 0);
       cp_async16(buf + r * kStageRowBytes + stream_swz<T::TB>(p, r) * 16, src, in ? 16 : 0);
     }
   };
 
-  const int64_t rg = r0 + g < M ? r0 + g : M - 1, rg8 = r0 + g + 8 < M ? r0 + g + 8 : M - 1;
-  float acc[NT][4];
+  float sg[RT][2];
+  float acc[RT][NT][4];
 #pragma unroll
   for (int s = 0; s < kStreamStages - 1; ++s) {
     if (s < nst) issue(s);
@@ -447,30 +448,35 @@ __device__ __forceinline__ void stream_rows(const QMatrix& W, const float* __res
     const int s = warp + kStreamWarps * (st / ST::SPS), si = st % ST::SPS;
     if (si == 0) {
 #pragma unroll
-      for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+      for (int m = 0; m < RT; ++m)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
     }
-    const uint8_t* buf = ring + (st % kStreamStages) * kStageBytes;
+    const uint8_t* buf = ring + (st % kStreamStages) * stage_bytes;
 #pragma unroll
     for (int q = 0; q < ST::CPS; ++q) {
       const int64_t c0 = int64_t(s) * kSliceCols + int64_t(si * ST::CPS + q) * T::KC;
       if (c0 >= K) break;
       const int boff = q * T::chunk_bytes + tig * T::TB;
       const int piece = boff >> 4, inner = boff & 15;
-      uint32_t wg[T::TW], wg8[T::TW];
-      const uint8_t* pg = buf + g * kStageRowBytes + stream_swz<T::TB>(piece, g) * 16 + inner;
-      const uint8_t* pg8 = buf + (g + 8) * kStageRowBytes + stream_swz<T::TB>(piece, g + 8) * 16 + inner;
-      if constexpr (T::TB == 16) {
-        const uint4 a = *reinterpret_cast<const uint4*>(pg), b = *reinterpret_cast<const uint4*>(pg8);
-        wg[0] = a.x, wg[1] = a.y, wg[2] = a.z, wg[3] = a.w;
-        wg8[0] = b.x, wg8[1] = b.y, wg8[2] = b.z, wg8[3] = b.w;
-      } else {
-        wg[0] = *reinterpret_cast<const uint32_t*>(pg);
-        wg8[0] = *reinterpret_cast<const uint32_t*>(pg8);
-      }
-      uint32_t ag[T::R], ag8[T::R];
-      decode_a<F>(wg, ag);
-      decode_a<F>(wg8, ag8);
-      const float sg = chunk_scale<F>(W, W.row0 + rg, c0), sg8 = chunk_scale<F>(W, W.row0 + rg8, c0);
+      uint32_t ag[RT][2][T::R];
+#pragma unroll
+      for (int m = 0; m < RT; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = 16 * m + g + 8 * h;
+          const uint8_t* pr = buf + r * kStageRowBytes + stream_swz<T::TB>(piece, r) * 16 + inner;
+          uint32_t w[T::TW];
+          if constexpr (T::TB == 16) {
+            const uint4 v = *reinterpret_cast<const uint4*>(pr);
+            w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+          } else {
+            w[0] = *reinterpret_cast<const uint32_t*>(pr);
+          }
+          decode_a<F>(w, ag[m][h]);
+          const int64_t ar = r0 + r < M ? r0 + r : M - 1;
+          sg[m][h] = chunk_scale<F>(W, W.row0 + ar, c0);
+        }
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         const int col = 8 * j + g, tok = col / 3, p = col % 3;
@@ -486,33 +492,36 @@ __device__ __forceinline__ void stream_rows(const QMatrix& W, const float* __res
 #pragma unroll
           for (int i = 0; i < T::R; ++i) b[i] = 0u;
         }
-        chunk_step<F>(acc[j], ag, ag8, b, sg, sg8);
+#pragma unroll
+        for (int m = 0; m < RT; ++m) chunk_step<F>(acc[m][j], ag[m][0], ag[m][1], b, sg[m][0], sg[m][1]);
       }
     }
     if (si == ST::SPS - 1) {  // the slice is done: its values per (row, token) into sv[s]
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        scratch[(8 * j + 2 * tig) * 16 + g] = acc[j][0];
-        scratch[(8 * j + 2 * tig + 1) * 16 + g] = acc[j][1];
-        scratch[(8 * j + 2 * tig) * 16 + g + 8] = acc[j][2];
-        scratch[(8 * j + 2 * tig + 1) * 16 + g + 8] = acc[j][3];
-      }
+      for (int m = 0; m < RT; ++m)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          scratch[(8 * j + 2 * tig) * ROWS + 16 * m + g] = acc[m][j][0];
+          scratch[(8 * j + 2 * tig + 1) * ROWS + 16 * m + g] = acc[m][j][1];
+          scratch[(8 * j + 2 * tig) * ROWS + 16 * m + g + 8] = acc[m][j][2];
+          scratch[(8 * j + 2 * tig + 1) * ROWS + 16 * m + g + 8] = acc[m][j][3];
+        }
       __syncwarp();
-      for (int e = lane; e < 16 * nn; e += 32) {
-        const int t = e >> 4, row = e & 15;
-        sv[(int64_t(s) * nn + t) * 16 + row] =
-            slice_value(scratch[(3 * t) * 16 + row], scratch[(3 * t + 1) * 16 + row], scratch[(3 * t + 2) * 16 + row]);
+      for (int e = lane; e < ROWS * nn; e += 32) {
+        const int t = e / ROWS, row = e % ROWS;
+        sv[(int64_t(s) * nn + t) * ROWS + row] = slice_value(
+            scratch[(3 * t) * ROWS + row], scratch[(3 * t + 1) * ROWS + row], scratch[(3 * t + 2) * ROWS + row]);
       }
       __syncwarp();
     }
   }
   cp_async_wait<0>();
   __syncthreads();
-  for (int e = threadIdx.x; e < 16 * nn; e += blockDim.x) {
-    const int t = e >> 4, row = e & 15;
+  for (int e = threadIdx.x; e < ROWS * nn; e += blockDim.x) {
+    const int t = e / ROWS, row = e % ROWS;
     const int64_t r = r0 + row;
-    float y = sv[t * 16 + row];
-    for (int s = 1; s < S; ++s) y = y + sv[(int64_t(s) * nn + t) * 16 + row];
+    float y = sv[t * ROWS + row];
+    for (int s = 1; s < S; ++s) y = y + sv[(int64_t(s) * nn + t) * ROWS + row];
     if (r < M) {
       if constexpr (F == WeightFormat::INT8_ROW) y = y * row_scale<F>(W, r);
       Y[t * ldy + r] = y;
@@ -520,20 +529,20 @@ __device__ __forceinline__ void stream_rows(const QMatrix& W, const float* __res
   }
 }
 
-template <WeightFormat F, int NT>
+template <WeightFormat F, int NT, int RT>
 __global__ void __launch_bounds__(kStreamWarps * 32)
     stream_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
                   bool xvec) {
   extern __shared__ __align__(16) uint8_t smem[];
-  stream_rows<F, NT>(W, X, n, ldx, Y, ldy, xvec, blockIdx.x, smem);
+  stream_rows<F, NT, RT>(W, X, n, ldx, Y, ldy, xvec, blockIdx.x, smem);
 }
 
-template <WeightFormat F, int NT>
+template <WeightFormat F, int NT, int RT>
 __global__ void __launch_bounds__(kStreamWarps * 32) grouped_stream_kernel(const MatmulProblem* __restrict__ problems) {
   extern __shared__ __align__(16) uint8_t smem[];
   const MatmulProblem p = problems[blockIdx.y];
-  if (p.n <= 0 || int64_t(blockIdx.x) * 16 >= p.W.rows) return;  // whole block: uniform
-  stream_rows<F, NT>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, blockIdx.x, smem);
+  if (p.n <= 0 || int64_t(blockIdx.x) * 16 * RT >= p.W.rows) return;  // whole block: uniform
+  stream_rows<F, NT, RT>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, blockIdx.x, smem);
 }
 
 // Shared-memory layout of the large kernel (bytes). Row strides are padded so the warp's
@@ -763,17 +772,36 @@ int prepare_smem(Kernel k, int bytes) {
   return int(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
-// The streaming kernel where its shared memory fits (columns up to ~100k at 8 tokens), else the
+// 16-row tiles per streaming block: two where the activations' parts cost as much as the weights'
+// decoding (4-bit formats; the fewer blocks still fill the GPU), else one.
+// SLUICE_CUDA_STREAM_RT=1 or 2 forces one (benchmarks).
+int stream_rt_forced = [] {
+  const char* e = std::getenv("SLUICE_CUDA_STREAM_RT");
+  return e ? std::atoi(e) : 0;
+}();
+template <WeightFormat F>
+int stream_rt() {
+  if (stream_rt_forced == 1 || stream_rt_forced == 2) return stream_rt_forced;
+  return Tc<F>::nibble ? 2 : 1;
+}
+
+template <WeightFormat F, int NT, int RT>
+bool launch_stream(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
+  static const int attr = prepare_smem(stream_kernel<F, NT, RT>, kStreamSmemLimit);
+  const int bytes = stream_smem_bytes(RT, (W.cols + kSliceCols - 1) / kSliceCols, n);
+  if (attr != 0 || bytes > kStreamSmemLimit) return false;
+  stream_kernel<F, NT, RT><<<unsigned((W.rows + 16 * RT - 1) / (16 * RT)), kStreamWarps * 32, bytes, s>>>(
+      W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx));
+  return true;
+}
+
+// The streaming kernel where its shared memory fits (columns up to ~60k at 8 tokens), else the
 // round-by-round one: the same bits either way.
 template <WeightFormat F, int NT>
 void launch_small(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
-  static const int attr = prepare_smem(stream_kernel<F, NT>, kStreamSmemLimit);
-  const int bytes = stream_smem_bytes((W.cols + kSliceCols - 1) / kSliceCols, n);
-  if (attr == 0 && bytes <= kStreamSmemLimit && stream_small_on) {
-    stream_kernel<F, NT><<<unsigned((W.rows + 15) / 16), kStreamWarps * 32, bytes, s>>>(W, X, n, ldx, Y, ldy,
-                                                                                       x_aligned(X, n, ldx));
+  if (stream_small_on && (stream_rt<F>() == 2 ? launch_stream<F, NT, 2>(W, X, n, ldx, Y, ldy, s)
+                                              : launch_stream<F, NT, 1>(W, X, n, ldx, Y, ldy, s)))
     return;
-  }
   const int64_t tiles = (W.rows + 15) / 16, per_block = kSmallWarps / small_warps_per_tile(W.cols);
   small_kernel<F, NT><<<unsigned((tiles + per_block - 1) / per_block), kSmallWarps * 32, 0, s>>>(
       W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx));
@@ -807,16 +835,23 @@ int launch_tc(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y
   return e ? e : int(cudaGetLastError());
 }
 
+template <WeightFormat F, int NT, int RT>
+bool launch_grouped_stream(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, int64_t max_n,
+                           cudaStream_t s) {
+  static const int attr = prepare_smem(grouped_stream_kernel<F, NT, RT>, kStreamSmemLimit);
+  const int bytes = stream_smem_bytes(RT, (cols + kSliceCols - 1) / kSliceCols, max_n);
+  if (attr != 0 || bytes > kStreamSmemLimit) return false;
+  const dim3 grid(unsigned((max_rows + 16 * RT - 1) / (16 * RT)), unsigned(count));
+  grouped_stream_kernel<F, NT, RT><<<grid, kStreamWarps * 32, bytes, s>>>(dev);
+  return true;
+}
+
 template <WeightFormat F, int NT>
 void launch_grouped_small(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, int64_t max_n,
                           cudaStream_t s) {
-  static const int attr = prepare_smem(grouped_stream_kernel<F, NT>, kStreamSmemLimit);
-  const int bytes = stream_smem_bytes((cols + kSliceCols - 1) / kSliceCols, max_n);
-  if (attr == 0 && bytes <= kStreamSmemLimit && stream_small_on) {
-    const dim3 grid(unsigned((max_rows + 15) / 16), unsigned(count));
-    grouped_stream_kernel<F, NT><<<grid, kStreamWarps * 32, bytes, s>>>(dev);
+  if (stream_small_on && (stream_rt<F>() == 2 ? launch_grouped_stream<F, NT, 2>(dev, count, max_rows, cols, max_n, s)
+                                              : launch_grouped_stream<F, NT, 1>(dev, count, max_rows, cols, max_n, s)))
     return;
-  }
   const int64_t tiles = (max_rows + 15) / 16, per_block = kSmallWarps / small_warps_per_tile(cols);
   const dim3 grid(unsigned((tiles + per_block - 1) / per_block), unsigned(count));
   grouped_small_kernel<F, NT><<<grid, kSmallWarps * 32, 0, s>>>(dev);
@@ -904,6 +939,8 @@ bool tc_eligible(const QMatrix& W) {
 void set_tensor_core_products(bool on) { tensor_cores_on = on; }
 
 void set_streaming_small_products(bool on) { stream_small_on = on; }
+
+void set_streaming_small_tiles(int rt) { stream_rt_forced = rt; }
 
 int tc_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
   if (n <= 0 || W.rows <= 0) return 0;
