@@ -48,7 +48,7 @@ void BatchScheduler::admit(Job job) {
       r->job.done(out, nullptr);
       return;
     }
-    logits = generator_.prefill(r->job.prompt, r->job.alive, out, r->job.progress);
+    logits = generator_.prefill(r->job.prompt, r->job.alive, out, r->job.progress, req.prompt_boundaries);
   } catch (...) {
     r->job.done(out, std::current_exception());
     return;

@@ -24,6 +24,8 @@ class GenerationCounters {
   // included) and their state's bytes; saved state files and their bytes.
   virtual void set_prompt_cache(int64_t /*slots*/, uint64_t /*memory_bytes*/, int64_t /*files*/,
                                 uint64_t /*disk_bytes*/) {}
+  // Its checkpoints in memory (states at message boundaries) and their bytes.
+  virtual void set_prompt_checkpoints(int64_t /*count*/, uint64_t /*bytes*/) {}
   // One decode pass of the batch scheduler over `sequences` requests together.
   virtual void add_batch_pass(int64_t /*sequences*/) {}
 };

@@ -38,6 +38,7 @@ Generator::Generator(const Model& model, const ChatCodec& codec, GenerationCount
 void Generator::report_cache(int64_t running, uint64_t running_bytes) {
   counters_.set_prompt_cache(cache_.slots_in_memory() + running, cache_.memory_bytes() + running_bytes, cache_.files(),
                              cache_.disk_bytes());
+  counters_.set_prompt_checkpoints(cache_.checkpoints(), cache_.checkpoint_bytes());
 }
 
 int64_t Generator::max_new_tokens(const Request& req, int64_t prompt_tokens) const {
@@ -61,7 +62,7 @@ int64_t Generator::max_new_tokens(const Request& req, int64_t prompt_tokens) con
 }
 
 std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive,
-                                     Outcome& out, const Progress& progress) {
+                                     Outcome& out, const Progress& progress, const std::vector<int64_t>& boundaries) {
   // Prefix reuse. A kept conversation holds its prompt and what was generated
   // after it, with a rollback point just before the prompt's last token; the
   // cache picks the conversation or saved state sharing the longest prefix
@@ -69,7 +70,7 @@ std::vector<float> Generator::prefill(const std::vector<int32_t>& prompt, const 
   const auto t0 = Clock::now();
   const size_t P = prompt.size();
   if (current_.session) cache_.keep(std::move(current_));
-  current_ = cache_.take(prompt);
+  current_ = cache_.take(prompt, boundaries);
   Session& s = *current_.session;
   s.set_prefill_chunk(prefill_chunk_);
   const size_t start = s.tokens().size();  // prompt tokens already in the state
@@ -166,7 +167,7 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
     if (!out.cancelled) out.finish_reason = "length";
     return out;
   }
-  std::vector<float> logits = prefill(prompt, alive, out, progress);
+  std::vector<float> logits = prefill(prompt, alive, out, progress, req.prompt_boundaries);
   if (out.cancelled) return out;
 
   ReplyStream reply(req, codec_, prompt, stop_ids_, model_.info().vocab, counters_, emit, alive);

@@ -52,8 +52,9 @@ class Generator {
   // the last position's logits; with a prompt cache directory the state
   // before the last token is saved there. Sets out.cached_tokens;
   // out.cancelled when `alive` said stop.
+  // `boundaries`: prompt positions worth a checkpoint (Request::prompt_boundaries).
   std::vector<float> prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive, Outcome& out,
-                             const Progress& progress = {});
+                             const Progress& progress = {}, const std::vector<int64_t>& boundaries = {});
 
   // Prompt scoring: each prompt token's log-probability (and the `top` most likely
   // alternatives) given the tokens before it, from the logits at every position of a

@@ -59,6 +59,10 @@ struct Request {
   // The grammar every token must keep the reply within: response_format json_object
   // or json_schema (set by the parser), or the forced call (set once the prompt is rendered).
   std::shared_ptr<const Grammar> grammar;
+  // Positions of the rendered prompt at message boundaries other conversations
+  // may share (the end of the system prompt and tools: chat/prompt_boundaries.h),
+  // where the prompt cache keeps a checkpoint. Set once the prompt is rendered.
+  std::vector<int64_t> prompt_boundaries;
 };
 
 }  // namespace sluice::chat

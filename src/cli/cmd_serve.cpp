@@ -32,6 +32,7 @@ void add_serve_command(CLI::App& app, Action& action) {
     double keep_alive_s = 5;
     bool no_request_log = false;
     double prompt_cache_gb = 8;
+    double checkpoints_gb = 2;
     server::ServerOptions s;
   };
   auto o = std::make_shared<Opts>();
@@ -97,6 +98,10 @@ void add_serve_command(CLI::App& app, Action& action) {
   cmd->add_option("--prompt-cache-max", o->prompt_cache_gb,
                   "With --prompt-cache: GB (10^9 bytes) its files may take; least recently used deleted first")
       ->capture_default_str();
+  cmd->add_option("--prompt-checkpoints", o->checkpoints_gb,
+                  "GB (10^9 bytes) of states kept in memory at message boundaries (the end of the system prompt and "
+                  "tools, where prompts depart from each other), so a new session of an agent starts there; 0: none")
+      ->capture_default_str();
   add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
@@ -116,6 +121,8 @@ void add_serve_command(CLI::App& app, Action& action) {
       server::check_options(o->s, o->speculate || !o->draft_model.empty());
       if (!(o->prompt_cache_gb > 0)) fail("--prompt-cache-max must be positive, got {}", o->prompt_cache_gb);
       o->s.cache.disk_bytes = uint64_t(o->prompt_cache_gb * 1e9);
+      if (!(o->checkpoints_gb >= 0)) fail("--prompt-checkpoints must be >= 0, got {}", o->checkpoints_gb);
+      o->s.cache.checkpoint_bytes = uint64_t(o->checkpoints_gb * 1e9);
       apply_memory_options(o->mem);
       // State for each kept conversation, and for each running request beyond the one that is among them.
       o->mem.sequences = std::max<int64_t>(o->mem.sequences, o->s.cache.slots + o->s.parallel - 1);

@@ -84,27 +84,41 @@ int64_t PromptCache::usable_from_slot(const Slot& s, const std::vector<int32_t>&
   return can_cut_ ? use : 0;
 }
 
-int64_t PromptCache::usable_from_file(const File& f, const std::vector<int32_t>& prompt) const {
-  const int64_t use = std::min(common_prefix(f.tokens, prompt), int64_t(prompt.size()) - 1);
-  return use < int64_t(f.tokens.size()) && !can_cut_ ? 0 : use;
+int64_t PromptCache::usable_from_saved(const std::vector<int32_t>& saved, const std::vector<int32_t>& prompt) const {
+  const int64_t use = std::min(common_prefix(saved, prompt), int64_t(prompt.size()) - 1);
+  return use < int64_t(saved.size()) && !can_cut_ ? 0 : use;
 }
 
-CachedConversation PromptCache::take(const std::vector<int32_t>& prompt) {
+CachedConversation PromptCache::take(const std::vector<int32_t>& prompt, const std::vector<int64_t>& boundaries) {
   save_points_.clear();
+  memory_points_.clear();
   const int64_t P = int64_t(prompt.size());
-  int64_t slot_use = 0, file_use = 0;
-  size_t slot_at = slots_.size(), file_at = files_.size();
+  int64_t slot_use = 0, file_use = 0, point_use = 0;
+  size_t slot_at = slots_.size(), file_at = files_.size(), point_at = checkpoints_.size();
   for (size_t i = 0; i < slots_.size(); ++i) {
     const int64_t u = usable_from_slot(slots_[i], prompt);
     if (u > slot_use || (u == slot_use && u > 0 && slots_[i].used > slots_[slot_at].used)) slot_use = u, slot_at = i;
   }
+  for (size_t i = 0; i < checkpoints_.size(); ++i) {
+    const int64_t u = usable_from_saved(checkpoints_[i].image.tokens, prompt);
+    if (u > point_use) point_use = u, point_at = i;
+  }
   for (size_t i = 0; i < files_.size(); ++i) {
-    const int64_t u = usable_from_file(files_[i], prompt);
+    const int64_t u = usable_from_saved(files_[i].tokens, prompt);
     if (u > file_use) file_use = u, file_at = i;
   }
   CachedConversation out;
   int64_t reused = 0;
-  if (file_use > slot_use) {
+  // A kept conversation first (nothing to copy), then a checkpoint in memory, then a file.
+  if (point_use > slot_use && point_use >= file_use) {
+    Checkpoint& cp = checkpoints_[point_at];
+    auto s = std::make_unique<Session>(model_);
+    s->restore(cp.image, point_use);
+    cp.used = ++tick_;
+    out.session = std::move(s);
+    reused = point_use;
+  }
+  if (!out.session && file_use > slot_use) {
     File& f = files_[file_at];
     try {
       const SessionImage image = read_state_file(f.path, opts_.identity);
@@ -134,20 +148,29 @@ CachedConversation PromptCache::take(const std::vector<int32_t>& prompt) {
     reused = slot_use;
   }
   if (!out.session) out.session = std::make_unique<Session>(model_);
-  // Recurrent state restores only where it was saved: save it where this
-  // prompt departs from what is cached, which later prompts may share.
-  if (!can_cut_ && !opts_.dir.empty()) {
-    auto consider = [&](const std::vector<int32_t>& t) {
-      const int64_t c = common_prefix(t, prompt);
-      if (c > reused && c < P - 1 && std::find(save_points_.begin(), save_points_.end(), c) == save_points_.end())
-        save_points_.push_back(c);
-    };
-    for (const Slot& s : slots_) consider(s.c.session->tokens());
-    for (const File& f : files_) consider(f.tokens);
-    for (int64_t p = kRecurrentSaveEvery; p < P - 1; p += kRecurrentSaveEvery)
-      if (p > reused && std::find(save_points_.begin(), save_points_.end(), p) == save_points_.end()) save_points_.push_back(p);
-    std::sort(save_points_.begin(), save_points_.end());
+  auto add = [&](std::vector<int64_t>& to, int64_t p) {
+    if (p > reused && p < P - 1 && std::find(to.begin(), to.end(), p) == to.end()) to.push_back(p);
+  };
+  // Checkpoints at the caller's boundaries, and where this prompt departs
+  // from what is cached (later prompts may share that much). A cache-only
+  // kept conversation serves any prefix already, but it leaves the cache
+  // when another prompt takes it.
+  if (opts_.checkpoint_bytes > 0) {
+    for (int64_t b : boundaries) add(memory_points_, b);
+    for (const Slot& s : slots_) add(memory_points_, common_prefix(s.c.session->tokens(), prompt));
+    for (const Checkpoint& cp : checkpoints_) add(memory_points_, common_prefix(cp.image.tokens, prompt));
+    for (const File& f : files_) add(memory_points_, common_prefix(f.tokens, prompt));
   }
+  for (int64_t p : memory_points_) add(save_points_, p);
+  // Recurrent state restores only where it was saved: on disk also at the
+  // boundaries, where this prompt departs from what is cached, and every 256 tokens.
+  if (!can_cut_ && !opts_.dir.empty()) {
+    for (int64_t b : boundaries) add(save_points_, b);
+    for (const Slot& s : slots_) add(save_points_, common_prefix(s.c.session->tokens(), prompt));
+    for (const File& f : files_) add(save_points_, common_prefix(f.tokens, prompt));
+    for (int64_t p = kRecurrentSaveEvery; p < P - 1; p += kRecurrentSaveEvery) add(save_points_, p);
+  }
+  std::sort(save_points_.begin(), save_points_.end());
   return out;
 }
 
@@ -167,6 +190,38 @@ uint64_t PromptCache::memory_bytes() const {
   return b;
 }
 
+uint64_t PromptCache::checkpoint_bytes() const {
+  uint64_t b = 0;
+  for (const Checkpoint& cp : checkpoints_) b += cp.bytes;
+  return b;
+}
+
+void PromptCache::keep_checkpoint(const Session& s) {
+  const std::vector<int32_t>& t = s.tokens();
+  for (Checkpoint& cp : checkpoints_)
+    if (cp.image.tokens == t || (can_cut_ && cp.image.tokens.size() > t.size() &&
+                                 std::equal(t.begin(), t.end(), cp.image.tokens.begin()))) {
+      cp.used = ++tick_;  // holds this state already
+      return;
+    }
+  if (uint64_t(s.state_bytes()) > opts_.checkpoint_bytes) return;  // alone over the bound
+  SessionImage image = s.image();
+  const uint64_t bytes = uint64_t(image.bytes());
+  if (bytes > opts_.checkpoint_bytes) return;
+  // A cache-only state of these tokens serves every prefix of them: shorter checkpoints are redundant.
+  if (can_cut_)
+    checkpoints_.erase(std::remove_if(checkpoints_.begin(), checkpoints_.end(),
+                                      [&](const Checkpoint& cp) {
+                                        return cp.image.tokens.size() < t.size() &&
+                                               std::equal(cp.image.tokens.begin(), cp.image.tokens.end(), t.begin());
+                                      }),
+                       checkpoints_.end());
+  while (!checkpoints_.empty() && checkpoint_bytes() + bytes > opts_.checkpoint_bytes)
+    checkpoints_.erase(std::min_element(checkpoints_.begin(), checkpoints_.end(),
+                                        [](const Checkpoint& a, const Checkpoint& b) { return a.used < b.used; }));
+  checkpoints_.push_back({std::move(image), bytes, ++tick_});
+}
+
 uint64_t PromptCache::disk_bytes() const {
   uint64_t b = 0;
   for (const File& f : files_) b += f.bytes;
@@ -174,7 +229,12 @@ uint64_t PromptCache::disk_bytes() const {
 }
 
 void PromptCache::save(const Session& s) {
-  if (opts_.dir.empty() || s.tokens().empty()) return;
+  if (s.tokens().empty()) return;
+  const int64_t n = int64_t(s.tokens().size());
+  if (std::find(memory_points_.begin(), memory_points_.end(), n) != memory_points_.end()) keep_checkpoint(s);
+  // A cache-only state at a save point would be superseded by the file of the whole prompt.
+  const bool at_point = std::find(save_points_.begin(), save_points_.end(), n) != save_points_.end();
+  if (opts_.dir.empty() || (at_point && can_cut_)) return;
   const std::vector<int32_t>& t = s.tokens();
   for (File& f : files_)
     if (f.tokens == t) {

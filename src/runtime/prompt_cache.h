@@ -6,11 +6,19 @@
 // the longest prefix of it; reuse never changes a logit (states restore bit
 // for bit, rollbacks are exact).
 //
+// Besides, checkpoints: states copied to memory at chosen prompt positions
+// (the caller's message boundaries, such as the end of an agent's system
+// prompt and tools, and where a prompt departs from a cached one), bounded by
+// bytes, least recently used dropped first. A new session that shares an
+// agent's system prompt and tools starts from its checkpoint, also when the
+// conversation that made it has left the slots.
+//
 // Caches (KV, latent) cut to any prefix. Recurrent state (KDA) only restores
-// at the positions it was saved at, so for such models the cache also saves
-// the state where a new prompt departs from a cached one (a shared system
-// prompt, say: the next prompt that shares it starts there) and every 256
-// prompt tokens (a prompt departing earlier still starts near it).
+// at the positions it was saved at, so for such models the checkpoints (and
+// files) are what a prompt departing from a kept conversation reuses: at the
+// boundaries, where a new prompt departs from a cached one (the next prompt
+// that shares that much starts there) and, on disk, every 256 prompt tokens
+// (a prompt departing earlier still starts near it).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,6 +36,7 @@ struct PromptCacheOptions {
   uint64_t memory_bytes = 0;  // bound on their state's bytes (0: none)
   std::string dir;            // state files (empty: none)
   uint64_t disk_bytes = uint64_t(8) << 30;  // bound on the files' bytes
+  uint64_t checkpoint_bytes = uint64_t(2) << 30;  // bound on the checkpoints' bytes (0: none kept)
   std::string identity;       // the model's (engine/model_identity.h)
   std::function<void(const std::string&)> log;  // one line per ignored file (default: stderr)
 };
@@ -45,26 +54,34 @@ class PromptCache {
   // cannot use are logged once and left alone.
   PromptCache(const Model& model, PromptCacheOptions opts);
 
-  // A conversation holding the longest prefix of `prompt` that any slot or
-  // file has, at most prompt.size() - 1 tokens (the last one is fed to get
-  // logits), with no mark open; a fresh session when none has any. The slot
-  // it came from leaves the cache (give it back with keep()).
-  CachedConversation take(const std::vector<int32_t>& prompt);
+  // A conversation holding the longest prefix of `prompt` that any slot,
+  // checkpoint or file has, at most prompt.size() - 1 tokens (the last one is
+  // fed to get logits), with no mark open; a fresh session when none has
+  // any. The slot it came from leaves the cache (give it back with keep()).
+  // `boundaries`: positions of the prompt worth a checkpoint (message
+  // boundaries other prompts may share, ascending or not).
+  CachedConversation take(const std::vector<int32_t>& prompt, const std::vector<int64_t>& boundaries = {});
   // Keeps a conversation for later requests, evicting beyond the bounds.
   void keep(CachedConversation c);
   // Positions of `prompt` after which take()'s caller should save() the
-  // state as it feeds (recurrent models: where the prompt departs from a
-  // cached one, and every 256 tokens), ascending, after the reused part and
-  // before its last token.
+  // state as it feeds (the boundaries; where the prompt departs from a cached
+  // one; with a directory on recurrent models, every 256 tokens), ascending,
+  // after the reused part and before its last token.
   const std::vector<int64_t>& save_points() const { return save_points_; }
-  // Writes the session's state to DIR (atomically) unless a file holds
-  // those tokens already, then deletes the least recently used files beyond
-  // the bound. No-op without a directory; a failed write is logged.
+  // At a save point: keeps a checkpoint of the session's state in memory
+  // (boundaries and departure points; unless one holds those tokens, or it
+  // alone exceeds the bound), dropping the least recently used beyond the
+  // bound. Then, with a directory, writes the state there (atomically)
+  // unless a file holds those tokens already, deleting the least recently
+  // used files beyond the bound; a failed write is logged. Elsewhere (the
+  // prompt but its last token) only the file.
   void save(const Session& s);
 
   int64_t slots_in_memory() const { return int64_t(slots_.size()); }
   uint64_t memory_bytes() const;
   int64_t files() const { return int64_t(files_.size()); }
+  int64_t checkpoints() const { return int64_t(checkpoints_.size()); }
+  uint64_t checkpoint_bytes() const;
   uint64_t disk_bytes() const;
 
  private:
@@ -78,8 +95,14 @@ class PromptCache {
     CachedConversation c;
     uint64_t used = 0;
   };
+  struct Checkpoint {
+    SessionImage image;
+    uint64_t bytes = 0;
+    uint64_t used = 0;
+  };
   int64_t usable_from_slot(const Slot& s, const std::vector<int32_t>& prompt) const;
-  int64_t usable_from_file(const File& f, const std::vector<int32_t>& prompt) const;
+  int64_t usable_from_saved(const std::vector<int32_t>& saved, const std::vector<int32_t>& prompt) const;
+  void keep_checkpoint(const Session& s);
   void index_dir();
   void evict_files(const std::string& keep_path);
   void log(const std::string& line) const;
@@ -89,7 +112,9 @@ class PromptCache {
   bool can_cut_ = true;  // the model's state is caches only
   std::vector<Slot> slots_;
   std::vector<File> files_;
+  std::vector<Checkpoint> checkpoints_;
   std::vector<int64_t> save_points_;
+  std::vector<int64_t> memory_points_;  // the save points that get a checkpoint
   uint64_t tick_ = 0;
 };
 

@@ -12,6 +12,7 @@
 
 #include "chat/batch_scheduler.h"
 #include "chat/generator.h"
+#include "chat/prompt_boundaries.h"
 #include "chat/output_grammar.h"
 #include "server/anthropic_api.h"
 #include "server/batch_runner.h"
@@ -108,6 +109,7 @@ struct HttpServer::Impl {
   std::unique_ptr<chat::BatchScheduler> scheduler;
   std::unique_ptr<BatchRunner> runner;
   ResponseStore responses;  // /v1/responses kept for previous_response_id
+  mutable chat::PromptBoundaries boundaries;  // where the prompt cache keeps checkpoints
   std::atomic<bool> stopping{false};
   HttpTransport http;  // last: its threads stop before the members above go
 
@@ -121,6 +123,7 @@ struct HttpServer::Impl {
         scheduler(opts.parallel > 1 ? std::make_unique<chat::BatchScheduler>(m, c, generator, metrics, opts.parallel)
                                     : nullptr),
         runner(scheduler ? std::make_unique<BatchRunner>(*scheduler) : nullptr),
+        boundaries(c),
         http(transport_options(opts, metrics)) {
     metrics.set_queue([this] { return queue.waiting(); }, [this] { return queue.running(); });
     setup();
@@ -381,6 +384,8 @@ void HttpServer::Impl::finish_preparation(Job& job) const {
                                     req.strict_tools);
   }
   generator.max_new_tokens(req, int64_t(job.prompt.size()));  // 400 now rather than after queueing
+  if (req.kind == Request::Kind::Chat && job.route != Route::CountTokens)
+    req.prompt_boundaries = boundaries.find(req.messages, req.tools, ChatOptions{req.reasoning_effort}, job.prompt);
 }
 
 void HttpServer::Impl::note(Job& job, httplib::Response& res) {

@@ -109,6 +109,12 @@ void Metrics::set_prompt_cache(int64_t slots, uint64_t memory_bytes, int64_t fil
   cache_disk_bytes_ = disk_bytes;
 }
 
+void Metrics::set_prompt_checkpoints(int64_t count, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_checkpoints_ = count;
+  cache_checkpoint_bytes_ = bytes;
+}
+
 void Metrics::set_expert_stats(const ExpertStats& s) {
   std::lock_guard lk(mu_);
   experts_ = s;
@@ -187,6 +193,11 @@ std::string Metrics::render() const {
   single("sluice_prompt_cache_files", "gauge", "Prompt state files in the --prompt-cache directory.", cache_files_);
   single("sluice_prompt_cache_disk_bytes", "gauge", "Bytes of the prompt state files (at most --prompt-cache-max).",
          cache_disk_bytes_);
+  single("sluice_prompt_cache_checkpoints", "gauge",
+         "States kept in memory at message boundaries (the end of a shared system prompt and tools, ...) for new sessions.",
+         cache_checkpoints_);
+  single("sluice_prompt_cache_checkpoint_bytes", "gauge",
+         "Bytes of the checkpoints kept in memory (at most --prompt-checkpoints).", cache_checkpoint_bytes_);
   single("sluice_prefill_progress_tokens", "gauge", "Prompt positions in the state of the prompt being prefilled now.",
          prefill_done_);
   single("sluice_prefill_prompt_tokens", "gauge", "Length of the prompt being prefilled now (0: none).", prefill_total_);

@@ -44,6 +44,7 @@ class Metrics : public chat::GenerationCounters {
   // One request's speculation: verification passes, draft tokens proposed and accepted.
   void add_speculation(int64_t passes, int64_t proposed, int64_t accepted) override;
   void set_prompt_cache(int64_t slots, uint64_t memory_bytes, int64_t files, uint64_t disk_bytes) override;
+  void set_prompt_checkpoints(int64_t count, uint64_t bytes) override;
   // One decode pass of the batch scheduler (--parallel > 1) over `sequences` requests.
   void add_batch_pass(int64_t sequences) override;
 
@@ -64,8 +65,8 @@ class Metrics : public chat::GenerationCounters {
   uint64_t request_count_ = 0;
   std::function<int64_t()> waiting_, running_;
   ExpertStats experts_;
-  int64_t cache_slots_ = 0, cache_files_ = 0;
-  uint64_t cache_memory_bytes_ = 0, cache_disk_bytes_ = 0;
+  int64_t cache_slots_ = 0, cache_files_ = 0, cache_checkpoints_ = 0;
+  uint64_t cache_memory_bytes_ = 0, cache_disk_bytes_ = 0, cache_checkpoint_bytes_ = 0;
 };
 
 }  // namespace sluice::server

@@ -67,7 +67,7 @@ json apply_template_reply(const ChatCodec& codec, json body, const RequestLimits
   if (!body.contains("model")) body["model"] = model_name;
   const Request r = parse_chat_request(body, limits);
   const auto ids = codec.render_chat(r.messages, r.tools, ChatOptions{r.reasoning_effort});
-  return {{"prompt", text_of(codec, ids)}, {"tokens", ids.size()}};
+  return {{"prompt", text_of(codec, ids)}, {"tokens", ids.size()}, {"ids", ids}};
 }
 
 }  // namespace sluice::server

@@ -15,7 +15,7 @@ namespace sluice::server {
 
 nlohmann::json tokenize_reply(const chat::ChatCodec& codec, const nlohmann::json& body);
 nlohmann::json detokenize_reply(const chat::ChatCodec& codec, const nlohmann::json& body, int64_t vocab);
-// `model_name` stands in for a missing "model" field.
+// `model_name` stands in for a missing "model" field. {"prompt": text, "tokens": count, "ids": the token ids}.
 nlohmann::json apply_template_reply(const chat::ChatCodec& codec, nlohmann::json body, const RequestLimits& limits,
                                     const std::string& model_name);
 

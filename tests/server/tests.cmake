@@ -40,6 +40,10 @@ if(NODE_EXECUTABLE)
   add_test(NAME server.hostile
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/hostile.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
   set_tests_properties(server.hostile PROPERTIES LABELS "server;asan" TIMEOUT 900)
+  # Issue 31 item 3: the same within-1-s cancel on Chat Completions, Responses and Messages, streamed and not.
+  add_test(NAME server.prefill_cancel
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/prefill_cancel.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
+  set_tests_properties(server.prefill_cancel PROPERTIES LABELS "server;asan" TIMEOUT 900)
   if(EXISTS ${SLUICE_NODE_MODULES}/openai)
     add_test(NAME server.openai_client
              COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/openai_client.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
@@ -76,6 +80,16 @@ if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/openai AND EXISTS ${SLUICE_
   add_test(NAME server.prompt_cache
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/prompt_cache.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})
   set_tests_properties(server.prompt_cache PROPERTIES LABELS "server" TIMEOUT 900)
+  # Issue 31 item 5: a new session starts at the shared system prompt and tools, per
+  # architecture: K3 (recurrent KDA state) here, attention only (DeepSeek-V3) below.
+  add_test(NAME server.session_reuse_k3
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/session_reuse.mjs $<TARGET_FILE:sluice> ${SLUICE_K3_MINI})
+  set_tests_properties(server.session_reuse_k3 PROPERTIES LABELS "server" TIMEOUT 900)
+endif()
+if(NODE_EXECUTABLE)
+  add_test(NAME server.session_reuse_attention
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/session_reuse.mjs $<TARGET_FILE:sluice> ${SLUICE_SERVER_MODEL})
+  set_tests_properties(server.session_reuse_attention PROPERTIES LABELS "server" TIMEOUT 900)
 endif()
 
 # Kimi K3's own chat format (XTML) on a K3-architecture checkpoint with a K3-style

@@ -34,8 +34,9 @@ struct Turn {
 
 // One request as the generator runs it: take, feed all but the last prompt
 // token (saving at the save points and at the end), mark, last token, reply.
-Turn request(PromptCache& cache, const std::vector<int32_t>& prompt, const std::vector<int32_t>& reply) {
-  CachedConversation c = cache.take(prompt);
+Turn request(PromptCache& cache, const std::vector<int32_t>& prompt, const std::vector<int32_t>& reply,
+             const std::vector<int64_t>& boundaries = {}) {
+  CachedConversation c = cache.take(prompt, boundaries);
   Session& s = *c.session;
   Turn t;
   t.reused = int64_t(s.tokens().size());
@@ -64,8 +65,9 @@ bool same(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 PromptCacheOptions options(int64_t slots, uint64_t memory_bytes = 0, const std::string& dir = "",
-                           const std::string& identity = "") {
+                           const std::string& identity = "", uint64_t checkpoint_bytes = uint64_t(1) << 30) {
   PromptCacheOptions o;
+  o.checkpoint_bytes = checkpoint_bytes;
   o.slots = slots;
   o.memory_bytes = memory_bytes;
   o.dir = dir;
@@ -96,6 +98,56 @@ TEST_P(PromptCacheTest, AlternatingConversationsBothReuse) {
   EXPECT_EQ(again.reused, int64_t(a2.size()) - 1);
   EXPECT_TRUE(same(again.logits, ta.logits));
   EXPECT_EQ(cache.slots_in_memory(), 2);
+}
+
+// Issue 31 item 5: a new session sharing an earlier one's system prompt and
+// tools (the boundary the server finds) starts from them in memory, without a
+// directory, also on recurrent models whose state cannot be cut, and prefills
+// only the tokens after them; the first session goes on from its own state.
+TEST_P(PromptCacheTest, NewSessionStartsAtTheSharedSystemPrompt) {
+  const auto sys = seq(40, 1, V());
+  const std::vector<int64_t> at{int64_t(sys.size())};
+  const auto p1 = cat(sys, seq(6, 2, V())), r1 = seq(2, 8, V());
+  PromptCache cache(*model, options(1));
+  EXPECT_EQ(request(cache, p1, r1, at).reused, 0);
+  EXPECT_EQ(cache.checkpoints(), 1);
+  const auto p1b = cat(cat(p1, r1), seq(4, 5, V()));
+  const Turn t1b = request(cache, p1b, seq(2, 9, V()), at);
+  EXPECT_EQ(t1b.reused, int64_t(p1.size() + r1.size()));
+  EXPECT_TRUE(same(t1b.logits, fresh(*model, p1b, seq(2, 9, V()))));
+  // New sessions: only the tokens after the system prompt are prefilled.
+  for (int salt : {3, 4}) {
+    const auto p = cat(sys, seq(5 + salt, salt, V())), r = seq(3, salt + 10, V());
+    const Turn t = request(cache, p, r, at);
+    EXPECT_EQ(t.reused, int64_t(sys.size())) << "session " << salt;
+    EXPECT_TRUE(same(t.logits, fresh(*model, p, r))) << "session " << salt;
+  }
+  EXPECT_EQ(cache.checkpoints(), 1);
+  EXPECT_GT(cache.checkpoint_bytes(), 0u);
+}
+
+TEST_P(PromptCacheTest, CheckpointsStayWithinTheirBytes) {
+  const auto sys1 = seq(40, 1, V()), sys2 = seq(40, 2, V()), sys3 = seq(40, 3, V());
+  uint64_t one = 0;
+  {
+    PromptCache probe(*model, options(1));
+    request(probe, cat(sys1, seq(4, 5, V())), {}, {40});
+    one = probe.checkpoint_bytes();
+  }
+  ASSERT_GT(one, 0u);
+  PromptCache cache(*model, options(1, 0, "", "", one * 2 + one / 2));
+  for (const auto& sys : {sys1, sys2, sys3}) request(cache, cat(sys, seq(4, 5, V())), {}, {40});
+  EXPECT_EQ(cache.checkpoints(), 2);
+  EXPECT_LE(cache.checkpoint_bytes(), one * 2 + one / 2);
+  const Turn t = request(cache, cat(sys2, seq(4, 6, V())), {}, {40});
+  EXPECT_EQ(t.reused, 40);
+  EXPECT_TRUE(same(t.logits, fresh(*model, cat(sys2, seq(4, 6, V())), {})));
+  // sys1's was the least recently used: dropped (the kept conversation is sys2's now).
+  EXPECT_EQ(request(cache, cat(sys1, seq(4, 6, V())), {}, {40}).reused, 0);
+  // No checkpoints at all with a zero bound.
+  PromptCache none(*model, options(1, 0, "", "", 0));
+  request(none, cat(sys1, seq(4, 5, V())), {}, {40});
+  EXPECT_EQ(none.checkpoints(), 0);
 }
 
 TEST_P(PromptCacheTest, EvictsLeastRecentlyUsedBeyondTheBytes) {

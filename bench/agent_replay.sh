@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Replays a recorded coding-agent session (bench/agent_transcripts/*.jsonl: one
+# {"endpoint", "body"} per request, as the agent sent them) against one
+# `sluice serve`, in order, then a second session: the first request again
+# with another user prompt (the same system prompt, tools and environment), as
+# a new session of the agent would send it. Per request it prints the prompt
+# tokens reused and prefilled (the server's request log line), the time to the
+# first generated token (the log line's; the client's own first output event
+# in brackets), and the routed-expert bytes read from disk (/metrics,
+# sluice_expert_bytes_read_total; 0 when the model is in memory).
+# Replies are capped at MAX_OUT tokens (default 16): the benchmark is about
+# prompts.
+#   bench/agent_replay.sh [TRANSCRIPT] [MODEL_DIR] [SLUICE_BINARY] [extra serve args...]
+set -euo pipefail
+transcript=${1:-bench/agent_transcripts/codex-0.171.0.jsonl}
+model=${2:-models/sluice-k3-mini}
+bin=${3:-build/src/sluice}
+shift $(( $# < 3 ? $# : 3 ))
+dir=$(mktemp -d)
+. "$(dirname "$0")/lib_serve.sh"
+trap 'stop_server_on_exit; rm -rf "$dir"' EXIT
+echo "transcript $transcript, model $model, serve args: $*"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+serve "$@"
+python3 - "$transcript" "$port" "$dir/log" "${MAX_OUT:-16}" <<'PY'
+import json, re, sys, time, urllib.request
+
+transcript, port, log_path, max_out = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+base = f"http://127.0.0.1:{port}"
+
+def metric(name):
+    text = urllib.request.urlopen(base + "/metrics").read().decode()
+    m = re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+def log_lines():
+    return [l for l in open(log_path, errors="replace") if re.match(r"sluice: \S+ /v1/", l)]
+
+def send(endpoint, body):
+    body = dict(body, model="m", stream=True)
+    if endpoint == "/v1/responses": body["max_output_tokens"] = max_out
+    elif endpoint == "/v1/messages": body["max_tokens"] = max_out
+    else: body["max_tokens"] = max_out; body.pop("max_completion_tokens", None)
+    before_lines, before_bytes = len(log_lines()), metric("sluice_expert_bytes_read_total")
+    req = urllib.request.Request(base + endpoint, data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json", "x-api-key": "x",
+                                          "anthropic-version": "2023-06-01"})
+    t0, first = time.monotonic(), None
+    with urllib.request.urlopen(req, timeout=3600) as r:
+        for line in r:
+            s = line.decode(errors="replace")
+            if first is None and s.startswith("data:") and re.search(r'"(delta|partial_json|text_delta)"', s) \
+                    and not re.search(r'"delta":\s*""', s):
+                first = time.monotonic() - t0
+    for _ in range(100):
+        lines = log_lines()
+        if len(lines) > before_lines: break
+        time.sleep(0.05)
+    line = lines[-1]
+    m = re.search(r"prompt (\d+) tokens \((\d+) cached, (\d+) new\)", line)
+    ttft = re.search(r"first token ([\d.]+) s", line)
+    return {"prompt": int(m.group(1)), "reused": int(m.group(2)), "prefilled": int(m.group(3)),
+            "ttft": float(ttft.group(1)) if ttft else float("nan"), "client_ttft": first,
+            "bytes": metric("sluice_expert_bytes_read_total") - before_bytes}
+
+rows = []
+reqs = [json.loads(l) for l in open(transcript) if l.strip()]
+for i, r in enumerate(reqs):
+    rows.append((f"1.{i + 1}", send(r["endpoint"], r["body"])))
+# A new session: the first request with another user prompt.
+first = json.loads(json.dumps(reqs[0]))
+items = first["body"].get("input") if isinstance(first["body"].get("input"), list) else first["body"].get("messages")
+for it in reversed(items):
+    if it.get("role") == "user":
+        c = it["content"]
+        if isinstance(c, str): it["content"] = "Count the lines of README.md and say how many there are."
+        else:
+            for part in c:
+                if "text" in part: part["text"] = "Count the lines of README.md and say how many there are."
+        break
+rows.append(("2.1", send(first["endpoint"], first["body"])))
+
+print("| turn | prompt tokens | reused | prefilled | TTFT s (client) | expert bytes read |")
+print("|---|---:|---:|---:|---:|---:|")
+for name, x in rows:
+    ct = f"{x['client_ttft']:.2f}" if x["client_ttft"] is not None else "-"
+    print(f"| {name} | {x['prompt']} | {x['reused']} | {x['prefilled']} | {x['ttft']:.2f} ({ct}) | {int(x['bytes']):,} |")
+PY
+stop
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
