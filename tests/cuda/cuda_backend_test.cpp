@@ -426,6 +426,52 @@ TEST(CudaTensorCores, EveryRowCountGivesTheSameBits) {
   }
 }
 
+// The two small-n kernels (weights streamed through shared memory, or round by round) give the
+// same bits for 1-8 activation rows, on matrices with many slices per warp (a partial last slice,
+// a row count that is not a multiple of 16), single and grouped, and both match the batch.
+TEST(CudaTensorCores, StreamingSmallKernelGivesTheRoundKernelsBits) {
+  struct Case {
+    WeightFormat f;
+    int64_t rows, cols;
+    int32_t group;
+  };
+  const Case cases[] = {
+      {WeightFormat::BF16, 203, 16384 + 96, 32},   {WeightFormat::FP8_E4M3_BLOCK, 203, 7168, 128},
+      {WeightFormat::INT4_GROUP, 203, 7168 + 32, 32}, {WeightFormat::INT4_GROUP, 130, 2048, 128},
+      {WeightFormat::MXFP4, 203, 7168 + 160, 32},  {WeightFormat::INT8_ROW, 203, 4096 + 64, 32},
+  };
+  const int64_t N = 24;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(fmt::format("{} [{}, {}]", weight_format_name(c.f), c.rows, c.cols));
+    HostMatrix hm = random_matrix(c.f, c.rows, c.cols, c.group);
+    ASSERT_TRUE(cuda::tc_eligible(hm.q));
+    auto x = randn(N * c.cols);
+    Matrix wc = cpu().matrix(hm.q), wg = gpu().matrix(hm.q);
+    Buffer xc = on(cpu(), x, N, c.cols), xg = on(gpu(), x, N, c.cols);
+    Buffer yc(cpu(), N, c.rows), yg(gpu(), N, c.rows);
+    cpu().matmul(wc, xc, yc);
+    gpu().matmul(wg, xg, yg);
+    const auto want = values(cpu(), yc), all = values(gpu(), yg);
+    EXPECT_LT(max_rel(all, want, 1e-2), 1e-4) << "vs the CPU";
+    for (const int64_t n : {1, 2, 3, 5, 6, 8}) {
+      // rounds, then streamed with the format's tiles per block, one and two
+      std::vector<float> got[4];
+      for (int k = 0; k < 4; ++k) {
+        cuda::set_streaming_small_products(k > 0);
+        cuda::set_streaming_small_tiles(k > 1 ? k - 1 : 0);
+        Buffer y(gpu(), n, c.rows);
+        gpu().matmul(wg, xg.row_range(8, n), y);
+        got[k] = values(gpu(), y);
+      }
+      cuda::set_streaming_small_products(false);  // the default
+      cuda::set_streaming_small_tiles(0);
+      for (int k = 0; k < 4; ++k)
+        EXPECT_EQ(0, std::memcmp(got[k].data(), all.data() + 8 * c.rows, got[k].size() * 4))
+            << n << " rows vs the batch: " << (k == 0 ? "rounds" : "streamed, tiles " + std::to_string(k - 1));
+    }
+  }
+}
+
 // The three-part activations keep f32 accuracy: over 16384 columns, against a float64 reference,
 // the tensor-core error stays within 5x the CPU's (the golden gate), also for rows scaled by
 // 2^60 and 2^-60 and for a row whose values span 2^-20 .. 2^20; a NaN reaches every output of

@@ -361,6 +361,190 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
+// ---- streaming small n (at most 8 activation rows): the weights stream through shared memory
+
+// The products of decode. One block per RT 16-row tiles, kStreamWarps warps splitting the slices
+// (warp w: slices w, w + kStreamWarps, ...). Each warp streams its weight rows through its own
+// ring of kStreamStages stages in shared memory (16 RT rows x 128 bytes each, 16-byte cp.async
+// straight from L2, so a warp keeps three stages in flight with no registers held for them),
+// reads its fragments from there (rows swizzled so a fragment load hits distinct banks) and
+// computes every chunk exactly as chunk_step does in the other kernels; the activations' parts
+// of a chunk serve all RT tiles. At the end of a slice the warp turns its part sums into the
+// slice's values ((a2 + a1) + a0, per row and token) and leaves them in shared memory; once every
+// warp is done, the block adds each output's slice values in slice order. No block barrier until
+// then, so the loads of one slice overlap the products of the last.
+constexpr int kStreamWarps = 4, kStreamStages = 4, kStageRowBytes = 128;
+
+template <WeightFormat F>
+struct StreamLayout {
+  using T = Tc<F>;
+  static constexpr int CPS = kStageRowBytes / T::chunk_bytes;         // chunks per stage
+  static constexpr int SPS = (kSliceCols / T::KC) / CPS;             // stages per slice
+  static constexpr int slice_row_bytes = (kSliceCols / T::KC) * T::chunk_bytes;
+};
+
+// The 16-byte piece p of stage row r sits at piece swz(p, r): 4-bit formats read 4 bytes of 8 rows
+// at once (the row's low three bits spread them over the banks), the others 16 bytes of 2 rows per
+// quarter warp (odd rows moved by 64 bytes).
+template <int TB>
+__device__ __forceinline__ int stream_swz(int p, int r) {
+  return TB == 4 ? (p ^ (r & 7)) : (p ^ ((r & 1) << 2));
+}
+
+// Bytes of dynamic shared memory for RT tiles, S slices and n activation rows.
+__host__ __device__ __forceinline__ int stream_smem_bytes(int RT, int64_t S, int64_t n) {
+  return kStreamWarps * kStreamStages * 16 * RT * kStageRowBytes + kStreamWarps * 24 * 16 * RT * 4 +
+         int(S * 16 * RT * n * 4);
+}
+constexpr int kStreamSmemLimit = 160 * 1024;
+
+template <WeightFormat F, int NT, int RT>
+__device__ __forceinline__ void stream_rows(const QMatrix& W, const float* __restrict__ X, int64_t n, int64_t ldx,
+                                            float* __restrict__ Y, int64_t ldy, bool xvec, int64_t block,
+                                            uint8_t* smem) {
+  using T = Tc<F>;
+  using ST = StreamLayout<F>;
+  constexpr int ROWS = 16 * RT, stage_bytes = ROWS * kStageRowBytes;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+  const int64_t K = W.cols, M = W.rows;
+  const int S = int((K + kSliceCols - 1) / kSliceCols);
+  const int nn = int(n);
+  const int64_t r0 = block * ROWS;
+  uint8_t* const ring = smem + warp * (kStreamStages * stage_bytes);
+  float* const scratch = reinterpret_cast<float*>(smem + kStreamWarps * kStreamStages * stage_bytes) + warp * 24 * ROWS;
+  float* const sv = reinterpret_cast<float*>(smem + kStreamWarps * kStreamStages * stage_bytes) + kStreamWarps * 24 * ROWS;
+  const int my_slices = warp < S ? (S - warp + kStreamWarps - 1) / kStreamWarps : 0;
+  const int nst = my_slices * ST::SPS;
+  const int64_t data_bytes = (K / T::KC) * T::chunk_bytes;  // a row's bytes for K columns
+
+  // Stage st of this warp: rows r0 .. r0 + ROWS - 1 (clamped), 128 bytes from the slice's start.
+  auto issue = [&](int st) {
+    const int s = warp + kStreamWarps * (st / ST::SPS);
+    const int64_t off = int64_t(s) * ST::slice_row_bytes + (st % ST::SPS) * kStageRowBytes;
+    uint8_t* buf = ring + (st % kStreamStages) * stage_bytes;
+    const int p = lane & 7;
+    const bool in = off + p * 16 < data_bytes;
+#pragma unroll
+    for (int i = 0; i < 4 * RT; ++i) {
+      const int r = (lane >> 3) + 4 * i;
+      const int64_t row = r0 + r < M ? r0 + r : M - 1;
+      const uint8_t* src = W.data + row * W.row_bytes + (in ? off + p * 16 : 0);
+      cp_async16(buf + r * kStageRowBytes + stream_swz<T::TB>(p, r) * 16, src, in ? 16 : 0);
+    }
+  };
+
+  float sg[RT][2];
+  float acc[RT][NT][4];
+#pragma unroll
+  for (int s = 0; s < kStreamStages - 1; ++s) {
+    if (s < nst) issue(s);
+    cp_async_commit();
+  }
+  for (int st = 0; st < nst; ++st) {
+    cp_async_wait<kStreamStages - 2>();
+    __syncwarp();  // stage st is in for every lane; every lane is done with stage st - 1
+    if (st + kStreamStages - 1 < nst) issue(st + kStreamStages - 1);
+    cp_async_commit();
+    const int s = warp + kStreamWarps * (st / ST::SPS), si = st % ST::SPS;
+    if (si == 0) {
+#pragma unroll
+      for (int m = 0; m < RT; ++m)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
+    }
+    const uint8_t* buf = ring + (st % kStreamStages) * stage_bytes;
+#pragma unroll
+    for (int q = 0; q < ST::CPS; ++q) {
+      const int64_t c0 = int64_t(s) * kSliceCols + int64_t(si * ST::CPS + q) * T::KC;
+      if (c0 >= K) break;
+      const int boff = q * T::chunk_bytes + tig * T::TB;
+      const int piece = boff >> 4, inner = boff & 15;
+      uint32_t ag[RT][2][T::R];
+#pragma unroll
+      for (int m = 0; m < RT; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = 16 * m + g + 8 * h;
+          const uint8_t* pr = buf + r * kStageRowBytes + stream_swz<T::TB>(piece, r) * 16 + inner;
+          uint32_t w[T::TW];
+          if constexpr (T::TB == 16) {
+            const uint4 v = *reinterpret_cast<const uint4*>(pr);
+            w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+          } else {
+            w[0] = *reinterpret_cast<const uint32_t*>(pr);
+          }
+          decode_a<F>(w, ag[m][h]);
+          const int64_t ar = r0 + r < M ? r0 + r : M - 1;
+          sg[m][h] = chunk_scale<F>(W, W.row0 + ar, c0);
+        }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int col = 8 * j + g, tok = col / 3, p = col % 3;
+        uint32_t b[T::R];
+        if (tok < nn) {
+          float v[T::V];
+          load_acts<T::V>(X + tok * ldx + c0 + tig * T::V, xvec, v);
+#pragma unroll
+          for (int k = 0; k < T::V; ++k) v[k] = part_of(v[k], p);
+#pragma unroll
+          for (int i = 0; i < T::R; ++i) b[i] = pair_of<F>(v, i);
+        } else {
+#pragma unroll
+          for (int i = 0; i < T::R; ++i) b[i] = 0u;
+        }
+#pragma unroll
+        for (int m = 0; m < RT; ++m) chunk_step<F>(acc[m][j], ag[m][0], ag[m][1], b, sg[m][0], sg[m][1]);
+      }
+    }
+    if (si == ST::SPS - 1) {  // the slice is done: its values per (row, token) into sv[s]
+#pragma unroll
+      for (int m = 0; m < RT; ++m)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          scratch[(8 * j + 2 * tig) * ROWS + 16 * m + g] = acc[m][j][0];
+          scratch[(8 * j + 2 * tig + 1) * ROWS + 16 * m + g] = acc[m][j][1];
+          scratch[(8 * j + 2 * tig) * ROWS + 16 * m + g + 8] = acc[m][j][2];
+          scratch[(8 * j + 2 * tig + 1) * ROWS + 16 * m + g + 8] = acc[m][j][3];
+        }
+      __syncwarp();
+      for (int e = lane; e < ROWS * nn; e += 32) {
+        const int t = e / ROWS, row = e % ROWS;
+        sv[(int64_t(s) * nn + t) * ROWS + row] = slice_value(
+            scratch[(3 * t) * ROWS + row], scratch[(3 * t + 1) * ROWS + row], scratch[(3 * t + 2) * ROWS + row]);
+      }
+      __syncwarp();
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int e = threadIdx.x; e < ROWS * nn; e += blockDim.x) {
+    const int t = e / ROWS, row = e % ROWS;
+    const int64_t r = r0 + row;
+    float y = sv[t * ROWS + row];
+    for (int s = 1; s < S; ++s) y = y + sv[(int64_t(s) * nn + t) * ROWS + row];
+    if (r < M) {
+      if constexpr (F == WeightFormat::INT8_ROW) y = y * row_scale<F>(W, r);
+      Y[t * ldy + r] = y;
+    }
+  }
+}
+
+template <WeightFormat F, int NT, int RT>
+__global__ void __launch_bounds__(kStreamWarps * 32)
+    stream_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
+                  bool xvec) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  stream_rows<F, NT, RT>(W, X, n, ldx, Y, ldy, xvec, blockIdx.x, smem);
+}
+
+template <WeightFormat F, int NT, int RT>
+__global__ void __launch_bounds__(kStreamWarps * 32) grouped_stream_kernel(const MatmulProblem* __restrict__ problems) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const MatmulProblem p = problems[blockIdx.y];
+  if (p.n <= 0 || int64_t(blockIdx.x) * 16 * RT >= p.W.rows) return;  // whole block: uniform
+  stream_rows<F, NT, RT>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, blockIdx.x, smem);
+}
+
 // Shared-memory layout of the large kernel (bytes). Row strides are padded so the warp's
 // fragment loads fall in distinct banks.
 template <WeightFormat F, int TT>
@@ -572,6 +756,14 @@ bool tensor_cores_on = [] {
   return !(e && std::strcmp(e, "0") == 0);
 }();
 
+// SLUICE_CUDA_STREAM_SMALL=1: the streaming small-n kernel instead of the round-by-round one
+// (tests compare their bits; the benchmark compares their rates). Off by default until it has
+// been measured faster on a GPU: it was written in a session that got no device.
+bool stream_small_on = [] {
+  const char* e = std::getenv("SLUICE_CUDA_STREAM_SMALL");
+  return e && std::strcmp(e, "1") == 0;
+}();
+
 bool x_aligned(const float* X, int64_t n, int64_t ldx) {
   return reinterpret_cast<uintptr_t>(X) % 16 == 0 && (n == 1 || ldx % 4 == 0);
 }
@@ -581,8 +773,36 @@ int prepare_smem(Kernel k, int bytes) {
   return int(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
+// 16-row tiles per streaming block: two where the activations' parts cost as much as the weights'
+// decoding (4-bit formats; the fewer blocks still fill the GPU), else one.
+// SLUICE_CUDA_STREAM_RT=1 or 2 forces one (benchmarks).
+int stream_rt_forced = [] {
+  const char* e = std::getenv("SLUICE_CUDA_STREAM_RT");
+  return e ? std::atoi(e) : 0;
+}();
+template <WeightFormat F>
+int stream_rt() {
+  if (stream_rt_forced == 1 || stream_rt_forced == 2) return stream_rt_forced;
+  return Tc<F>::nibble ? 2 : 1;
+}
+
+template <WeightFormat F, int NT, int RT>
+bool launch_stream(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
+  static const int attr = prepare_smem(stream_kernel<F, NT, RT>, kStreamSmemLimit);
+  const int bytes = stream_smem_bytes(RT, (W.cols + kSliceCols - 1) / kSliceCols, n);
+  if (attr != 0 || bytes > kStreamSmemLimit) return false;
+  stream_kernel<F, NT, RT><<<unsigned((W.rows + 16 * RT - 1) / (16 * RT)), kStreamWarps * 32, bytes, s>>>(
+      W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx));
+  return true;
+}
+
+// The streaming kernel where its shared memory fits (columns up to ~60k at 8 tokens), else the
+// round-by-round one: the same bits either way.
 template <WeightFormat F, int NT>
 void launch_small(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
+  if (stream_small_on && (stream_rt<F>() == 2 ? launch_stream<F, NT, 2>(W, X, n, ldx, Y, ldy, s)
+                                              : launch_stream<F, NT, 1>(W, X, n, ldx, Y, ldy, s)))
+    return;
   const int64_t tiles = (W.rows + 15) / 16, per_block = kSmallWarps / small_warps_per_tile(W.cols);
   small_kernel<F, NT><<<unsigned((tiles + per_block - 1) / per_block), kSmallWarps * 32, 0, s>>>(
       W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx));
@@ -616,8 +836,23 @@ int launch_tc(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y
   return e ? e : int(cudaGetLastError());
 }
 
+template <WeightFormat F, int NT, int RT>
+bool launch_grouped_stream(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, int64_t max_n,
+                           cudaStream_t s) {
+  static const int attr = prepare_smem(grouped_stream_kernel<F, NT, RT>, kStreamSmemLimit);
+  const int bytes = stream_smem_bytes(RT, (cols + kSliceCols - 1) / kSliceCols, max_n);
+  if (attr != 0 || bytes > kStreamSmemLimit) return false;
+  const dim3 grid(unsigned((max_rows + 16 * RT - 1) / (16 * RT)), unsigned(count));
+  grouped_stream_kernel<F, NT, RT><<<grid, kStreamWarps * 32, bytes, s>>>(dev);
+  return true;
+}
+
 template <WeightFormat F, int NT>
-void launch_grouped_small(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, cudaStream_t s) {
+void launch_grouped_small(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, int64_t max_n,
+                          cudaStream_t s) {
+  if (stream_small_on && (stream_rt<F>() == 2 ? launch_grouped_stream<F, NT, 2>(dev, count, max_rows, cols, max_n, s)
+                                              : launch_grouped_stream<F, NT, 1>(dev, count, max_rows, cols, max_n, s)))
+    return;
   const int64_t tiles = (max_rows + 15) / 16, per_block = kSmallWarps / small_warps_per_tile(cols);
   const dim3 grid(unsigned((tiles + per_block - 1) / per_block), unsigned(count));
   grouped_small_kernel<F, NT><<<grid, kSmallWarps * 32, 0, s>>>(dev);
@@ -639,11 +874,11 @@ int launch_grouped_tc(const MatmulProblem* dev, int count, int64_t max_rows, int
                       cudaStream_t s) {
   int e = 0;
   if (max_n <= 2)
-    launch_grouped_small<F, 1>(dev, count, max_rows, cols, s);
+    launch_grouped_small<F, 1>(dev, count, max_rows, cols, max_n, s);
   else if (max_n <= 5)
-    launch_grouped_small<F, 2>(dev, count, max_rows, cols, s);
+    launch_grouped_small<F, 2>(dev, count, max_rows, cols, max_n, s);
   else if (max_n <= 8)
-    launch_grouped_small<F, 3>(dev, count, max_rows, cols, s);
+    launch_grouped_small<F, 3>(dev, count, max_rows, cols, max_n, s);
   else if (max_n <= 16)
     e = launch_grouped_large<F, 1>(dev, count, max_rows, max_n, s);
   else if (max_n <= 32)
@@ -703,6 +938,10 @@ bool tc_eligible(const QMatrix& W) {
 }
 
 void set_tensor_core_products(bool on) { tensor_cores_on = on; }
+
+void set_streaming_small_products(bool on) { stream_small_on = on; }
+
+void set_streaming_small_tiles(int rt) { stream_rt_forced = rt; }
 
 int tc_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
   if (n <= 0 || W.rows <= 0) return 0;
