@@ -167,6 +167,7 @@ double probe_drive_bps(const BenchRequest& r, double seconds) {
   StreamingOptions so = load_options(plan, r.mem, r.model).streaming;
   if (so.fetcher) return 0;  // stream mode: would download
   so.checksums.clear();
+  so.prefault = false;  // the probe never touches the bytes it reads
   so.policy = "lru";
   so.heat_file.clear();
   const ExpertTable& table = engine->experts();
@@ -340,13 +341,14 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   routed.reset();
   ExpertStats prev = model->expert_stats();
   const uint64_t prefill_read = prev.bytes_read - before_prefill.bytes_read;
+  const double prefill_verify = prev.verify_seconds - before_prefill.verify_seconds;
   const StreamingExperts* reader = model->streaming_experts();
   const std::vector<DriveStats> drives0 = reader ? reader->drive_stats() : std::vector<DriveStats>{};
   uint64_t io_prev = process_read_bytes();
   nlohmann::json per_token = nlohmann::json::array();
   std::vector<double> secs, ebytes, sbytes, need, dbytes;
   double copy_total = 0;
-  double decode_total = 0, stall_total = 0;
+  double decode_total = 0, stall_total = 0, verify_total = 0;
   uint64_t read_total = 0;
   for (int64_t i = 0; i < r.tokens; ++i) {
     const int32_t next = argmax(lg->data(), int64_t(lg->size()));
@@ -361,6 +363,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
     const double stall = st.stall_seconds - prev.stall_seconds;
     per_token.push_back({{"seconds", dt}, {"expert_bytes_read", er}, {"spine_bytes_read", sr},
                          {"expert_bytes_needed", nd}, {"stall_seconds", stall},
+                         {"verify_seconds", st.verify_seconds - prev.verify_seconds},
                          {"cache_hits", st.hits - prev.hits}, {"cache_misses", st.misses - prev.misses},
                          {"device_bytes_copied", st.device_bytes_copied - prev.device_bytes_copied},
                          {"device_copy_seconds", st.device_copy_seconds - prev.device_copy_seconds},
@@ -373,6 +376,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
     need.push_back(double(nd));
     decode_total += dt;
     stall_total += stall;
+    verify_total += st.verify_seconds - prev.verify_seconds;
     read_total += er;
     prev = st;
     io_prev = io;
@@ -415,6 +419,9 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"spine_stall_seconds", sp.stall_seconds},
       {"policy", r.mem.policy},
       {"prefetch", !r.mem.no_prefetch},
+      {"cache_prefault", !r.mem.no_prefault},
+      {"cache_prefault_seconds", reader ? reader->prefault_seconds() : 0.0},
+      {"cache_prefault_done", reader ? reader->prefault_done() : false},
       {"tokens", r.tokens},
       {"prompt_tokens", prompt.size()},
       {"prefill_seconds", prefill},
@@ -431,6 +438,9 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"read_gbps_while_stalled", stall_total > 0 ? double(read_total) / stall_total / 1e9 : 0},
       {"io_stall_fraction", decode_total > 0 ? stall_total / decode_total : 0},
       {"stall_seconds_per_token", stall_total / n},
+      {"verify_seconds_per_token", verify_total / n},
+      {"verify_fraction", decode_total > 0 ? verify_total / decode_total : 0},
+      {"prefill_verify_seconds", prefill_verify},
       {"compute_seconds_per_token", compute_s},
       {"cache_hit_rate", hit_rate},
       {"device", plan.device.name()},
@@ -471,11 +481,12 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
                     : fmt::format("{:.2f} GB/s (drive not probed)", stalled_gbps);
   res.summary.push_back(fmt::format(
       "{}: {:.3f} tokens/s mean over {} tokens ({:.4f} s/token); per token median {:.4f} s, p90 {:.4f}, max {:.4f}; "
-      "stall {:.0f}%; read {}/token (experts {}, spine {}; needed {}), hit rate {:.1f}%, prefetch recall {:.1f}%; "
+      "stall {:.0f}%, verification {:.0f}%; read {}/token (experts {}, spine {}; needed {}), hit rate {:.1f}%, prefetch recall {:.1f}%; "
       "reads while stalled {}; prefill {:.2f} s for {} tokens (experts read {}, distinct routed {}); spine layers "
       "streamed {}; peak RSS {} (budget {})",
       r.model, res.json["tokens_per_second"].get<double>(), r.tokens, mean_s, median(secs), quantile(secs, 0.9),
-      quantile(secs, 1.0), 100 * res.json["io_stall_fraction"].get<double>(), human_bytes(bytes_per_token),
+      quantile(secs, 1.0), 100 * res.json["io_stall_fraction"].get<double>(),
+      100 * res.json["verify_fraction"].get<double>(), human_bytes(bytes_per_token),
       human_bytes(mean(ebytes)), human_bytes(mean(sbytes)), human_bytes(mean(need)), 100 * hit_rate, 100 * recall,
       drive_part, prefill, prompt.size(), human_bytes(double(prefill_read)), human_bytes(double(prefill_distinct)),
       streamed_layers, human_bytes(double(process_peak_rss())), human_bytes(double(budget))));
