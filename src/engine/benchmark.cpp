@@ -435,7 +435,8 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"expert_bytes_needed_per_token", mean(need)},
       {"expert_bytes_read_per_token_median", median(ebytes)},
       {"read_gbps", decode_total > 0 ? double(read_total) / decode_total / 1e9 : 0},
-      {"read_gbps_while_stalled", stall_total > 0 ? double(read_total) / stall_total / 1e9 : 0},
+      // Below 1% of the decode, the stall is too short for a rate (the bytes arrived during compute): 0.
+      {"read_gbps_while_stalled", stall_total > 0.01 * decode_total ? double(read_total) / stall_total / 1e9 : 0},
       {"io_stall_fraction", decode_total > 0 ? stall_total / decode_total : 0},
       {"stall_seconds_per_token", stall_total / n},
       {"verify_seconds_per_token", verify_total / n},
@@ -473,12 +474,13 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   res.json["io_floor_seconds_per_token"] = io_floor;
   res.json["floor_seconds_per_token"] = io_floor + compute_s;
   res.json["floor_ratio"] = drive_bps > 0 && io_floor + compute_s > 0 ? mean_s / (io_floor + compute_s) : 0;
+  const std::string stalled_part = stalled_gbps > 0 ? fmt::format("{:.2f} GB/s", stalled_gbps) : "none (no stall)";
   const std::string drive_part =
-      drive_bps > 0 ? fmt::format("{:.2f} GB/s = {:.2f}x the drive's {:.2f} GB/s (probe); floor {:.4f} s/token (I/O "
+      drive_bps > 0 ? fmt::format("{} = {:.2f}x the drive's {:.2f} GB/s (probe); floor {:.4f} s/token (I/O "
                                   "{:.4f} + compute {:.4f}), {:.2f}x the floor",
-                                  stalled_gbps, res.json["stalled_read_vs_drive"].get<double>(), drive_bps / 1e9,
+                                  stalled_part, res.json["stalled_read_vs_drive"].get<double>(), drive_bps / 1e9,
                                   io_floor + compute_s, io_floor, compute_s, res.json["floor_ratio"].get<double>())
-                    : fmt::format("{:.2f} GB/s (drive not probed)", stalled_gbps);
+                    : fmt::format("{} (drive not probed)", stalled_part);
   res.summary.push_back(fmt::format(
       "{}: {:.3f} tokens/s mean over {} tokens ({:.4f} s/token); per token median {:.4f} s, p90 {:.4f}, max {:.4f}; "
       "stall {:.0f}%, verification {:.0f}%; read {}/token (experts {}, spine {}; needed {}), hit rate {:.1f}%, prefetch recall {:.1f}%; "
