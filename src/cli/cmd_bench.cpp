@@ -65,6 +65,9 @@ void add_bench_command(CLI::App& app, Action& action) {
                   "forward pass per step for all; aggregate tokens/s and bytes read per generated token")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--json", o->json_out, "Write the full results (with per-token lists) here");
+  cmd->add_option("--trace", r.trace,
+                  "Decode: write a Chrome / Perfetto trace of the timed steps here (each expert's read from issue "
+                  "to completion, waits, checksums, MoE compute per layer, tokens)");
   cmd->add_option("--seed", r.seed, "Seed of the random prompt")->capture_default_str();
   cmd->add_flag("--io-only", r.io_only, "Only read experts (random top-k per layer and token), no compute");
   cmd->add_flag("--generate", r.generate,

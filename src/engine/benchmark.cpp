@@ -14,6 +14,7 @@
 #include "util/error.h"
 #include "util/process_stats.h"
 #include "util/progress.h"
+#include "util/trace.h"
 
 namespace sluice {
 
@@ -350,11 +351,13 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   double copy_total = 0;
   double decode_total = 0, stall_total = 0, verify_total = 0;
   uint64_t read_total = 0;
+  if (!r.trace.empty()) trace::start(r.trace);
   for (int64_t i = 0; i < r.tokens; ++i) {
     const int32_t next = argmax(lg->data(), int64_t(lg->size()));
     auto a = Clock::now();
     lg = &s.feed({next});
     const double dt = seconds_since(a);
+    if (trace::enabled()) trace::span(fmt::format("token {}", i), "token", a, Clock::now());
     ExpertStats st = model->expert_stats();
     const uint64_t io = process_read_bytes();
     const uint64_t er = st.bytes_read - prev.bytes_read;
@@ -383,6 +386,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
     tick.say(fmt::format("bench: decoded {} of {} tokens ({:.3f} s/token)", i + 1, r.tokens, decode_total / double(i + 1)),
              i + 1 == r.tokens);
   }
+  trace::stop();
   ExpertStats st = model->expert_stats();
   const SpineStreamStats sp = model->spine_stats();
   const double hit_rate = st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0;

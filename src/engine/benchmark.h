@@ -36,6 +36,9 @@ struct BenchRequest {
   // Decode: after the decode, the drive's rate on the same files is probed for
   // this long (the floor's I/O rate); 0: no probe.
   double probe_seconds = 3;
+  // Decode: a Chrome / Perfetto trace of the decode steps (reads issued and
+  // completed per expert, waits, checksums, MoE compute per layer) is written here.
+  std::string trace;
 };
 
 struct BenchResult {

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "util/error.h"
+#include "util/trace.h"
 
 namespace sluice {
 
@@ -261,6 +262,7 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
     ++drive.stats.reads;
     note_busy(drive);
   }
+  if (trace::enabled()) trace::async_begin(fmt::format("read L{} E{}", layer, e), prefetch ? "prefetch" : "read", slot.key);
   ++stats_.reads_submitted;
   stats_.bytes_read += p.read_bytes;
   if (prefetch) {
@@ -289,6 +291,7 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
 void StreamingExperts::finish_slot(int64_t s) {
   Slot& slot = slots_[size_t(s)];
   const int32_t layer = int32_t(slot.key >> 32), e = int32_t(uint32_t(slot.key));
+  if (trace::enabled()) trace::async_end(fmt::format("read L{} E{}", layer, e), slot.prefetched ? "prefetch" : "read", slot.key);
   uint64_t want = 0;
   bool check = layer < int32_t(opts_.checksums.size()) && e < int32_t(opts_.checksums[size_t(layer)].size());
   if (check) want = opts_.checksums[size_t(layer)][size_t(e)];
@@ -303,6 +306,7 @@ void StreamingExperts::finish_slot(int64_t s) {
     const uint64_t h = XXH3_64bits_digest(st);
     XXH3_freeState(st);
     if (h != want) slot.error = -EBADMSG;
+    if (trace::enabled()) trace::span(fmt::format("verify L{} E{}", layer, e), "verify", t0, std::chrono::steady_clock::now());
     ++stats_.verified;
     stats_.verify_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -444,6 +448,8 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
     drain(true, pending_drive(s));
     waited = true;
   }
+  if (waited && trace::enabled())
+    trace::span(fmt::format("wait L{} E{}", layer, e), "wait", t0, std::chrono::steady_clock::now());
   // Checksums computed while waiting are verification time, not the drive's.
   if (waited)
     stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <vector>
 
 #include <fmt/format.h>
@@ -147,6 +148,34 @@ TEST(Benchmark, ReplayedDraftsCompareWithPlain) {
   EXPECT_EQ(res.json["plain"]["tokens"], res.json["speculative"]["tokens"]);
   EXPECT_GT(res.json["speculative"]["accepted"].get<int64_t>(), 0);
   EXPECT_LT(res.json["speculative"]["forward_passes"].get<int64_t>(), res.json["plain"]["forward_passes"].get<int64_t>());
+}
+
+// --trace: the decode's timeline as trace-event JSON, with a span per token,
+// MoE compute per layer, and a completed read for every read issued.
+TEST(Benchmark, DecodeTraceHasTokensComputeAndReads) {
+  BenchRequest r = request();
+  test::TempDir dir;
+  r.trace = dir.file("trace.json");
+  run_benchmark(r);
+  std::ifstream in(r.trace);
+  ASSERT_TRUE(in) << r.trace;
+  const auto j = nlohmann::json::parse(in);
+  int tokens = 0, compute = 0, begun = 0, ended = 0;
+  for (const auto& e : j["traceEvents"]) {
+    const std::string cat = e["cat"], ph = e["ph"];
+    if (cat == "token") ++tokens;
+    if (cat == "compute") {
+      ++compute;
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+    }
+    if (ph == "b") ++begun;
+    if (ph == "e") ++ended;
+  }
+  EXPECT_EQ(tokens, 4);
+  EXPECT_GE(compute, 4);
+  EXPECT_GT(begun, 0);  // the tiny cache misses during decode
+  EXPECT_LE(ended, begun);
+  EXPECT_GE(ended, begun - 64);  // reads still in flight at the end (prefetches) may not have ended
 }
 
 TEST(Benchmark, BadRequestsNameTheOption) {
