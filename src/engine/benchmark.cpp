@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "engine/engine.h"
+#include "io/routing_stats.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
 #include "util/error.h"
@@ -70,6 +71,37 @@ class RoutedExperts {
   Engine& e_;
   std::set<std::pair<int32_t, int32_t>> seen_;
 };
+
+// Each MoE layer's picks, one request per decoded token, while this is alive
+// (the routes actually taken, for the "routing" statistics).
+class RouteRecorder {
+ public:
+  explicit RouteRecorder(Engine& e) : e_(e) {
+    e_.set_request_observer([this](int32_t layer, const int32_t* x, int64_t n) {
+      log_.steps.push_back({layer, std::vector<int32_t>(x, x + n)});
+    });
+  }
+  ~RouteRecorder() { e_.set_request_observer({}); }
+  RouteRecorder(const RouteRecorder&) = delete;
+  RouteRecorder& operator=(const RouteRecorder&) = delete;
+  RoutingStats stats() const {
+    std::vector<int32_t> experts;
+    for (int32_t l = 0; l < e_.expert_index().layers(); ++l) experts.push_back(e_.expert_index().experts(l));
+    return routing_stats(log_, experts);
+  }
+
+ private:
+  Engine& e_;
+  RoutingLog log_;
+};
+
+std::string routing_summary(const RoutingStats& s) {
+  return fmt::format(
+      "routing over {} decoded tokens x {} MoE layers: previous-token overlap {:.1f}%, hottest 30% of experts {:.1f}% "
+      "of picks, {:.1f} distinct experts per {} tokens, next layer predictable {:.1f}%",
+      s.tokens, s.layers, 100 * s.prev_token_overlap, 100 * s.hottest_30pct_share, s.distinct_per_100_tokens,
+      s.window_tokens, 100 * s.next_layer_predictable);
+}
 
 // What each drive served between two snapshots of the reader's counters, over
 // `seconds` of the measured phase: `gbps` is its share of the phase's read
@@ -273,6 +305,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const double prefill_stall = read_wait_seconds(*model) - wait0;
   const uint64_t prefill_distinct = routed->distinct_bytes();
   routed.reset();
+  auto routes = std::make_unique<RouteRecorder>(*model);
   ExpertStats prev = model->expert_stats();
   const uint64_t prefill_read = prev.bytes_read - before_prefill.bytes_read;
   const StreamingExperts* reader = model->streaming_experts();
@@ -374,6 +407,10 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       100 * res.json["io_stall_fraction"].get<double>(), 100 * hit_rate, 100 * recall,
       human_bytes(double(process_peak_rss())), human_bytes(double(plan.budget))));
   if (!drives_summary(drives).empty()) res.summary.push_back(drives_summary(drives));
+  const RoutingStats routing = routes->stats();
+  routes.reset();
+  res.json["routing"] = routing.to_json();
+  res.summary.push_back(routing_summary(routing));
   if (plan.device.cuda())
     res.summary.push_back(fmt::format("{}: {:.1f} tokens/s decode, {:.1f} tokens/s prefill; experts copied to the "
                                       "GPU {}/token (median), copies {:.0f}% of decode time",
