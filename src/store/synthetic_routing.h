@@ -31,7 +31,7 @@ namespace sluice {
 struct RealisticRouting {
   double hot_fraction = 0.3;  // share of each layer's experts that get the popularity bias
   double hot_bias = 0.25;     // that bias, added to the sigmoid score a hot expert is chosen by
-  double step = 2.0;          // topic move per generated token, in hot-expert spacings
+  double step = 5.0;          // topic move per generated token, in hot-expert spacings
   double sharpness = 6.0;     // router logit of a token's own-angle expert over a far one
   double router_noise = 1.0;  // std of the router logit's token-specific (random) part
   double amplitude = 4.0;     // each topic coordinate of an embedding (the others are ~N(0, 1))
