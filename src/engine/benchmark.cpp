@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/engine.h"
+#include "io/routing_stats.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
 #include "util/error.h"
@@ -86,6 +87,37 @@ class RoutedExperts {
   Engine& e_;
   std::set<std::pair<int32_t, int32_t>> seen_;
 };
+
+// Each MoE layer's picks, one request per decoded token, while this is alive
+// (the routes actually taken, for the "routing" statistics).
+class RouteRecorder {
+ public:
+  explicit RouteRecorder(Engine& e) : e_(e) {
+    e_.set_request_observer([this](int32_t layer, const int32_t* x, int64_t n) {
+      log_.steps.push_back({layer, std::vector<int32_t>(x, x + n)});
+    });
+  }
+  ~RouteRecorder() { e_.set_request_observer({}); }
+  RouteRecorder(const RouteRecorder&) = delete;
+  RouteRecorder& operator=(const RouteRecorder&) = delete;
+  RoutingStats stats() const {
+    std::vector<int32_t> experts;
+    for (int32_t l = 0; l < e_.expert_index().layers(); ++l) experts.push_back(e_.expert_index().experts(l));
+    return routing_stats(log_, experts);
+  }
+
+ private:
+  Engine& e_;
+  RoutingLog log_;
+};
+
+std::string routing_summary(const RoutingStats& s) {
+  return fmt::format(
+      "routing over {} decoded tokens x {} MoE layers: previous-token overlap {:.1f}%, hottest 30% of experts {:.1f}% "
+      "of picks, {:.1f} distinct experts per {} tokens, next layer predictable {:.1f}%",
+      s.tokens, s.layers, 100 * s.prev_token_overlap, 100 * s.hottest_30pct_share, s.distinct_per_100_tokens,
+      s.window_tokens, 100 * s.next_layer_predictable);
+}
 
 // What each drive served between two snapshots of the reader's counters, over
 // `seconds` of the measured phase: `gbps` is its share of the phase's read
@@ -340,6 +372,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const double prefill_stall = read_wait_seconds(*model) - wait0;
   const uint64_t prefill_distinct = routed->distinct_bytes();
   routed.reset();
+  auto routes = std::make_unique<RouteRecorder>(*model);
   ExpertStats prev = model->expert_stats();
   const uint64_t prefill_read = prev.bytes_read - before_prefill.bytes_read;
   const double prefill_verify = prev.verify_seconds - before_prefill.verify_seconds;
@@ -465,6 +498,9 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const bool cuda = plan.device.cuda();
   const uint64_t budget = plan.budget;
   const std::string streamed_layers = fmt::format("{}", sp.streamed_layers);
+  const RoutingStats routing = routes->stats();
+  routes.reset();  // holds the model: before the model goes
+  res.json["routing"] = routing.to_json();
   session.reset();
   model.reset();  // the probe's reader takes the decode's memory
   // The floor: the bytes this decode read per token at the drive's rate, plus
@@ -497,6 +533,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       drive_part, prefill, prompt.size(), human_bytes(double(prefill_read)), human_bytes(double(prefill_distinct)),
       streamed_layers, human_bytes(double(process_peak_rss())), human_bytes(double(budget))));
   if (!drives_summary(drives).empty()) res.summary.push_back(drives_summary(drives));
+  res.summary.push_back(routing_summary(routing));
   if (cuda)
     res.summary.push_back(fmt::format("{}: {:.2f} tokens/s decode (mean), {:.1f} tokens/s prefill; experts copied to "
                                       "the GPU {}/token (mean), copies {:.0f}% of decode time",
