@@ -42,6 +42,7 @@ void add_serve_command(CLI::App& app, Action& action) {
     DraftChoice draft;
     MemoryRequest mem;
     bool speculate = false;
+    bool no_draft_gate = false;
     int64_t context = 0;
     double header_timeout_s = 10;
     double request_timeout_s = 0;
@@ -87,7 +88,7 @@ void add_serve_command(CLI::App& app, Action& action) {
                   "requests' prompts and replies, up to --suffix-tokens tokens, the oldest evicted first: the most "
                   "frequent continuation of the longest earlier match, as long as the match)")
       ->check(CLI::IsMember({"ngram", "suffix"}));
-  add_draft_length_options(cmd, o->s.speculation.max_draft, o->s.speculation.adaptive, o->draft);
+  add_draft_length_options(cmd, o->s.speculation.max_draft, o->no_draft_gate, o->draft);
   cmd->add_option("--draft-model", o->draft.model_dir,
                   "Speculate with this smaller model's greedy continuation instead (it must use the same "
                   "tokenizer; implies --speculate)");
@@ -135,6 +136,7 @@ void add_serve_command(CLI::App& app, Action& action) {
     action = [o] {
       check_draft_choice(o->draft);
       o->draft.speculate = o->speculate;
+      o->s.speculation.adaptive = !o->no_draft_gate;
       if (!(o->header_timeout_s > 0 && o->header_timeout_s <= 3600))
         fail("--header-timeout must be in (0, 3600] seconds, got {}", o->header_timeout_s);
       o->s.transport.head_timeout = std::chrono::milliseconds(checked_integer<int64_t>(o->header_timeout_s * 1000, "--header-timeout (ms)"));

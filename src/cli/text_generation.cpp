@@ -35,12 +35,12 @@ void print_plan(const TextGenOptions& g, const Engine& engine) {
   if (g.stats) std::fprintf(stderr, "%s\n", engine.plan().describe().c_str());
 }
 
-void add_draft_length_options(CLI::App* cmd, int64_t& draft_max, bool& gate, DraftChoice& d) {
+void add_draft_length_options(CLI::App* cmd, int64_t& draft_max, bool& no_gate, DraftChoice& d) {
   cmd->add_option("--draft-max", draft_max,
                   "With --speculate: most draft tokens verified per pass (the gate drafts fewer, or none, when "
                   "that pays better)")
       ->capture_default_str();
-  cmd->add_flag("--no-draft-gate{false}", gate,
+  cmd->add_flag("--no-draft-gate", no_gate,
                 "With --speculate: draft --draft-max tokens at every step, whether or not it pays (measuring a "
                 "drafter, tests)");
   cmd->add_option("--ngram", d.ngram, "With --draft ngram: longest suffix (in tokens) looked up")
@@ -62,7 +62,7 @@ void add_generation_options(CLI::App* cmd, TextGenOptions& g) {
                   "--suffix-tokens tokens: the most frequent continuation of the longest earlier match, as long as "
                   "the match)")
       ->check(CLI::IsMember({"ngram", "suffix"}));
-  add_draft_length_options(cmd, g.draft_max, g.draft_gate, g.draft);
+  add_draft_length_options(cmd, g.draft_max, g.no_draft_gate, g.draft);
   cmd->add_option("--draft-model", g.draft.model_dir,
                   "Speculate with this smaller model's greedy continuation instead (it must use the same "
                   "tokenizer; implies --speculate)");
@@ -144,7 +144,7 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
   auto pick = [&](float* logits) { return sampler.sample(logits, V).token; };
   SpeculationOptions so;
   so.max_draft = o.draft_max;
-  so.adaptive = o.draft_gate;
+  so.adaptive = !o.no_draft_gate;
   SpeculationStats st;
   const ExpertStats before = s.model().expert_stats();
   ExpertStats after_prompt = before;

@@ -27,7 +27,7 @@ struct TextGenOptions {
   std::vector<int32_t> stop_ids;  // ids that end the text besides the model's eos ids (a chat's end of turn)
   bool speculate = false;
   int64_t draft_max = 8;
-  bool draft_gate = true;     // false: always draft draft_max tokens (--no-draft-gate)
+  bool no_draft_gate = false;  // always draft draft_max tokens (--no-draft-gate)
   bool stats = false;  // speculation / expert statistics to stderr
   int64_t prefill_chunk = 0;  // tokens per prefill pass; 0: as many as the memory plan allows
   SamplingParams sampling{.temperature = 0};  // greedy unless --temperature
@@ -38,8 +38,7 @@ struct TextGenOptions {
 // --speculate, --draft, --draft-max, --stats and the sampling options, shared by the generating commands.
 void add_generation_options(CLI::App* cmd, TextGenOptions& g);
 // --draft-max, --no-draft-gate, --ngram and --suffix-tokens (generate, run, chat and serve).
-// gate: false with --no-draft-gate.
-void add_draft_length_options(CLI::App* cmd, int64_t& draft_max, bool& gate, DraftChoice& d);
+void add_draft_length_options(CLI::App* cmd, int64_t& draft_max, bool& no_gate, DraftChoice& d);
 // Checks the values given (throws sluice::Error naming the option).
 void check_generation_options(const TextGenOptions& g);
 // Sets g.drafter for the target model: the draft model, suffix drafts or n-gram lookup when speculating.

@@ -36,7 +36,8 @@ std::string describe_speculation(const SpeculationStats& st) {
       "[speculation: {} tokens after {} forward passes, {} of {} drafts accepted ({:.0f}%); gate {} (acceptance "
       "{:.2f}, a drafted token costs {:.2f} plain steps; {:.4f} s per plain step, {:.4f} s per verification pass; "
       "{} plain steps while off, {} probes)",
-      st.generated, st.forward_passes(), st.accepted, st.proposed, 100 * st.acceptance(), st.gate_on ? "on" : "off",
+      st.generated, st.forward_passes(), st.accepted, st.proposed, 100 * st.acceptance(),
+      !st.gate_used ? "not used (--no-draft-gate)" : st.gate_on ? "on" : "off",
       st.gate_acceptance, st.gate_draft_cost, st.plain ? st.plain_seconds / double(st.plain) : 0.0,
       st.passes ? st.pass_seconds / double(st.passes) : 0.0, st.off_steps, st.probes);
   if (st.index.max_tokens > 0)
@@ -74,6 +75,7 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
   DraftGate gate(opts);
   auto finish = [&] {
     st.gate_on = gate.on();
+    st.gate_used = opts.adaptive;
     st.gate_acceptance = gate.acceptance();
     st.gate_draft_cost = gate.draft_cost();
     st.off_steps = gate.off_steps();

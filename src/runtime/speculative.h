@@ -70,6 +70,7 @@ struct SpeculationStats {
   double plain_seconds = 0;     // in one-token passes (drafting included when a draft came back empty)
   double pass_seconds = 0;      // in verification passes, drafting included
   bool gate_on = false;         // at the end: drafting (else paused until the next probe)
+  bool gate_used = true;        // false: SpeculationOptions::adaptive was off
   double gate_acceptance = 0;   // at the end: estimated chance a draft token is accepted after an accepted one
   double gate_draft_cost = 0;   // at the end: a drafted token's cost in plain steps (measured, else the prior)
   DraftIndexSize index;         // the drafter's index at the end
