@@ -30,8 +30,10 @@ TEST(Benchmark, DecodeMeasuresEveryToken) {
   const BenchResult res = run_benchmark(request(), [&](const std::string&) { ++progress; });
   const auto& j = res.json;
   EXPECT_GT(progress, 0);
-  ASSERT_EQ(res.summary.size(), 1u);
+  ASSERT_EQ(res.summary.size(), 2u);  // the decode, then the routing statistics of the routes taken
   EXPECT_NE(res.summary[0].find("s/token"), std::string::npos) << res.summary[0];
+  EXPECT_NE(res.summary[1].find("previous-token overlap"), std::string::npos) << res.summary[1];
+  EXPECT_TRUE(j["routing"].contains("prev_token_overlap")) << j.dump();
   EXPECT_EQ(j["per_token"].size(), 4u);
   EXPECT_EQ(j["prompt_tokens"].get<int64_t>(), 6);
   EXPECT_EQ(j["ram_bytes"].get<uint64_t>(), uint64_t(0.02 * double(1ull << 30)));
