@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "compute/expert_source.h"
+#include "runtime/speculative.h"
 
 namespace sluice::chat {
 
@@ -18,8 +19,8 @@ class GenerationCounters {
   virtual void set_prefill_progress(int64_t /*done*/, int64_t /*total*/) {}
   // The routed-expert source's counters, as of the generation thread's last snapshot.
   virtual void set_expert_stats(const ExpertStats& /*s*/) {}
-  // One request's speculation: verification passes, draft tokens proposed and accepted.
-  virtual void add_speculation(int64_t /*passes*/, int64_t /*proposed*/, int64_t /*accepted*/) {}
+  // One request's speculation: passes, drafts proposed and accepted, the gate's state, the drafter's index.
+  virtual void add_speculation(const SpeculationStats& /*s*/) {}
   // The prompt cache after a prefill: conversations kept in memory (the running one
   // included) and their state's bytes; saved state files and their bytes.
   virtual void set_prompt_cache(int64_t /*slots*/, uint64_t /*memory_bytes*/, int64_t /*files*/,

@@ -201,7 +201,7 @@ Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, c
       current_ = {};
       throw;
     }
-    if (drafter_) counters_.add_speculation(spec.passes, spec.proposed, spec.accepted);
+    if (drafter_) counters_.add_speculation(spec);
   }
   counters_.set_expert_stats(model_.expert_stats());
   reply.finish(out);

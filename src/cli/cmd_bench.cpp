@@ -50,6 +50,12 @@ void add_bench_command(CLI::App& app, Action& action) {
       cmd->add_option("--model", r.model, "Model directory (default: $SLUICE_MODEL or the shipped sluice-k3-mini)");
   cmd->add_option("--tokens", r.tokens, "Decode steps to time")->capture_default_str();
   cmd->add_option("--prompt-tokens", r.prompt_tokens, "Random prompt length (prefilled first)")->capture_default_str();
+  cmd->add_option("--probe-seconds", r.probe_seconds,
+                  "After the decode, read random experts of the same files for this long (no compute, no "
+                  "verification) to measure the drive's rate: the floor and the stalled reads' share of it (0: no "
+                  "probe)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--prefill-chunk", r.chunk,
                   "Prefill chunk size in tokens (0: as many as the memory plan's activation reserve allows; each "
                   "chunk reads each routed expert it needs once per layer)")
@@ -59,6 +65,9 @@ void add_bench_command(CLI::App& app, Action& action) {
                   "forward pass per step for all; aggregate tokens/s and bytes read per generated token")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--json", o->json_out, "Write the full results (with per-token lists) here");
+  cmd->add_option("--trace", r.trace,
+                  "Decode: write a Chrome / Perfetto trace of the timed steps here (each expert's read from issue "
+                  "to completion, waits, checksums, MoE compute per layer, tokens)");
   cmd->add_option("--seed", r.seed, "Seed of the random prompt")->capture_default_str();
   cmd->add_flag("--io-only", r.io_only, "Only read experts (random top-k per layer and token), no compute");
   cmd->add_flag("--generate", r.generate,

@@ -10,6 +10,7 @@
 #include "cli/memory_options.h"
 #include "engine/engine.h"
 #include "io/routing_log.h"
+#include "io/routing_stats.h"
 #include "util/error.h"
 
 namespace sluice::cli {
@@ -53,7 +54,18 @@ int run(const Opts& o) {
                       {"lru_hit_rate", r.lru_hit_rate}});
   }
   std::printf("(%zu tokens; consecutive reuse under uniform random routing would be k/E)\n", ids.size());
-  if (!o.json_out.empty()) std::ofstream(o.json_out) << nlohmann::json{{"tokens", ids.size()}, {"layers", layers}}.dump(2);
+  const RoutingStats stats = routing_stats(log, experts);
+  std::printf("previous-token overlap %.1f%%, hottest 30%% of experts %.1f%% of picks, %.1f distinct experts per %lld "
+              "tokens, next layer predictable %.1f%%\n",
+              100 * stats.prev_token_overlap, 100 * stats.hottest_30pct_share, stats.distinct_per_100_tokens,
+              static_cast<long long>(stats.window_tokens), 100 * stats.next_layer_predictable);
+  // The trace itself (each token's picks per layer, in request order): what a replay needs.
+  nlohmann::json routes = nlohmann::json::array();
+  for (const auto& [l, e] : log.steps) routes.push_back({l, e});
+  if (!o.json_out.empty())
+    std::ofstream(o.json_out) << nlohmann::json{{"tokens", ids.size()}, {"layers", layers}, {"routing", stats.to_json()},
+                                                {"routes", routes}}
+                                     .dump(2);
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "chat/chat_codec.h"
 #include "cli/commands.h"
 #include "cli/memory_options.h"
+#include "cli/text_generation.h"
 #include "engine/drafter.h"
 #include "engine/engine.h"
 #include "engine/model_identity.h"
@@ -37,10 +38,11 @@ void add_serve_command(CLI::App& app, Action& action) {
       "serve", "OpenAI-compatible and Anthropic-compatible HTTP server (chat completions, completions, Responses, "
                "Messages) with a chat page at /");
   struct Opts {
-    std::string model, name, draft_model;
+    std::string model, name;
+    DraftChoice draft;
     MemoryRequest mem;
     bool speculate = false;
-    int64_t ngram = 4;
+    bool no_draft_gate = false;
     int64_t context = 0;
     double header_timeout_s = 10;
     double request_timeout_s = 0;
@@ -76,14 +78,19 @@ void add_serve_command(CLI::App& app, Action& action) {
                   "experts again)");
   cmd->add_option("--served-model-name", o->name, "Model id clients send (default: the directory's name)");
   cmd->add_flag("--speculate", o->speculate,
-                "n-gram speculative decoding: drafts from the conversation are verified in one pass (same output, "
-                "greedy or sampled)");
-  cmd->add_option("--draft-max", o->s.speculation.max_draft, "With --speculate: most draft tokens verified per pass")
-      ->capture_default_str();
-  cmd->add_option("--ngram", o->ngram, "With --speculate: longest suffix (in tokens) looked up in the conversation")
-      ->capture_default_str();
-  cmd->add_option("--draft-model", o->draft_model,
-                  "Speculate with this smaller model's greedy continuation instead of n-grams (it must use the same "
+                "Speculative decoding: drafts are verified in one pass (same replies, greedy or sampled); n-gram "
+                "drafts unless --draft or --draft-model says otherwise. Per request, a gate measures acceptance and "
+                "the cost of verification passes against plain steps and drafts only while that pays (/metrics "
+                "reports it). Needs --parallel 1");
+  cmd->add_option("--draft", o->draft.kind,
+                  "Drafter (implies --speculate): ngram (what followed the longest recent match of the last --ngram "
+                  "tokens in the conversation) or suffix (a suffix index of the conversation and of the recent "
+                  "requests' prompts and replies, up to --suffix-tokens tokens, the oldest evicted first: the most "
+                  "frequent continuation of the longest earlier match, as long as the match)")
+      ->check(CLI::IsMember({"ngram", "suffix"}));
+  add_draft_length_options(cmd, o->s.speculation.max_draft, o->no_draft_gate, o->draft);
+  cmd->add_option("--draft-model", o->draft.model_dir,
+                  "Speculate with this smaller model's greedy continuation instead (it must use the same "
                   "tokenizer; implies --speculate)");
   cmd->add_option("--context-length", o->context,
                   "Positions a conversation may use; longer prompts get 400 context_length_exceeded. Default: the "
@@ -127,7 +134,9 @@ void add_serve_command(CLI::App& app, Action& action) {
   add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
-      if (o->ngram < 1) fail("--ngram must be >= 1, got {}", o->ngram);
+      check_draft_choice(o->draft);
+      o->draft.speculate = o->speculate;
+      o->s.speculation.adaptive = !o->no_draft_gate;
       if (!(o->header_timeout_s > 0 && o->header_timeout_s <= 3600))
         fail("--header-timeout must be in (0, 3600] seconds, got {}", o->header_timeout_s);
       o->s.transport.head_timeout = std::chrono::milliseconds(checked_integer<int64_t>(o->header_timeout_s * 1000, "--header-timeout (ms)"));
@@ -140,7 +149,7 @@ void add_serve_command(CLI::App& app, Action& action) {
         fail("--keep-alive must be in [0.1, 3600] seconds, got {}", o->keep_alive_s);
       o->s.keep_alive = std::chrono::milliseconds(checked_integer<int64_t>(o->keep_alive_s * 1000, "--keep-alive (ms)"));
       o->s.log_requests = !o->no_request_log;
-      server::check_options(o->s, o->speculate || !o->draft_model.empty());
+      server::check_options(o->s, o->speculate || !o->draft.kind.empty() || !o->draft.model_dir.empty());
       if (!(o->prompt_cache_gb > 0)) fail("--prompt-cache-max must be positive, got {}", o->prompt_cache_gb);
       o->s.cache.disk_bytes = checked_bytes(o->prompt_cache_gb, 1e9, "--prompt-cache-max (GB)");
       if (!(o->checkpoints_gb >= 0)) fail("--prompt-checkpoints must be >= 0, got {}", o->checkpoints_gb);
@@ -167,7 +176,7 @@ void add_serve_command(CLI::App& app, Action& action) {
                                    : model->plan().stream_experts || model->plan().device.cuda() ? 0.0
                                                                                                   : 0.5;
       if (!o->s.cache.dir.empty()) o->s.cache.identity = model_identity(*model);
-      o->s.drafter = choose_drafter(o->draft_model, o->speculate, o->ngram, *model);
+      o->s.drafter = choose_drafter(o->draft, *model);
       o->s.context_length = server::served_context(
           o->context > 0 ? o->context : model->plan().footprint.context_tokens, model->context_length(), o->model);
       auto codec = chat::make_chat_codec(o->model, model->info().vocab);

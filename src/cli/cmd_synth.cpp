@@ -28,6 +28,23 @@ void add_synth_command(CLI::App& app, Action& action) {
   cmd->add_option("--expert-format", o->expert_format, "deepseek_v3/kimi_k2 only: bf16, fp8 or int4")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  cmd->add_option("--routing", o->routing,
+                  "random: i.i.d. router rows (tokens spread by chance); realistic: popular experts and lasting topics "
+                  "in the router, embedding and lm_head weights, as released models route (deepseek_v3, kimi_k2, "
+                  "kimi_k3)")
+      ->check(CLI::IsMember({"random", "realistic"}))
+      ->capture_default_str();
+  RealisticRouting& rr = o->realistic;
+  cmd->add_option("--hot-fraction", rr.hot_fraction, "realistic: share of each layer's experts that are popular")
+      ->capture_default_str();
+  cmd->add_option("--hot-bias", rr.hot_bias, "realistic: score-correction bias of the popular experts")
+      ->capture_default_str();
+  cmd->add_option("--topic-step", rr.step, "realistic: topic move per generated token, in popular-expert spacings")
+      ->capture_default_str();
+  cmd->add_option("--router-sharpness", rr.sharpness, "realistic: router logit of a token's own-topic expert")
+      ->capture_default_str();
+  cmd->add_option("--router-noise", rr.router_noise, "realistic: std of the router logits' token-specific part")
+      ->capture_default_str();
   cmd->add_flag("--quiet", *quiet, "No progress display");
   cmd->callback([=, &action] {
     action = [=] {
@@ -41,8 +58,9 @@ void add_synth_command(CLI::App& app, Action& action) {
       set(o->hidden, *hidden);
       set(o->moe_intermediate, *inter);
       o->progress = !*quiet;
-      std::fprintf(stderr, "synth: %s (%s preset) is %s of weights; writing to %s\n", o->arch.c_str(),
-                   o->preset.c_str(), human_bytes(double(synth_bytes(*o))).c_str(), o->out_dir.c_str());
+      std::fprintf(stderr, "synth: %s (%s preset) is %s of weights, routing %s; writing to %s\n", o->arch.c_str(),
+                   o->preset.c_str(), human_bytes(double(synth_bytes(*o))).c_str(), synth_routing_label(*o).c_str(),
+                   o->out_dir.c_str());
       uint64_t bytes = synthesize(*o);
       std::printf("wrote %s (%s) to %s\n", o->arch.c_str(), human_bytes(double(bytes)).c_str(), o->out_dir.c_str());
       return 0;

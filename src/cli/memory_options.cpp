@@ -75,6 +75,10 @@ void add_memory_options(CLI::App* cmd, MemoryRequest& r) {
       ->group(group);
   cmd->add_flag("--buffered", r.buffered, "Read through the page cache instead of O_DIRECT")->group(group);
   cmd->add_flag("--no-prefetch", r.no_prefetch, "Do not predict the next layer's experts")->group(group);
+  cmd->add_flag("--no-prefault", r.no_prefault,
+                "Do not touch the expert cache's pages once at start-up (in the background); on VMs that charge "
+                "the first user-space access to a page, the first read of each freshly filled slot then pays it")
+      ->group(group);
 }
 
 void apply_memory_options(const MemoryRequest& r) {

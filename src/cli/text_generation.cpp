@@ -35,15 +35,36 @@ void print_plan(const TextGenOptions& g, const Engine& engine) {
   if (g.stats) std::fprintf(stderr, "%s\n", engine.plan().describe().c_str());
 }
 
+void add_draft_length_options(CLI::App* cmd, int64_t& draft_max, bool& no_gate, DraftChoice& d) {
+  cmd->add_option("--draft-max", draft_max,
+                  "With --speculate: most draft tokens verified per pass (the gate drafts fewer, or none, when "
+                  "that pays better)")
+      ->capture_default_str();
+  cmd->add_flag("--no-draft-gate", no_gate,
+                "With --speculate: draft --draft-max tokens at every step, whether or not it pays (measuring a "
+                "drafter, tests)");
+  cmd->add_option("--ngram", d.ngram, "With --draft ngram: longest suffix (in tokens) looked up")
+      ->capture_default_str();
+  cmd->add_option("--suffix-tokens", d.suffix.max_tokens,
+                  "With --draft suffix: tokens the suffix index holds at most (about 100-150 bytes each; the "
+                  "oldest documents are evicted first)")
+      ->capture_default_str();
+}
+
 void add_generation_options(CLI::App* cmd, TextGenOptions& g) {
   cmd->add_flag("--speculate", g.speculate,
-                "n-gram speculative decoding: drafts from the text so far are verified in one pass (same output)");
-  cmd->add_option("--draft-max", g.draft_max, "With --speculate: most draft tokens verified per pass")
-      ->capture_default_str();
-  cmd->add_option("--ngram", g.ngram, "With --speculate: longest suffix (in tokens) looked up in the text so far")
-      ->capture_default_str();
-  cmd->add_option("--draft-model", g.draft_model,
-                  "Speculate with this smaller model's greedy continuation instead of n-grams (it must use the same "
+                "Speculative decoding: drafts are verified in one pass (same output, greedy or sampled); n-gram "
+                "drafts unless --draft or --draft-model says otherwise. A gate measures acceptance and the cost of "
+                "verification passes against plain steps and drafts only while that pays (--stats reports it)");
+  cmd->add_option("--draft", g.draft.kind,
+                  "Drafter (implies --speculate): ngram (what followed the longest recent match of the last "
+                  "--ngram tokens in the text so far) or suffix (a suffix index of the text so far, up to "
+                  "--suffix-tokens tokens: the most frequent continuation of the longest earlier match, as long as "
+                  "the match)")
+      ->check(CLI::IsMember({"ngram", "suffix"}));
+  add_draft_length_options(cmd, g.draft_max, g.no_draft_gate, g.draft);
+  cmd->add_option("--draft-model", g.draft.model_dir,
+                  "Speculate with this smaller model's greedy continuation instead (it must use the same "
                   "tokenizer; implies --speculate)");
   cmd->add_option("--temperature", g.sampling.temperature, "Sampling temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--top-p", g.sampling.top_p, "Sample from the smallest set of tokens with this much probability")
@@ -63,7 +84,7 @@ void add_generation_options(CLI::App* cmd, TextGenOptions& g) {
 void check_generation_options(const TextGenOptions& g) {
   if (g.max_new < 0) fail("--max-new must be >= 0, got {}", g.max_new);
   if (g.draft_max < 1) fail("--draft-max must be >= 1, got {}", g.draft_max);
-  if (g.ngram < 1) fail("--ngram must be >= 1, got {}", g.ngram);
+  check_draft_choice(g.draft);
   if (!(g.sampling.temperature >= 0)) fail("--temperature must be >= 0, got {}", g.sampling.temperature);
   if (!(g.sampling.top_p > 0 && g.sampling.top_p <= 1)) fail("--top-p must be in (0, 1], got {}", g.sampling.top_p);
   if (g.sampling.top_k < 0) fail("--top-k must be >= 0, got {}", g.sampling.top_k);
@@ -72,7 +93,8 @@ void check_generation_options(const TextGenOptions& g) {
 }
 
 void make_drafter(TextGenOptions& g, const Model& target) {
-  g.drafter = choose_drafter(g.draft_model, g.speculate, g.ngram, target);
+  g.draft.speculate = g.speculate;
+  g.drafter = choose_drafter(g.draft, target);
   g.speculate = g.drafter != nullptr;
 }
 
@@ -122,6 +144,7 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
   auto pick = [&](float* logits) { return sampler.sample(logits, V).token; };
   SpeculationOptions so;
   so.max_draft = o.draft_max;
+  so.adaptive = !o.no_draft_gate;
   SpeculationStats st;
   const ExpertStats before = s.model().expert_stats();
   ExpertStats after_prompt = before;
@@ -147,10 +170,7 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
   decode(s, std::move(logits), s.tokens(), o.max_new, pick, take, o.speculate ? o.drafter.get() : nullptr, so, &st);
   if (o.stats) {
     const ExpertStats after = s.model().expert_stats();
-    if (o.speculate)
-      std::fprintf(stderr, "[speculation: %lld tokens after %lld forward passes, %lld of %lld drafts accepted (%.0f%%)]\n",
-                   (long long)st.generated, (long long)st.forward_passes(), (long long)st.accepted,
-                   (long long)st.proposed, 100 * st.acceptance());
+    if (o.speculate) std::fprintf(stderr, "%s\n", describe_speculation(st).c_str());
     const double n = double(std::max<int64_t>(1, st.generated));
     std::fprintf(stderr,
                  "[experts: %s needed, %s read from storage in all; while generating %s needed and %s read per token]\n",

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/drafter.h"
 #include "engine/engine.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -26,19 +27,21 @@ struct TextGenOptions {
   std::vector<int32_t> stop_ids;  // ids that end the text besides the model's eos ids (a chat's end of turn)
   bool speculate = false;
   int64_t draft_max = 8;
+  bool no_draft_gate = false;  // always draft draft_max tokens (--no-draft-gate)
   bool stats = false;  // speculation / expert statistics to stderr
   int64_t prefill_chunk = 0;  // tokens per prefill pass; 0: as many as the memory plan allows
   SamplingParams sampling{.temperature = 0};  // greedy unless --temperature
-  int64_t ngram = 4;         // longest suffix looked up by the n-gram drafter
-  std::string draft_model;   // a small model as the drafter instead (implies speculate)
+  DraftChoice draft;         // --draft, --ngram, --suffix-tokens, --draft-model
   std::shared_ptr<Drafter> drafter;  // made by make_drafter() once the target is loaded
 };
 
-// --speculate, --draft-max, --stats and the sampling options, shared by the generating commands.
+// --speculate, --draft, --draft-max, --stats and the sampling options, shared by the generating commands.
 void add_generation_options(CLI::App* cmd, TextGenOptions& g);
+// --draft-max, --no-draft-gate, --ngram and --suffix-tokens (generate, run, chat and serve).
+void add_draft_length_options(CLI::App* cmd, int64_t& draft_max, bool& no_gate, DraftChoice& d);
 // Checks the values given (throws sluice::Error naming the option).
 void check_generation_options(const TextGenOptions& g);
-// Sets g.drafter for the target model: the draft model or n-gram lookup when speculating.
+// Sets g.drafter for the target model: the draft model, suffix drafts or n-gram lookup when speculating.
 void make_drafter(TextGenOptions& g, const Model& target);
 
 // Decodes after `prompt` (fed first) as the options say; on_token sees every token.

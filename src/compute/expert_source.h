@@ -27,7 +27,9 @@ struct ExpertStats {
   uint64_t requests = 0, hits = 0, misses = 0;  // acquire() calls; found resident or not at request time
   uint64_t bytes_read = 0;                      // from storage, including alignment padding
   uint64_t bytes_needed = 0;                    // size of every acquired expert, cached or not
-  double stall_seconds = 0;                     // time acquire() spent waiting for reads
+  double stall_seconds = 0;                     // time acquire() spent waiting for reads (not verifying them)
+  double verify_seconds = 0;                    // time spent checking loaded experts' checksums
+  uint64_t verified = 0;                        // experts whose checksum was checked
   uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0, prefetch_bytes = 0;
   uint64_t prefetch_wasted_bytes = 0;
   uint64_t reads_submitted = 0;

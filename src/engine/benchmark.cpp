@@ -2,17 +2,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <random>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "engine/engine.h"
+#include "io/routing_stats.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
 #include "util/error.h"
 #include "util/process_stats.h"
 #include "util/progress.h"
+#include "util/trace.h"
 
 namespace sluice {
 
@@ -29,6 +32,20 @@ double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// The nearest-rank q-quantile (0 < q <= 1): the smallest value with at least q of them at or below it.
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = size_t(std::ceil(q * double(v.size())));
+  return v[std::min(v.size(), std::max<size_t>(rank, 1)) - 1];
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / double(v.size());
 }
 
 // Progress lines at most every two seconds, and the last one always.
@@ -71,6 +88,37 @@ class RoutedExperts {
   std::set<std::pair<int32_t, int32_t>> seen_;
 };
 
+// Each MoE layer's picks, one request per decoded token, while this is alive
+// (the routes actually taken, for the "routing" statistics).
+class RouteRecorder {
+ public:
+  explicit RouteRecorder(Engine& e) : e_(e) {
+    e_.set_request_observer([this](int32_t layer, const int32_t* x, int64_t n) {
+      log_.steps.push_back({layer, std::vector<int32_t>(x, x + n)});
+    });
+  }
+  ~RouteRecorder() { e_.set_request_observer({}); }
+  RouteRecorder(const RouteRecorder&) = delete;
+  RouteRecorder& operator=(const RouteRecorder&) = delete;
+  RoutingStats stats() const {
+    std::vector<int32_t> experts;
+    for (int32_t l = 0; l < e_.expert_index().layers(); ++l) experts.push_back(e_.expert_index().experts(l));
+    return routing_stats(log_, experts);
+  }
+
+ private:
+  Engine& e_;
+  RoutingLog log_;
+};
+
+std::string routing_summary(const RoutingStats& s) {
+  return fmt::format(
+      "routing over {} decoded tokens x {} MoE layers: previous-token overlap {:.1f}%, hottest 30% of experts {:.1f}% "
+      "of picks, {:.1f} distinct experts per {} tokens, next layer predictable {:.1f}%",
+      s.tokens, s.layers, 100 * s.prev_token_overlap, 100 * s.hottest_30pct_share, s.distinct_per_100_tokens,
+      s.window_tokens, 100 * s.next_layer_predictable);
+}
+
 // What each drive served between two snapshots of the reader's counters, over
 // `seconds` of the measured phase: `gbps` is its share of the phase's read
 // rate, `busy_gbps` its rate while it had reads in flight.
@@ -100,6 +148,77 @@ std::string drives_summary(const nlohmann::json& drives) {
   return served < 2 ? "" : fmt::format("{} drives:{}", served, s);
 }
 
+// For each token and MoE layer, top-k uniformly random distinct experts
+// (sorted), in decode order.
+std::vector<std::pair<int32_t, std::vector<int32_t>>> random_routes(const ExpertTable& table, int64_t k, int64_t tokens,
+                                                                    uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<int32_t, std::vector<int32_t>>> steps;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int32_t l = 0; l < table.layers(); ++l) {
+      if (table.experts(l) == 0) continue;
+      std::vector<int32_t> ids;
+      while (int64_t(ids.size()) < std::min<int64_t>(k, table.experts(l))) {
+        int32_t e = int32_t(rng() % uint64_t(table.experts(l)));
+        if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+      }
+      std::sort(ids.begin(), ids.end());
+      steps.push_back({l, ids});
+    }
+  return steps;
+}
+
+// Each step's experts are requested, the next step's are prefetched (as a
+// perfect predictor would), then the step's experts are consumed; stops
+// after `max_seconds` (0: never). Returns the steps done.
+size_t read_steps(StreamingExperts& src, const std::vector<std::pair<int32_t, std::vector<int32_t>>>& steps,
+                  double max_seconds, const std::function<void(size_t)>& on_step) {
+  const auto t0 = Clock::now();
+  size_t i = 0;
+  for (; i < steps.size(); ++i) {
+    const auto& [l, ids] = steps[i];
+    src.request(l, ids.data(), int64_t(ids.size()));
+    if (i + 1 < steps.size()) src.prefetch(steps[i + 1].first, steps[i + 1].second.data(), int64_t(steps[i + 1].second.size()));
+    for (int32_t e : ids) {
+      src.acquire(l, e);
+      src.release(l, e);
+    }
+    if (on_step) on_step(i);
+    if (max_seconds > 0 && seconds_since(t0) >= max_seconds) return i + 1;
+  }
+  return i;
+}
+
+// The drive's rate on the model's own expert extents: the expert reader
+// alone (same files, O_DIRECT, queue and read size as the decode), random
+// top-k experts per layer with the next step's in flight, no verification
+// and a cache too small to hit, for about `seconds`. Bytes per second, 0
+// when the model streams nothing from local files.
+double probe_drive_bps(const BenchRequest& r, double seconds) {
+  auto engine = Engine::open(r.model);
+  const MemoryPlan plan = engine->plan_for(r.mem);
+  StreamingOptions so = load_options(plan, r.mem, r.model).streaming;
+  if (so.fetcher) return 0;  // stream mode: would download
+  so.checksums.clear();
+  so.prefault = false;  // the probe never touches the bytes it reads
+  so.policy = "lru";
+  so.heat_file.clear();
+  const ExpertTable& table = engine->experts();
+  const int64_t k = engine->expert_index().layout().top_k;
+  uint64_t largest = 0;
+  for (int32_t l = 0; l < table.layers(); ++l)
+    for (int32_t e = 0; e < table.experts(l); ++e) largest = std::max(largest, engine->expert_index().bytes(l, e));
+  if (largest == 0) return 0;
+  // Room for one step and the next in flight (plus alignment padding): nearly every read misses.
+  so.cache_bytes = uint64_t(2 * k + 2) * (largest + 2 * kDirectAlign * 8);
+  StreamingExperts src(table, engine->checkpoint(), so);
+  const auto steps = random_routes(table, k, 4096, r.seed + 7919);
+  const auto t0 = Clock::now();
+  read_steps(src, steps, seconds, {});
+  const double secs = seconds_since(t0);
+  return secs > 0 ? double(src.stats().bytes_read) / secs : 0;
+}
+
 // Reads only: for each token and MoE layer, top-k uniformly random experts are
 // requested and acquired through the same reader and cache, with no compute,
 // the next step's experts prefetched while the current ones are consumed.
@@ -111,33 +230,12 @@ BenchResult io_only(const BenchRequest& r, Ticker& tick) {
   const ExpertTable& table = engine->experts();
   StreamingExperts src(table, engine->checkpoint(), so);
   const int64_t k = engine->expert_index().layout().top_k;
-  std::mt19937_64 rng(r.seed);
-  std::vector<std::pair<int32_t, std::vector<int32_t>>> steps;  // (layer, experts) in decode order
-  for (int64_t t = 0; t < r.tokens; ++t)
-    for (int32_t l = 0; l < table.layers(); ++l) {
-      if (table.experts(l) == 0) continue;
-      std::vector<int32_t> ids;
-      while (int64_t(ids.size()) < std::min<int64_t>(k, table.experts(l))) {
-        int32_t e = int32_t(rng() % uint64_t(table.experts(l)));
-        if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
-      }
-      std::sort(ids.begin(), ids.end());
-      steps.push_back({l, ids});
-    }
-  // Each step's experts are requested, the next step's are prefetched (as a
-  // perfect predictor would), then the step's experts are consumed.
+  const auto steps = random_routes(table, k, r.tokens, r.seed);
   const auto t0 = Clock::now();
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const auto& [l, ids] = steps[i];
-    src.request(l, ids.data(), int64_t(ids.size()));
-    if (i + 1 < steps.size()) src.prefetch(steps[i + 1].first, steps[i + 1].second.data(), int64_t(steps[i + 1].second.size()));
-    for (int32_t e : ids) {
-      src.acquire(l, e);
-      src.release(l, e);
-    }
+  read_steps(src, steps, 0, [&](size_t i) {
     tick.say(fmt::format("bench: io-only step {} of {}, {} read", i + 1, steps.size(),
                          human_bytes(double(src.stats().bytes_read))));
-  }
+  });
   const double secs = seconds_since(t0);
   ExpertStats st = src.stats();
   const nlohmann::json drives = drives_json({}, src.drive_stats(), secs);
@@ -257,9 +355,10 @@ BenchResult generation(const BenchRequest& r, Ticker& tick) {
 // Prefill, then each greedy decode step timed with its I/O.
 BenchResult decode(const BenchRequest& r, Ticker& tick) {
   auto model = Engine::open(r.model, r.mem);
-  const MemoryPlan& plan = model->plan();
+  const MemoryPlan plan = model->plan();
   const std::vector<int32_t> prompt = make_prompt(r, model->info().vocab);
-  Session s = model->session();
+  auto session = std::make_unique<Session>(model->session());
+  Session& s = *session;
   if (r.chunk > 0) s.set_prefill_chunk(r.chunk);
   const uint64_t io0 = process_read_bytes();
   tick.say(fmt::format("bench: prefilling {} tokens", prompt.size()), true);
@@ -273,21 +372,25 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const double prefill_stall = read_wait_seconds(*model) - wait0;
   const uint64_t prefill_distinct = routed->distinct_bytes();
   routed.reset();
+  auto routes = std::make_unique<RouteRecorder>(*model);
   ExpertStats prev = model->expert_stats();
   const uint64_t prefill_read = prev.bytes_read - before_prefill.bytes_read;
+  const double prefill_verify = prev.verify_seconds - before_prefill.verify_seconds;
   const StreamingExperts* reader = model->streaming_experts();
   const std::vector<DriveStats> drives0 = reader ? reader->drive_stats() : std::vector<DriveStats>{};
   uint64_t io_prev = process_read_bytes();
   nlohmann::json per_token = nlohmann::json::array();
   std::vector<double> secs, ebytes, sbytes, need, dbytes;
   double copy_total = 0;
-  double decode_total = 0, stall_total = 0;
+  double decode_total = 0, stall_total = 0, verify_total = 0;
   uint64_t read_total = 0;
+  if (!r.trace.empty()) trace::start(r.trace);
   for (int64_t i = 0; i < r.tokens; ++i) {
     const int32_t next = argmax(lg->data(), int64_t(lg->size()));
     auto a = Clock::now();
     lg = &s.feed({next});
     const double dt = seconds_since(a);
+    if (trace::enabled()) trace::span(fmt::format("token {}", i), "token", a, Clock::now());
     ExpertStats st = model->expert_stats();
     const uint64_t io = process_read_bytes();
     const uint64_t er = st.bytes_read - prev.bytes_read;
@@ -296,6 +399,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
     const double stall = st.stall_seconds - prev.stall_seconds;
     per_token.push_back({{"seconds", dt}, {"expert_bytes_read", er}, {"spine_bytes_read", sr},
                          {"expert_bytes_needed", nd}, {"stall_seconds", stall},
+                         {"verify_seconds", st.verify_seconds - prev.verify_seconds},
                          {"cache_hits", st.hits - prev.hits}, {"cache_misses", st.misses - prev.misses},
                          {"device_bytes_copied", st.device_bytes_copied - prev.device_bytes_copied},
                          {"device_copy_seconds", st.device_copy_seconds - prev.device_copy_seconds},
@@ -308,20 +412,37 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
     need.push_back(double(nd));
     decode_total += dt;
     stall_total += stall;
+    verify_total += st.verify_seconds - prev.verify_seconds;
     read_total += er;
     prev = st;
     io_prev = io;
     tick.say(fmt::format("bench: decoded {} of {} tokens ({:.3f} s/token)", i + 1, r.tokens, decode_total / double(i + 1)),
              i + 1 == r.tokens);
   }
+  trace::stop();
   ExpertStats st = model->expert_stats();
   const SpineStreamStats sp = model->spine_stats();
   const double hit_rate = st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0;
   const double recall = st.requests ? double(st.prefetch_used) / double(st.requests) : 0;
   const nlohmann::json drives = drives_json(drives0, reader ? reader->drive_stats() : std::vector<DriveStats>{}, decode_total);
+  // What a user waiting for the tokens gets: the decode's wall time over the
+  // tokens (the mean), then the spread of single steps.
+  const double n = double(r.tokens);
+  const double mean_s = decode_total / n;
+  std::vector<double> all_bytes(secs.size());
+  for (size_t i = 0; i < secs.size(); ++i) all_bytes[i] = ebytes[i] + sbytes[i];
+  const double bytes_per_token = mean(all_bytes);
+  const double compute_s = (decode_total - stall_total) / n;
   BenchResult res;
   res.json = {
       {"model", r.model},
+      {"tokens_per_second", decode_total > 0 ? n / decode_total : 0},
+      {"seconds_per_token", mean_s},
+      {"seconds_per_token_median", median(secs)},
+      {"seconds_per_token_p90", quantile(secs, 0.9)},
+      {"seconds_per_token_max", quantile(secs, 1.0)},
+      {"tokens_per_second_median", median(secs) > 0 ? 1.0 / median(secs) : 0},
+      {"decode_seconds", decode_total},
       {"ram_bytes", plan.budget},
       {"plan", plan.describe()},
       {"memory_plan", plan.to_json()},
@@ -335,24 +456,34 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"spine_stall_seconds", sp.stall_seconds},
       {"policy", r.mem.policy},
       {"prefetch", !r.mem.no_prefetch},
+      {"cache_prefault", !r.mem.no_prefault},
+      {"cache_prefault_seconds", reader ? reader->prefault_seconds() : 0.0},
+      {"cache_prefault_done", reader ? reader->prefault_done() : false},
       {"tokens", r.tokens},
       {"prompt_tokens", prompt.size()},
-      {"seconds_per_token", median(secs)},
       {"prefill_seconds", prefill},
       {"prefill_stall_seconds", prefill_stall},
       {"prefill_chunk", s.prefill_chunk()},
       {"prefill_expert_bytes_read", prefill_read},
       {"prefill_distinct_expert_bytes", prefill_distinct},
-      {"expert_bytes_read_per_token", median(ebytes)},
-      {"spine_bytes_read_per_token", median(sbytes)},
-      {"expert_bytes_needed_per_token", median(need)},
+      {"bytes_read_per_token", bytes_per_token},
+      {"expert_bytes_read_per_token", mean(ebytes)},
+      {"spine_bytes_read_per_token", mean(sbytes)},
+      {"expert_bytes_needed_per_token", mean(need)},
+      {"expert_bytes_read_per_token_median", median(ebytes)},
       {"read_gbps", decode_total > 0 ? double(read_total) / decode_total / 1e9 : 0},
-      {"read_gbps_while_stalled", stall_total > 0 ? double(read_total) / stall_total / 1e9 : 0},
+      // Below 1% of the decode, the stall is too short for a rate (the bytes arrived during compute): 0.
+      {"read_gbps_while_stalled", stall_total > 0.01 * decode_total ? double(read_total) / stall_total / 1e9 : 0},
       {"io_stall_fraction", decode_total > 0 ? stall_total / decode_total : 0},
+      {"stall_seconds_per_token", stall_total / n},
+      {"verify_seconds_per_token", verify_total / n},
+      {"verify_fraction", decode_total > 0 ? verify_total / decode_total : 0},
+      {"prefill_verify_seconds", prefill_verify},
+      {"compute_seconds_per_token", compute_s},
       {"cache_hit_rate", hit_rate},
       {"device", plan.device.name()},
       {"prefill_tokens_per_second", prefill > 0 ? double(prompt.size()) / prefill : 0},
-      {"device_bytes_copied_per_token", median(dbytes)},
+      {"device_bytes_copied_per_token", mean(dbytes)},
       {"device_copy_fraction", decode_total > 0 ? copy_total / decode_total : 0},
       {"prefetch_recall", recall},
       {"prefetch_issued", st.prefetch_issued},
@@ -363,22 +494,51 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"drives", drives},
       {"per_token", per_token},
   };
+  const std::string device = plan.device.name();
+  const bool cuda = plan.device.cuda();
+  const uint64_t budget = plan.budget;
+  const std::string streamed_layers = fmt::format("{}", sp.streamed_layers);
+  const RoutingStats routing = routes->stats();
+  routes.reset();  // holds the model: before the model goes
+  res.json["routing"] = routing.to_json();
+  session.reset();
+  model.reset();  // the probe's reader takes the decode's memory
+  // The floor: the bytes this decode read per token at the drive's rate, plus
+  // the compute that did not wait; the ratio is how far the decode is from it.
+  const double drive_bps = r.probe_seconds > 0 ? probe_drive_bps(r, r.probe_seconds) : 0;
+  const double io_floor = drive_bps > 0 ? bytes_per_token / drive_bps : 0;
+  const double stalled_gbps = res.json["read_gbps_while_stalled"].get<double>();
+  res.json["drive_gbps"] = drive_bps / 1e9;
+  res.json["drive_probe_seconds"] = r.probe_seconds;
+  res.json["stalled_read_vs_drive"] = drive_bps > 0 ? stalled_gbps * 1e9 / drive_bps : 0;
+  res.json["io_floor_seconds_per_token"] = io_floor;
+  res.json["floor_seconds_per_token"] = io_floor + compute_s;
+  res.json["floor_ratio"] = drive_bps > 0 && io_floor + compute_s > 0 ? mean_s / (io_floor + compute_s) : 0;
+  const std::string stalled_part = stalled_gbps > 0 ? fmt::format("{:.2f} GB/s", stalled_gbps) : "none (no stall)";
+  const std::string drive_part =
+      drive_bps > 0 ? fmt::format("{} = {:.2f}x the drive's {:.2f} GB/s (probe); floor {:.4f} s/token (I/O "
+                                  "{:.4f} + compute {:.4f}), {:.2f}x the floor",
+                                  stalled_part, res.json["stalled_read_vs_drive"].get<double>(), drive_bps / 1e9,
+                                  io_floor + compute_s, io_floor, compute_s, res.json["floor_ratio"].get<double>())
+                    : fmt::format("{} (drive not probed)", stalled_part);
   res.summary.push_back(fmt::format(
-      "{}: {:.4f} s/token (median of {}), prefill {:.2f} s for {} tokens (experts read {}, distinct routed {}), "
-      "experts read {}/token (needed {}), "
-      "spine read {}/token ({} layers streamed), {:.2f} GB/s, stall {:.0f}%, hit rate {:.1f}%, prefetch recall "
-      "{:.1f}%, peak RSS {} (budget {})",
-      r.model, median(secs), r.tokens, prefill, prompt.size(), human_bytes(double(prefill_read)),
-      human_bytes(double(prefill_distinct)), human_bytes(median(ebytes)), human_bytes(median(need)),
-      human_bytes(median(sbytes)), sp.streamed_layers, res.json["read_gbps"].get<double>(),
-      100 * res.json["io_stall_fraction"].get<double>(), 100 * hit_rate, 100 * recall,
-      human_bytes(double(process_peak_rss())), human_bytes(double(plan.budget))));
+      "{}: {:.3f} tokens/s mean over {} tokens ({:.4f} s/token); per token median {:.4f} s, p90 {:.4f}, max {:.4f}; "
+      "stall {:.0f}%, verification {:.0f}%; read {}/token (experts {}, spine {}; needed {}), hit rate {:.1f}%, prefetch recall {:.1f}%; "
+      "reads while stalled {}; prefill {:.2f} s for {} tokens (experts read {}, distinct routed {}); spine layers "
+      "streamed {}; peak RSS {} (budget {})",
+      r.model, res.json["tokens_per_second"].get<double>(), r.tokens, mean_s, median(secs), quantile(secs, 0.9),
+      quantile(secs, 1.0), 100 * res.json["io_stall_fraction"].get<double>(),
+      100 * res.json["verify_fraction"].get<double>(), human_bytes(bytes_per_token),
+      human_bytes(mean(ebytes)), human_bytes(mean(sbytes)), human_bytes(mean(need)), 100 * hit_rate, 100 * recall,
+      drive_part, prefill, prompt.size(), human_bytes(double(prefill_read)), human_bytes(double(prefill_distinct)),
+      streamed_layers, human_bytes(double(process_peak_rss())), human_bytes(double(budget))));
   if (!drives_summary(drives).empty()) res.summary.push_back(drives_summary(drives));
-  if (plan.device.cuda())
-    res.summary.push_back(fmt::format("{}: {:.1f} tokens/s decode, {:.1f} tokens/s prefill; experts copied to the "
-                                      "GPU {}/token (median), copies {:.0f}% of decode time",
-                                      plan.device.name(), median(secs) > 0 ? 1.0 / median(secs) : 0.0,
-                                      res.json["prefill_tokens_per_second"].get<double>(), human_bytes(median(dbytes)),
+  res.summary.push_back(routing_summary(routing));
+  if (cuda)
+    res.summary.push_back(fmt::format("{}: {:.2f} tokens/s decode (mean), {:.1f} tokens/s prefill; experts copied to "
+                                      "the GPU {}/token (mean), copies {:.0f}% of decode time",
+                                      device, res.json["tokens_per_second"].get<double>(),
+                                      res.json["prefill_tokens_per_second"].get<double>(), human_bytes(mean(dbytes)),
                                       100 * res.json["device_copy_fraction"].get<double>()));
   return res;
 }

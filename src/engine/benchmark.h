@@ -33,6 +33,12 @@ struct BenchRequest {
   int64_t draft_max = 8;
   int64_t replay_wrong_every = -1;  // >= 0: replayed-drafts mode
   int64_t batch = 0;  // >= 1: batched decode of this many sequences, one forward pass per step
+  // Decode: after the decode, the drive's rate on the same files is probed for
+  // this long (the floor's I/O rate); 0: no probe.
+  double probe_seconds = 3;
+  // Decode: a Chrome / Perfetto trace of the decode steps (reads issued and
+  // completed per expert, waits, checksums, MoE compute per layer) is written here.
+  std::string trace;
 };
 
 struct BenchResult {

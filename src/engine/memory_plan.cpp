@@ -288,6 +288,7 @@ LoadOptions load_options(const MemoryPlan& plan, const MemoryRequest& r, const s
                                     : ReadQueue::Kind::Auto;
   so.queue_depth = r.queue_depth;
   so.chunk_bytes = uint32_t(r.read_kb * 1024);
+  so.prefault = !r.no_prefault;
   return lo;
 }
 

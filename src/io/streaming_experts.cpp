@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "util/error.h"
+#include "util/trace.h"
 
 namespace sluice {
 
@@ -118,7 +119,25 @@ StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& c
     void* m = mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (m == MAP_FAILED) fail("cannot reserve {} bytes for the expert cache: {}", arena_bytes_, std::strerror(errno));
     arena_ = static_cast<uint8_t*>(m);
+    if (opts_.prefault) prefaulter_ = std::thread([this] { prefault_arena(); });
   }
+}
+
+void StreamingExperts::prefault_arena() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  // One read per page, last page first; a volatile read may see a fill in
+  // progress (its value is unused), and it writes nothing.
+  uint8_t sink = 0;
+  for (uint64_t off = arena_bytes_; off >= page && !stop_prefault_.load(std::memory_order_relaxed);) {
+    off -= page;
+    sink ^= *static_cast<volatile const uint8_t*>(arena_ + off);
+    if ((off & ((64u << 20) - 1)) == 0)
+      prefault_ns_.store(uint64_t(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count()));
+  }
+  (void)sink;
+  prefault_ns_.store(uint64_t(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count()));
+  prefault_done_.store(true);
 }
 
 void StreamingExperts::load_heat() {
@@ -143,6 +162,8 @@ void StreamingExperts::save_heat() const {
 }
 
 StreamingExperts::~StreamingExperts() {
+  stop_prefault_.store(true);
+  if (prefaulter_.joinable()) prefaulter_.join();
   save_heat();
   std::vector<ReadCompletion> sink;
   for (auto& d : drives_)
@@ -241,6 +262,7 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
     ++drive.stats.reads;
     note_busy(drive);
   }
+  if (trace::enabled()) trace::async_begin(fmt::format("read L{} E{}", layer, e), prefetch ? "prefetch" : "read", slot.key);
   ++stats_.reads_submitted;
   stats_.bytes_read += p.read_bytes;
   if (prefetch) {
@@ -269,11 +291,13 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
 void StreamingExperts::finish_slot(int64_t s) {
   Slot& slot = slots_[size_t(s)];
   const int32_t layer = int32_t(slot.key >> 32), e = int32_t(uint32_t(slot.key));
+  if (trace::enabled()) trace::async_end(fmt::format("read L{} E{}", layer, e), slot.prefetched ? "prefetch" : "read", slot.key);
   uint64_t want = 0;
   bool check = layer < int32_t(opts_.checksums.size()) && e < int32_t(opts_.checksums[size_t(layer)].size());
   if (check) want = opts_.checksums[size_t(layer)][size_t(e)];
   else if (opts_.fetcher) check = opts_.fetcher->checksum(layer, e, &want);
   if (slot.error == 0 && check) {
+    const auto t0 = std::chrono::steady_clock::now();
     const Plan& p = plan(layer, e);
     XXH3_state_t* st = XXH3_createState();
     XXH3_64bits_reset(st);
@@ -282,6 +306,9 @@ void StreamingExperts::finish_slot(int64_t s) {
     const uint64_t h = XXH3_64bits_digest(st);
     XXH3_freeState(st);
     if (h != want) slot.error = -EBADMSG;
+    if (trace::enabled()) trace::span(fmt::format("verify L{} E{}", layer, e), "verify", t0, std::chrono::steady_clock::now());
+    ++stats_.verified;
+    stats_.verify_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   slot.state = SlotState::Ready;
 }
@@ -405,6 +432,7 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
   const uint64_t key = key_of(layer, e);
   int64_t s = find(key);
   const auto t0 = std::chrono::steady_clock::now();
+  const double verify0 = stats_.verify_seconds;
   bool waited = false;
   if (s < 0) fetch_missing(layer, &e, 1);
   while (s < 0) {  // not requested, or no slot was free at request time
@@ -420,7 +448,12 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
     drain(true, pending_drive(s));
     waited = true;
   }
-  if (waited) stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (waited && trace::enabled())
+    trace::span(fmt::format("wait L{} E{}", layer, e), "wait", t0, std::chrono::steady_clock::now());
+  // Checksums computed while waiting are verification time, not the drive's.
+  if (waited)
+    stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
+                            (stats_.verify_seconds - verify0);
   Slot& slot = slots_[size_t(s)];
   if (slot.error) {
     const int64_t err = slot.error;

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "util/trace.h"
+
 namespace sluice {
 
 void MoeBlock::route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<float>& weights) const {
@@ -44,6 +48,7 @@ void MoeBlock::prefetch_hint(Tensor x) const {
 }
 
 void MoeBlock::forward(Tensor x, Tensor out) const {
+  trace::Span traced("compute", trace::enabled() ? fmt::format("moe L{}", layer_) : std::string());
   const int64_t T = x.rows(), D = router_.cols(), E = spec_.n_experts, K = spec_.top_k;
   ExpertSource& src = *experts_->source;
   std::vector<int32_t> ids;

@@ -1,6 +1,9 @@
 #include "runtime/speculative.h"
 
 #include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
 
 namespace sluice {
 
@@ -28,42 +31,24 @@ std::vector<int32_t> ReplayDrafter::propose(const std::vector<int32_t>& h, int64
   return out;
 }
 
+std::string describe_speculation(const SpeculationStats& st) {
+  std::string o = fmt::format(
+      "[speculation: {} tokens after {} forward passes, {} of {} drafts accepted ({:.0f}%); gate {} (acceptance "
+      "{:.2f}, a drafted token costs {:.2f} plain steps; {:.4f} s per plain step, {:.4f} s per verification pass; "
+      "{} plain steps while off, {} probes)",
+      st.generated, st.forward_passes(), st.accepted, st.proposed, 100 * st.acceptance(),
+      !st.gate_used ? "not used (--no-draft-gate)" : st.gate_on ? "on" : "off",
+      st.gate_acceptance, st.gate_draft_cost, st.plain ? st.plain_seconds / double(st.plain) : 0.0,
+      st.passes ? st.pass_seconds / double(st.passes) : 0.0, st.off_steps, st.probes);
+  if (st.index.max_tokens > 0)
+    o += fmt::format("; suffix index: {} tokens in {} documents, {:.1f} MiB (cap {} tokens)", st.index.tokens,
+                     st.index.documents, double(st.index.bytes) / (1 << 20), st.index.max_tokens);
+  return o + "]";
+}
+
 namespace {
-// Adaptive draft length. Every drafted position costs its share of a batched
-// pass (its routed experts above all), so drafts start short and double while
-// every token is accepted; a miss shrinks them to the accepted length + 1.
-// While acceptance stays low drafting pauses, for twice as long each time a
-// pause is followed by another failure, so text the drafter cannot predict
-// costs close to nothing.
-struct DraftControl {
-  const SpeculationOptions& o;
-  int64_t len, paused = 0, pause_len;
-  double running = 0.5;  // running acceptance rate of recent passes (two misses in a row pause drafting)
-  explicit DraftControl(const SpeculationOptions& opts)
-      : o(opts), len(std::min<int64_t>(opts.max_draft, 2)), pause_len(opts.pause_tokens) {}
-  // Draft length for this step (0: decode plainly).
-  int64_t next(int64_t room) {
-    if (paused > 0) {
-      --paused;
-      return 0;
-    }
-    return std::min(len, room);
-  }
-  void update(size_t accepted, size_t proposed) {
-    if (!o.adaptive || proposed == 0) return;
-    const double rate = double(accepted) / double(proposed);
-    if (accepted == proposed) len = std::min(o.max_draft, len * 2);
-    else len = std::max<int64_t>(1, int64_t(accepted) + 1);
-    running = 0.7 * running + 0.3 * rate;
-    if (rate >= 0.5) pause_len = o.pause_tokens;  // drafting pays again: short pauses
-    if (running < o.pause_below) {
-      paused = pause_len;
-      pause_len = std::min<int64_t>(pause_len * 2, o.pause_tokens * 32);
-      running = o.pause_below;  // one good pass after the pause resumes drafting
-      len = std::min<int64_t>(o.max_draft, 2);
-    }
-  }
-};
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
 int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> history, int64_t max_new,
@@ -83,16 +68,33 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
     return take(token) && n < max_new;
   };
   int32_t next;  // chosen and taken, not yet fed
-  if (!emit(logits.data(), next)) return n;
-  DraftControl control(opts);
+  if (!emit(logits.data(), next)) {
+    if (drafter) st.index = drafter->index_size();
+    return n;
+  }
+  DraftGate gate(opts);
+  auto finish = [&] {
+    st.gate_on = gate.on();
+    st.gate_used = opts.adaptive;
+    st.gate_acceptance = gate.acceptance();
+    st.gate_draft_cost = gate.draft_cost();
+    st.off_steps = gate.off_steps();
+    st.probes = gate.probes();
+    if (drafter) st.index = drafter->index_size();
+    return n;
+  };
   for (;;) {
     // Never draft past the token budget.
-    const int64_t want = drafter ? control.next(max_new - n) : 0;
+    const auto t0 = Clock::now();
+    const int64_t want = drafter ? gate.next(max_new - n) : 0;
     std::vector<int32_t> draft = want > 0 ? drafter->propose(history, want) : std::vector<int32_t>{};
     if (draft.empty()) {
       logits = s.feed({next});
+      const double dt = since(t0);
       ++st.plain;
-      if (!emit(logits.data(), next)) return n;
+      st.plain_seconds += dt;
+      gate.plain(dt);
+      if (!emit(logits.data(), next)) return finish();
       continue;
     }
     // `next` and the draft in one pass; position i's logits choose the token after draft[i-1].
@@ -100,7 +102,9 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
     batch.insert(batch.end(), draft.begin(), draft.end());
     s.checkpoint();
     logits = s.feed_all(batch);
+    const double dt = since(t0);
     ++st.passes;
+    st.pass_seconds += dt;
     st.proposed += int64_t(draft.size());
     size_t i = 0;
     bool more = true;
@@ -113,8 +117,8 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
     st.accepted += int64_t(i + (matched ? 1 : 0));
     // Keep `next` and the drafts taken before position i (the token chosen there is not fed yet).
     s.rollback(int64_t(1 + i));
-    if (!more) return n;
-    control.update(i, draft.size());
+    gate.pass(int64_t(draft.size()), int64_t(i), dt);
+    if (!more) return finish();
     next = chosen;
   }
 }

@@ -7,17 +7,25 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "runtime/draft_gate.h"
 #include "runtime/session.h"
 
 namespace sluice {
+
+// What a drafter's index holds (suffix drafts; zero for the others).
+struct DraftIndexSize {
+  int64_t tokens = 0, bytes = 0, documents = 0, max_tokens = 0;
+};
 
 // Proposes up to `max` tokens to follow `history`.
 class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) = 0;
+  virtual DraftIndexSize index_size() const { return {}; }
 };
 
 // Looks up the longest recent suffix (n down to min_n tokens) earlier in the
@@ -46,14 +54,9 @@ class ReplayDrafter : public Drafter {
   int64_t wrong_every_, vocab_, count_ = 0;
 };
 
-struct SpeculationOptions {
-  int64_t max_draft = 8;   // tokens verified per pass at most
-  bool adaptive = true;    // start short, double drafts while all are accepted, shrink after
-                           // a miss, and pause drafting while acceptance stays low
-  double pause_below = 0.25;  // running acceptance under which drafting pauses
-  int64_t pause_tokens = 8;   // plain decoding steps before drafting is tried again (doubling,
-                              // up to 32 times this, while the retries fail too)
-};
+// Draft length and the economics gate (runtime/draft_gate.h): how many
+// tokens to draft at each step from the measured acceptance and cost.
+struct SpeculationOptions : DraftGateOptions {};
 
 struct SpeculationStats {
   int64_t passes = 0;           // verification forward passes (a draft and the token before it)
@@ -61,9 +64,23 @@ struct SpeculationStats {
   int64_t proposed = 0;         // draft tokens proposed
   int64_t accepted = 0;         // draft tokens accepted
   int64_t generated = 0;        // tokens emitted
+  // The gate (runtime/draft_gate.h).
+  int64_t off_steps = 0;        // plain steps taken because drafting did not pay
+  int64_t probes = 0;           // short drafts tried after a pause
+  double plain_seconds = 0;     // in one-token passes (drafting included when a draft came back empty)
+  double pass_seconds = 0;      // in verification passes, drafting included
+  bool gate_on = false;         // at the end: drafting (else paused until the next probe)
+  bool gate_used = true;        // false: SpeculationOptions::adaptive was off
+  double gate_acceptance = 0;   // at the end: estimated chance a draft token is accepted after an accepted one
+  double gate_draft_cost = 0;   // at the end: a drafted token's cost in plain steps (measured, else the prior)
+  DraftIndexSize index;         // the drafter's index at the end
   double acceptance() const { return proposed ? double(accepted) / double(proposed) : 0.0; }
   int64_t forward_passes() const { return passes + plain; }  // after the prompt's
 };
+
+// One line for --stats: tokens, passes, acceptance, the gate's state and
+// measurements, and the drafter's index.
+std::string describe_speculation(const SpeculationStats& st);
 
 // Chooses the token for one position from its logits (it may adjust them in
 // place, e.g. a logit bias). decode() calls it exactly once per emitted token,

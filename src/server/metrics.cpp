@@ -120,11 +120,18 @@ void Metrics::set_expert_stats(const ExpertStats& s) {
   experts_ = s;
 }
 
-void Metrics::add_speculation(int64_t passes, int64_t proposed, int64_t accepted) {
+void Metrics::add_speculation(const SpeculationStats& s) {
   std::lock_guard lk(mu_);
-  spec_passes_ += uint64_t(passes);
-  spec_proposed_ += uint64_t(proposed);
-  spec_accepted_ += uint64_t(accepted);
+  spec_passes_ += uint64_t(s.passes);
+  spec_proposed_ += uint64_t(s.proposed);
+  spec_accepted_ += uint64_t(s.accepted);
+  spec_plain_ += uint64_t(s.plain);
+  spec_off_steps_ += uint64_t(s.off_steps);
+  spec_probes_ += uint64_t(s.probes);
+  spec_requests_off_ += s.gate_on ? 0 : 1;
+  spec_pass_seconds_ += s.pass_seconds;
+  spec_plain_seconds_ += s.plain_seconds;
+  spec_last_ = s;
 }
 
 void Metrics::add_batch_pass(int64_t sequences) {
@@ -217,6 +224,34 @@ std::string Metrics::render() const {
   single("sluice_speculation_draft_tokens_total", "counter", "Draft tokens proposed for verification.", spec_proposed_);
   single("sluice_speculation_accepted_tokens_total", "counter",
          "Draft tokens the model chose itself, so emitted without a pass of their own.", spec_accepted_);
+  single("sluice_speculation_plain_steps_total", "counter",
+         "One-token forward passes of speculating requests (no draft, or the gate had drafting off).", spec_plain_);
+  single("sluice_speculation_gate_off_steps_total", "counter",
+         "Plain steps taken because the gate found that drafts did not pay (acceptance against pass cost).",
+         spec_off_steps_);
+  single("sluice_speculation_gate_probes_total", "counter", "Short drafts the gate tried after a pause.", spec_probes_);
+  single("sluice_speculation_gate_off_requests_total", "counter",
+         "Requests that ended with the gate off (drafting paused).", spec_requests_off_);
+  single("sluice_speculation_pass_seconds_total", "counter", "Seconds in verification passes, drafting included.",
+         spec_pass_seconds_);
+  single("sluice_speculation_plain_seconds_total", "counter", "Seconds in plain steps of speculating requests.",
+         spec_plain_seconds_);
+  single("sluice_speculation_gate_on", "gauge", "1 when the last request ended with drafting on, 0 when paused.",
+         spec_last_.gate_on ? 1 : 0);
+  single("sluice_speculation_gate_acceptance", "gauge",
+         "The gate's estimate at the end of the last request: the chance a draft token is accepted after an accepted "
+         "one.",
+         spec_last_.gate_acceptance);
+  single("sluice_speculation_gate_draft_cost", "gauge",
+         "The gate's measure at the end of the last request: a drafted token's cost in a verification pass, in "
+         "plain steps.",
+         spec_last_.gate_draft_cost);
+  single("sluice_suffix_index_tokens", "gauge", "Tokens in the suffix drafter's index (--draft suffix).",
+         spec_last_.index.tokens);
+  single("sluice_suffix_index_documents", "gauge", "Documents (request segments) in the suffix drafter's index.",
+         spec_last_.index.documents);
+  single("sluice_suffix_index_bytes", "gauge", "Bytes the suffix drafter's index holds (bounded by --suffix-tokens).",
+         spec_last_.index.bytes);
   single("sluice_expert_bytes_needed_total", "counter",
          "Bytes of routed experts the forward passes used, from the cache or storage (with --ram).",
          experts_.bytes_needed);

@@ -42,7 +42,7 @@ class Metrics : public chat::GenerationCounters {
   // The routed-expert source's counters, as of the generation thread's last snapshot.
   void set_expert_stats(const ExpertStats& s) override;
   // One request's speculation: verification passes, draft tokens proposed and accepted.
-  void add_speculation(int64_t passes, int64_t proposed, int64_t accepted) override;
+  void add_speculation(const SpeculationStats& s) override;
   void set_prompt_cache(int64_t slots, uint64_t memory_bytes, int64_t files, uint64_t disk_bytes) override;
   void set_prompt_checkpoints(int64_t count, uint64_t bytes) override;
   // One decode pass of the batch scheduler (--parallel > 1) over `sequences` requests.
@@ -57,7 +57,10 @@ class Metrics : public chat::GenerationCounters {
   double prefill_seconds_ = 0, decode_seconds_ = 0;
   std::vector<double> bucket_bounds_;
   std::vector<uint64_t> buckets_;  // cumulative counts are computed when rendering
-  uint64_t spec_passes_ = 0, spec_proposed_ = 0, spec_accepted_ = 0;
+  uint64_t spec_passes_ = 0, spec_proposed_ = 0, spec_accepted_ = 0, spec_plain_ = 0, spec_off_steps_ = 0,
+           spec_probes_ = 0, spec_requests_off_ = 0;
+  double spec_pass_seconds_ = 0, spec_plain_seconds_ = 0;
+  SpeculationStats spec_last_;  // the last request's (its gate at the end, the drafter's index)
   uint64_t batch_passes_ = 0, batch_sequences_ = 0;
   int64_t last_batch_ = 0;
   double request_seconds_ = 0;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "format/dtype.h"
@@ -383,8 +384,11 @@ void put(std::vector<uint8_t>& out, const void* p, size_t n) {
 
 // Generates the tensor's bytes in chunks, calling sink(bytes) for each.
 template <class Sink>
-void generate(const Spec& s, uint64_t seed, Sink&& sink) {
+void generate(const Spec& s, uint64_t seed, RoutingStructure* routing, Sink&& sink) {
   Rng rng(name_hash(s.name) ^ seed);
+  const RoutingRole role = routing ? routing_role(s.name) : RoutingRole::None;
+  if (role != RoutingRole::None) routing->begin(role, s.name);
+  const int64_t cols = s.shape.empty() ? 1 : s.shape.back();
   const uint64_t total = s.bytes();
   std::vector<uint8_t> buf;
   buf.reserve(1 << 22);
@@ -408,6 +412,12 @@ void generate(const Spec& s, uint64_t seed, Sink&& sink) {
         double v = s.init == Init::Norm ? 1.0 + rng.centred(0.05)
                    : s.init == Init::DtBias ? -2.0 + rng.centred(1.0)
                                              : rng.centred(s.a);
+        if (role == RoutingRole::RouterBias) {
+          v = routing->bias(int64_t(index));
+        } else if (role != RoutingRole::None && s.init == Init::Normal) {
+          const int64_t col = int64_t(index) % cols;
+          v = col < routing->dims() ? routing->value(int64_t(index) / cols, col) : v * routing->rest_scale();
+        }
         if (s.dtype == DType::F32) {
           float f = float(v);
           put(buf, &f, 4);
@@ -504,6 +514,30 @@ std::vector<Spec> synth_specs(const SynthOptions& o, const json& cfg) {
 }
 }  // namespace
 
+std::string synth_routing_label(const SynthOptions& o) {
+  if (o.routing == "random") return "random (i.i.d. router rows)";
+  const RealisticRouting& p = o.realistic;
+  return fmt::format("realistic (hot_fraction {} hot_bias {} step {} sharpness {} router_noise {} amplitude {} "
+                     "lm_sharpness {} lm_noise {})",
+                     p.hot_fraction, p.hot_bias, p.step, p.sharpness, p.router_noise, p.amplitude, p.lm_sharpness,
+                     p.lm_noise);
+}
+
+namespace {
+// The realistic routing's structure for this model, or none for random routing.
+std::unique_ptr<RoutingStructure> routing_structure(const SynthOptions& o, const json& cfg) {
+  if (o.routing == "random") return nullptr;
+  if (o.routing != "realistic") fail("synth: --routing must be 'random' or 'realistic', got '{}'", o.routing);
+  if (o.arch == "qwen3_moe")
+    fail("synth: --routing realistic needs a router score-correction bias (deepseek_v3, kimi_k2, kimi_k3); "
+         "qwen3_moe has none");
+  const json& c = o.arch == "kimi_k3" ? cfg["text_config"] : cfg;
+  const int64_t E = o.arch == "kimi_k3" ? c["num_experts"].get<int64_t>() : c["n_routed_experts"].get<int64_t>();
+  const int64_t K = o.arch == "kimi_k3" ? c["num_experts_per_token"].get<int64_t>() : c["num_experts_per_tok"].get<int64_t>();
+  return std::make_unique<RoutingStructure>(o.realistic, o.seed, c["hidden_size"].get<int64_t>(), E, K);
+}
+}  // namespace
+
 uint64_t synth_bytes(const SynthOptions& o) {
   uint64_t total = 0;
   for (const auto& s : synth_specs(o, synth_config(o))) total += s.bytes();
@@ -514,6 +548,7 @@ uint64_t synthesize(const SynthOptions& o) {
   namespace fs = std::filesystem;
   json cfg = synth_config(o);
   std::vector<Spec> specs = synth_specs(o, cfg);
+  std::unique_ptr<RoutingStructure> routing = routing_structure(o, cfg);
   int nshards = 0;
   uint64_t total = 0;
   for (const auto& s : specs) {
@@ -535,7 +570,7 @@ uint64_t synthesize(const SynthOptions& o) {
                                                           : a->name < b->name;
     });
     json header = json::object();
-    header["__metadata__"] = {{"format", "pt"}, {"generator", "sluice synth"}};
+    header["__metadata__"] = {{"format", "pt"}, {"generator", "sluice synth"}, {"routing", synth_routing_label(o)}};
     uint64_t off = 0;
     for (const Spec* s : mine) {
       header[s->name] = {{"dtype", std::string(dtype_name(s->dtype))}, {"shape", s->shape}, {"data_offsets", {off, off + s->bytes()}}};
@@ -550,7 +585,7 @@ uint64_t synthesize(const SynthOptions& o) {
     f.write(&n, 8);
     f.write(hs.data(), hs.size());
     for (const Spec* s : mine)
-      generate(*s, o.seed, [&](const std::vector<uint8_t>& b) {
+      generate(*s, o.seed, routing.get(), [&](const std::vector<uint8_t>& b) {
         f.write(b.data(), b.size());
         written += b.size();
         progress.update(written);

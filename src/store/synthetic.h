@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/synthetic_routing.h"
+
 namespace sluice {
 
 struct SynthOptions {
@@ -18,8 +20,16 @@ struct SynthOptions {
   std::optional<int64_t> layers, experts, top_k, vocab, hidden, moe_intermediate;
   std::string expert_format = "native";  // deepseek_v3/kimi_k2: bf16 | fp8 | int4 ("native": bf16 small, fp8 real)
   uint64_t seed = 1;
+  // "random": i.i.d. router rows and a small random score-correction bias (the
+  // original synthetic routing: tokens spread by chance, little reuse between
+  // them); "realistic": popular experts and lasting topics (store/synthetic_routing.h).
+  std::string routing = "random";
+  RealisticRouting realistic;
   bool progress = true;
 };
+
+// One line naming the routing and its parameters (also in each shard's metadata).
+std::string synth_routing_label(const SynthOptions& o);
 
 // The config.json the options describe (also what synthesize() writes).
 nlohmann::json synth_config(const SynthOptions& o);

@@ -1,6 +1,6 @@
 // Speculative decoding in the server never changes a reply: servers on the
 // project's trained model, plain, with --speculate (n-gram drafts) and with
-// --draft-model (the model drafting for itself), answer the same
+// --draft-model (the model drafting for itself) and with --draft suffix, answer the same
 // requests (greedy and seeded sampling, logprobs, logit bias, stop strings,
 // JSON mode, streaming, follow-up turns that reuse or roll back the kept
 // conversation) with identical bodies, and the speculating one reports drafts
@@ -17,8 +17,11 @@ const MODEL = 'm';
 const plain = await startServer(binary, modelDir, ['--served-model-name', MODEL]);
 const spec = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--speculate', '--draft-max', '6']);
 // The model as its own draft model (every greedy draft is right; the plumbing is what is tested).
-const drafted = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft-model', modelDir]);
-const clients = [plain, spec, drafted].map((s) => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 }));
+// --no-draft-gate: drafts at every step (the gate would stop a drafter as costly as the target).
+const drafted = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft-model', modelDir, '--no-draft-gate']);
+// Suffix drafts: an index of the conversation and of the earlier requests (this test's requests repeat themselves).
+const suffix = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft', 'suffix', '--suffix-tokens', '4096']);
+const clients = [plain, spec, drafted, suffix].map((s) => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 }));
 const t = runner();
 
 // A passage the model has seen, given twice and started a third time: n-gram
@@ -35,8 +38,9 @@ function comparable(r) {
 
 // The plain reply and the n-gram server's; the draft-model server's must equal them too.
 async function both(kind, params) {
-  const [a, b, c] = await Promise.all(clients.map((x) => (kind === 'chat' ? x.chat.completions : x.completions).create(params)));
+  const [a, b, c, d] = await Promise.all(clients.map((x) => (kind === 'chat' ? x.chat.completions : x.completions).create(params)));
   assert.deepEqual(comparable(c), comparable(a), 'draft-model server');
+  assert.deepEqual(comparable(d), comparable(a), 'suffix-draft server');
   return [comparable(a), comparable(b)];
 }
 
@@ -70,6 +74,7 @@ await t.test('same streamed text with and without speculation', async () => {
   assert.ok(texts[0].length > 0);
   assert.equal(texts[1], texts[0]);
   assert.equal(texts[2], texts[0]);
+  assert.equal(texts[3], texts[0]);
 });
 
 await t.test('follow-up turns (state kept, rolled back into the reply, or extended) give the same replies', async () => {
@@ -100,8 +105,18 @@ await t.test('/metrics counts drafts on the speculating server only', async () =
   assert.equal(await metric(plain.url, 'sluice_speculation_draft_tokens_total'), 0);
   assert.equal(await metric(spec.url, 'sluice_generation_tokens_total'), await metric(plain.url, 'sluice_generation_tokens_total'));
   assert.ok(await metric(drafted.url, 'sluice_speculation_accepted_tokens_total') > accepted, 'the draft model guesses better');
+  // Suffix drafts: accepted drafts, the gate's counters and the index's bounded size.
+  const sAccepted = await metric(suffix.url, 'sluice_speculation_accepted_tokens_total');
+  assert.ok(sAccepted > 0 && sAccepted <= await metric(suffix.url, 'sluice_speculation_draft_tokens_total'), `suffix accepted ${sAccepted}`);
+  const tokens = await metric(suffix.url, 'sluice_suffix_index_tokens');
+  assert.ok(tokens > 0 && tokens <= 4096, `suffix index tokens ${tokens}`);
+  assert.ok(await metric(suffix.url, 'sluice_suffix_index_documents') > 1);
+  assert.ok(await metric(suffix.url, 'sluice_suffix_index_bytes') > 0);
+  assert.ok(await metric(suffix.url, 'sluice_speculation_plain_steps_total') >= 0);
+  assert.ok(await metric(suffix.url, 'sluice_speculation_gate_acceptance') > 0);
+  assert.equal(await metric(plain.url, 'sluice_suffix_index_tokens'), 0);
 });
 
-const stops = await Promise.all([plain.stop(), spec.stop(), drafted.stop()]);
-await t.test('servers exit cleanly', async () => assert.deepEqual(stops.map((s) => s.code), [0, 0, 0]));
+const stops = await Promise.all([plain.stop(), spec.stop(), drafted.stop(), suffix.stop()]);
+await t.test('servers exit cleanly', async () => assert.deepEqual(stops.map((s) => s.code), [0, 0, 0, 0]));
 t.finish();

@@ -2,6 +2,12 @@
 // with each other, progress is reported, and bad requests name the option.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <vector>
+
+#include <fmt/format.h>
+
 #include "engine/benchmark.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -15,6 +21,7 @@ BenchRequest request() {
   r.mem.ram_gib = 0.02;
   r.tokens = 4;
   r.prompt_tokens = 6;
+  r.probe_seconds = 0.1;
   return r;
 }
 
@@ -36,6 +43,54 @@ TEST(Benchmark, DecodeMeasuresEveryToken) {
   for (const auto& t : j["per_token"]) needed += t["expert_bytes_needed"].get<double>();
   EXPECT_GT(needed, 0.0);
   EXPECT_NE(j["plan"].get<std::string>().find("expert cache"), std::string::npos);
+}
+
+// The headline is what a user waiting for the tokens gets: the decode's wall
+// time over its tokens (the mean), then the per-token spread, the stall, the
+// bytes read per token and how the stalled reads compare with the drive.
+TEST(Benchmark, DecodeLeadsWithTheMeanOverTheGeneration) {
+  BenchRequest r = request();
+  r.tokens = 7;
+  r.probe_seconds = 0.2;
+  const BenchResult res = run_benchmark(r);
+  const auto& j = res.json;
+  std::vector<double> secs;
+  double total = 0, bytes = 0, stall = 0;
+  for (const auto& t : j["per_token"]) {
+    secs.push_back(t["seconds"].get<double>());
+    total += secs.back();
+    bytes += t["expert_bytes_read"].get<double>() + t["spine_bytes_read"].get<double>();
+    stall += t["stall_seconds"].get<double>();
+  }
+  ASSERT_EQ(secs.size(), 7u);
+  std::sort(secs.begin(), secs.end());
+  EXPECT_NEAR(j["tokens_per_second"].get<double>(), 7 / total, 1e-9 * 7 / total);
+  EXPECT_NEAR(j["seconds_per_token"].get<double>(), total / 7, 1e-12);
+  EXPECT_DOUBLE_EQ(j["seconds_per_token_median"].get<double>(), secs[3]);
+  EXPECT_DOUBLE_EQ(j["seconds_per_token_p90"].get<double>(), secs[6]);  // nearest rank: ceil(0.9 * 7) = 7
+  EXPECT_DOUBLE_EQ(j["seconds_per_token_max"].get<double>(), secs[6]);
+  EXPECT_NEAR(j["bytes_read_per_token"].get<double>(), bytes / 7, 1e-9 * bytes);
+  EXPECT_NEAR(j["io_stall_fraction"].get<double>(), stall / total, 1e-9);
+  EXPECT_NEAR(j["compute_seconds_per_token"].get<double>(), (total - stall) / 7, 1e-9);
+  // The probe read the model's own files: a rate, the floor from it, the ratio against it.
+  const double drive = j["drive_gbps"].get<double>();
+  EXPECT_GT(drive, 0.0);
+  EXPECT_NEAR(j["io_floor_seconds_per_token"].get<double>(), bytes / 7 / (drive * 1e9), 1e-9);
+  const double floor = j["floor_seconds_per_token"].get<double>();
+  EXPECT_NEAR(floor, j["io_floor_seconds_per_token"].get<double>() + (total - stall) / 7, 1e-9);
+  EXPECT_NEAR(j["floor_ratio"].get<double>(), total / 7 / floor, 1e-9);
+  EXPECT_NEAR(j["stalled_read_vs_drive"].get<double>(), j["read_gbps_while_stalled"].get<double>() / drive, 1e-9);
+  // The summary line leads with the mean rate.
+  ASSERT_FALSE(res.summary.empty());
+  const std::string want = fmt::format("{:.3f} tokens/s mean over 7 tokens", 7 / total);
+  EXPECT_NE(res.summary[0].find(want), std::string::npos) << res.summary[0];
+  EXPECT_LT(res.summary[0].find("tokens/s mean"), res.summary[0].find("median")) << res.summary[0];
+  // No probe: no drive rate, no floor, and the decode's own fields unchanged.
+  r.probe_seconds = 0;
+  const auto& k = run_benchmark(r).json;
+  EXPECT_EQ(k["drive_gbps"].get<double>(), 0.0);
+  EXPECT_EQ(k["floor_ratio"].get<double>(), 0.0);
+  EXPECT_GT(k["tokens_per_second"].get<double>(), 0.0);
 }
 
 // Prefill counts: the bytes of the distinct experts the prompt routed to,
@@ -93,6 +148,34 @@ TEST(Benchmark, ReplayedDraftsCompareWithPlain) {
   EXPECT_EQ(res.json["plain"]["tokens"], res.json["speculative"]["tokens"]);
   EXPECT_GT(res.json["speculative"]["accepted"].get<int64_t>(), 0);
   EXPECT_LT(res.json["speculative"]["forward_passes"].get<int64_t>(), res.json["plain"]["forward_passes"].get<int64_t>());
+}
+
+// --trace: the decode's timeline as trace-event JSON, with a span per token,
+// MoE compute per layer, and a completed read for every read issued.
+TEST(Benchmark, DecodeTraceHasTokensComputeAndReads) {
+  BenchRequest r = request();
+  test::TempDir dir;
+  r.trace = dir.file("trace.json");
+  run_benchmark(r);
+  std::ifstream in(r.trace);
+  ASSERT_TRUE(in) << r.trace;
+  const auto j = nlohmann::json::parse(in);
+  int tokens = 0, compute = 0, begun = 0, ended = 0;
+  for (const auto& e : j["traceEvents"]) {
+    const std::string cat = e["cat"], ph = e["ph"];
+    if (cat == "token") ++tokens;
+    if (cat == "compute") {
+      ++compute;
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+    }
+    if (ph == "b") ++begun;
+    if (ph == "e") ++ended;
+  }
+  EXPECT_EQ(tokens, 4);
+  EXPECT_GE(compute, 4);
+  EXPECT_GT(begun, 0);  // the tiny cache misses during decode
+  EXPECT_LE(ended, begun);
+  EXPECT_GE(ended, begun - 64);  // reads still in flight at the end (prefetches) may not have ended
 }
 
 TEST(Benchmark, BadRequestsNameTheOption) {

@@ -3,8 +3,10 @@
 // force evictions; corrupt data and bad sizes are reported naming the expert.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "io/streaming_experts.h"
 #include "engine/engine.h"
@@ -110,6 +112,44 @@ TEST(Streaming, ChecksumMismatchNamesTheExpert) {
     EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(reported);
+}
+
+// The cache's pages are touched once in the background (reads only): it
+// finishes, the logits are those of the resident model, the verification of
+// every loaded expert is still done and timed apart from the stall; off, it
+// never runs.
+TEST(Streaming, PrefaultTouchesTheCacheWithoutChangingBits) {
+  const std::string dir = test::fixture("golden/qwen3_moe_tiny");
+  auto ids = golden_ids("qwen3_moe_tiny");
+  auto want = run(*load_model(dir), ids);
+  for (bool prefault : {true, false}) {
+    LoadOptions o;
+    o.stream_experts = true;
+    o.streaming.cache_bytes = 1u << 20;
+    o.streaming.prefault = prefault;
+    auto m = load_model(dir, o);
+    const StreamingExperts* se = m->streaming_experts();
+    ASSERT_NE(se, nullptr);
+    for (int i = 0; i < 1000 && prefault && !se->prefault_done(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(se->prefault_done(), prefault);
+    EXPECT_EQ(se->prefault_seconds() > 0, prefault);
+    auto got = run(*m, ids);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin())) << "prefault=" << prefault;
+  }
+  // With the cache touched, a load is still verified before use: a wrong
+  // checksum is caught, and the check is counted and timed.
+  LoadOptions o;
+  o.stream_experts = true;
+  o.streaming.cache_bytes = 1u << 20;
+  o.streaming.checksums = {{0x1234}};
+  auto m = load_model(dir, o);
+  while (!m->streaming_experts()->prefault_done()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  Session s(*m);
+  EXPECT_THROW(
+      for (int32_t t = 3; t < 40; ++t) s.feed({t}), Error);
+  EXPECT_GE(m->expert_stats().verified, 1u);
+  EXPECT_GT(m->expert_stats().verify_seconds, 0.0);
 }
 
 }  // namespace

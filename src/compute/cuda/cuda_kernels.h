@@ -56,8 +56,8 @@ bool tc_eligible(const QMatrix& W);
 // compare the two paths. Products before and after a switch are not bit-comparable.
 void set_tensor_core_products(bool on);
 // Whether products of 1-8 activation rows on the tensor cores stream the weights through shared
-// memory or take them round by round (the default; SLUICE_CUDA_STREAM_SMALL=1 starts with it
-// on): the same bits either way, for the tests and benchmarks that compare them.
+// memory (the default) or take them round by round (SLUICE_CUDA_STREAM_SMALL=0 starts with
+// that): the same bits either way, for the tests and benchmarks that compare them.
 void set_streaming_small_products(bool on);
 // 16-row tiles per streaming block: 1 or 2 forces it, 0 the format's default (the same bits).
 void set_streaming_small_tiles(int rt);

@@ -756,12 +756,13 @@ bool tensor_cores_on = [] {
   return !(e && std::strcmp(e, "0") == 0);
 }();
 
-// SLUICE_CUDA_STREAM_SMALL=1: the streaming small-n kernel instead of the round-by-round one
-// (tests compare their bits; the benchmark compares their rates). Off by default until it has
-// been measured faster on a GPU: it was written in a session that got no device.
+// The streaming small-n kernel for 1-8 rows (SLUICE_CUDA_STREAM_SMALL=0: the round-by-round
+// one; the tests compare their bits, the benchmark their rates). Measured on an H100 (2026-12-05,
+// bench --kernels --device cuda): matvec GB/s streaming vs round-by-round bf16 2049/1751, fp8
+// 1448/1269, int8 1491/1245, mxfp4 654/615, int4 696/715 (within noise); same bits.
 bool stream_small_on = [] {
   const char* e = std::getenv("SLUICE_CUDA_STREAM_SMALL");
-  return e && std::strcmp(e, "1") == 0;
+  return !(e && std::strcmp(e, "0") == 0);
 }();
 
 bool x_aligned(const float* X, int64_t n, int64_t ldx) {

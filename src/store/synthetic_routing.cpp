@@ -1,0 +1,122 @@
+#include "store/synthetic_routing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "util/error.h"
+
+namespace sluice {
+
+namespace {
+
+constexpr double kTwoPi = 6.283185307179586;
+
+uint64_t mix(uint64_t z) {  // splitmix64's finaliser
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+double unit(uint64_t h) { return double(h >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
+uint64_t hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+bool ends_with(const std::string& s, const std::string& e) {
+  return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+}
+
+}  // namespace
+
+RoutingRole routing_role(const std::string& n) {
+  if (ends_with(n, "embed_tokens.weight")) return RoutingRole::Embedding;
+  if (ends_with(n, "lm_head.weight")) return RoutingRole::LmHead;
+  if (ends_with(n, ".gate.weight")) return RoutingRole::Router;
+  if (ends_with(n, ".gate.e_score_correction_bias")) return RoutingRole::RouterBias;
+  return RoutingRole::None;
+}
+
+RoutingStructure::RoutingStructure(const RealisticRouting& p, uint64_t seed, int64_t hidden, int64_t experts,
+                                   int64_t top_k)
+    : p_(p), seed_(seed), hidden_(hidden), experts_(experts), top_k_(top_k) {
+  if (!(p.hot_fraction > 0 && p.hot_fraction <= 1)) fail("synth: --hot-fraction must be in (0, 1], got {}", p.hot_fraction);
+  if (!(p.step >= 0) || !(p.sharpness >= 0) || !(p.router_noise >= 0) || !(p.amplitude > 0) || !(p.lm_sharpness >= 0) ||
+      !(p.lm_noise >= 0))
+    fail("synth: realistic routing parameters must be >= 0 (amplitude > 0)");
+  if (experts < 2 || top_k < 1 || top_k >= experts)
+    fail("synth: realistic routing needs top_k ({}) below the expert count ({})", top_k, experts);
+  hot_count_ = std::clamp<int64_t>(int64_t(std::ceil(p.hot_fraction * double(experts) - 1e-9)), 1, experts);
+  // A Gaussian bump as wide as top_k hot experts: std of half that window, in radians.
+  const double width = 0.5 * kTwoPi * double(std::min(top_k, hot_count_)) / double(hot_count_);
+  harmonics_ = std::max<int64_t>(1, int64_t(std::ceil(3.0 / width)));
+  if (2 * harmonics_ > hidden / 4)
+    fail("synth: realistic routing needs {} topic coordinates, more than a quarter of the hidden size {}",
+         2 * harmonics_, hidden);
+  double sum = 0;
+  for (int64_t k = 1; k <= harmonics_; ++k) {
+    kernel_.push_back(std::exp(-0.5 * double(k * k) * width * width));
+    sum += kernel_.back();
+  }
+  for (auto& g : kernel_) g /= sum;
+  // RMS of an embedding row: random N(0,1) coordinates and H harmonics of amplitude A.
+  rms_ = std::sqrt((double(hidden - dims()) + double(harmonics_) * p.amplitude * p.amplitude) / double(hidden));
+}
+
+double RoutingStructure::token_angle(int64_t id) const { return kTwoPi * unit(mix(seed_ ^ mix(uint64_t(id) * 2 + 1))); }
+double RoutingStructure::token_step(int64_t id) const {
+  const double s = p_.step * kTwoPi / double(hot_count_);
+  return (mix(seed_ ^ mix(uint64_t(id) * 2 + 2)) & 1) ? s : -s;
+}
+
+void RoutingStructure::begin(RoutingRole role, const std::string& name) {
+  role_ = role;
+  if (role != RoutingRole::Router && role != RoutingRole::RouterBias) return;
+  // The layer's key: the name up to "gate." (shared by the router's rows and its bias).
+  const std::string key = name.substr(0, name.rfind("gate.") + 5);
+  const uint64_t h = mix(seed_ ^ hash(key));
+  std::vector<int32_t> order(static_cast<size_t>(experts_));
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<uint64_t> r(static_cast<size_t>(experts_));
+  for (int64_t e = 0; e < experts_; ++e) r[size_t(e)] = mix(h ^ mix(uint64_t(e)));
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return r[size_t(a)] < r[size_t(b)]; });
+  const double offset = kTwoPi * unit(mix(h));
+  expert_angle_.assign(size_t(experts_), 0.0);
+  hot_.assign(size_t(experts_), false);
+  const int64_t cold = experts_ - hot_count_;
+  for (int64_t i = 0; i < experts_; ++i) {
+    const int32_t e = order[size_t(i)];
+    const bool hot = i < hot_count_;
+    hot_[size_t(e)] = hot;
+    expert_angle_[size_t(e)] =
+        offset + kTwoPi * (hot ? (double(i) + 0.5) / double(hot_count_) : (double(i - hot_count_) + 0.5) / double(cold));
+  }
+}
+
+double RoutingStructure::value(int64_t row, int64_t col) const {
+  const int64_t k = col / 2 + 1;
+  const bool sine = col % 2;
+  auto trig = [&](double a) { return sine ? std::sin(double(k) * a) : std::cos(double(k) * a); };
+  const double g = kernel_[size_t(k - 1)];
+  switch (role_) {
+    case RoutingRole::Embedding:
+      return p_.amplitude * trig(token_angle(row));
+    case RoutingRole::LmHead:  // sum_k g_k cos(k (angle - step - topic)) * span, on the normalised state
+      return p_.lm_sharpness * g * trig(token_angle(row) - token_step(row)) * rms_ / p_.amplitude;
+    case RoutingRole::Router:
+      return p_.sharpness * g * trig(expert_angle_[size_t(row)]) * rms_ / p_.amplitude;
+    default:
+      return 0.0;
+  }
+}
+
+double RoutingStructure::rest_scale() const {
+  switch (role_) {
+    case RoutingRole::LmHead: return p_.lm_noise;
+    case RoutingRole::Router: return p_.router_noise;
+    default: return 1.0;
+  }
+}
+
+}  // namespace sluice
