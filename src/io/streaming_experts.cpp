@@ -119,6 +119,8 @@ StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& c
     void* m = mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (m == MAP_FAILED) fail("cannot reserve {} bytes for the expert cache: {}", arena_bytes_, std::strerror(errno));
     arena_ = static_cast<uint8_t*>(m);
+    touch_ = std::make_unique<std::atomic<uint8_t>[]>(size_t(n));
+    for (int64_t i = 0; i < n; ++i) touch_[size_t(i)].store(opts_.prefault ? kUntouched : kSettled);
     if (opts_.prefault) prefaulter_ = std::thread([this] { prefault_arena(); });
   }
 }
@@ -126,18 +128,28 @@ StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& c
 void StreamingExperts::prefault_arena() {
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
-  // One read per page, last page first; a volatile read may see a fill in
-  // progress (its value is unused), and it writes nothing.
+  // One read per page, last slot first (fills take free slots from the first);
+  // a slot a fill has claimed already is skipped. Reads only: no byte changes.
   uint8_t sink = 0;
-  for (uint64_t off = arena_bytes_; off >= page && !stop_prefault_.load(std::memory_order_relaxed);) {
-    off -= page;
-    sink ^= *static_cast<volatile const uint8_t*>(arena_ + off);
-    if ((off & ((64u << 20) - 1)) == 0)
-      prefault_ns_.store(uint64_t(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count()));
+  for (int64_t s = int64_t(slots_.size()) - 1; s >= 0 && !stop_prefault_.load(std::memory_order_relaxed); --s) {
+    uint8_t expected = kUntouched;
+    if (!touch_[size_t(s)].compare_exchange_strong(expected, kPrefaulting, std::memory_order_acq_rel)) continue;
+    const uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
+    for (uint64_t off = 0; off < slot_bytes_; off += page) sink ^= *static_cast<volatile const uint8_t*>(base + off);
+    touch_[size_t(s)].store(kSettled, std::memory_order_release);
+    prefault_ns_.store(uint64_t(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count()));
   }
   (void)sink;
   prefault_ns_.store(uint64_t(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count()));
   prefault_done_.store(true);
+}
+
+void StreamingExperts::settle_touch(int64_t s) {
+  std::atomic<uint8_t>& t = touch_[size_t(s)];
+  uint8_t expected = kUntouched;
+  if (t.compare_exchange_strong(expected, kSettled, std::memory_order_acq_rel)) return;  // the prefault skips it
+  // Being prefaulted now: at most one slot's pages, then the fill may write.
+  while (t.load(std::memory_order_acquire) != kSettled) std::this_thread::yield();
 }
 
 void StreamingExperts::load_heat() {
@@ -250,6 +262,7 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
   slot.used = false;
   slot.last_use = ++tick_;
   where_[slot.key] = s;
+  settle_touch(s);
   uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
   slot.pending_on.assign(drives_.size(), 0);
   for (size_t r = 0; r < p.reads.size(); ++r) {

@@ -161,7 +161,13 @@ class StreamingExperts : public ExpertSource {
   std::thread prefaulter_;
   std::atomic<bool> stop_prefault_{false}, prefault_done_{false};
   std::atomic<uint64_t> prefault_ns_{0};
+  // Per slot, who may touch its pages first: the prefault thread reads a slot
+  // only after claiming it, and a fill writes one only after the prefault of it
+  // finished or was claimed away, so the two never access the same bytes at once.
+  enum : uint8_t { kUntouched = 0, kPrefaulting = 1, kSettled = 2 };
+  std::unique_ptr<std::atomic<uint8_t>[]> touch_;
   void prefault_arena();
+  void settle_touch(int64_t s);  // before a fill writes slot s
   uint8_t* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   std::vector<Slot> slots_;
