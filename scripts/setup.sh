@@ -57,5 +57,6 @@ fi
 
 JOBS=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-step "release tree" cmake --build build -j "$JOBS"
-echo "setup: done. Binary: build/src/sluice (scripts/test.sh builds the test-only trees on its first run)"
+# Only what running sluice needs: the tests (and the test-only trees) are built by scripts/test.sh.
+step "release tree (the sluice binary)" cmake --build build -j "$JOBS" --target sluice
+echo "setup: done. Binary: build/src/sluice (scripts/test.sh builds the tests and the test-only trees on its first run)"
