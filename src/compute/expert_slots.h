@@ -1,29 +1,28 @@
 // Which routed expert each fixed-size slot of a device's expert cache holds:
-// lookup, pins while a product uses a slot, and least-recently-used reuse.
-// Pure bookkeeping (no device calls), so it is tested without a GPU; the VRAM
+// lookup, pins while a product uses a slot, and least-recently-used reuse, on
+// the slot table every expert tier shares (compute/expert_slot_table.h). Pure
+// bookkeeping (no device calls), so it is tested without a GPU; the VRAM
 // expert cache (compute/cuda/vram_experts.h) owns the memory behind it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <list>
-#include <map>
-#include <utility>
-#include <vector>
+
+#include "compute/expert_slot_table.h"
 
 namespace sluice {
 
 class ExpertSlots {
  public:
-  explicit ExpertSlots(int64_t slots);
+  explicit ExpertSlots(int64_t slots) : table_(slots, EvictionPolicy::Lru) {}
 
-  int64_t slots() const { return int64_t(slot_.size()); }
-  int64_t used() const { return int64_t(where_.size()); }
+  int64_t slots() const { return table_.slots(); }
+  int64_t used() const { return table_.used(); }
   // The slot holding (layer, expert), or -1.
-  int64_t find(int32_t layer, int32_t expert) const;
+  int64_t find(int32_t layer, int32_t expert) const { return table_.find(expert_key(layer, expert)); }
 
-  // A slot for (layer, expert), which must not be held: a free one, else the
-  // least recently used unpinned one, whose expert is dropped. -1 when every
-  // slot is pinned (the caller then uses the expert without caching it).
+  // A slot for (layer, expert), which must not be held: a free one (the lowest),
+  // else the least recently used unpinned one, whose expert is dropped. -1 when
+  // every slot is pinned (the caller then uses the expert without caching it).
   struct Claim {
     int64_t slot = -1;
     bool evicted = false;
@@ -31,27 +30,15 @@ class ExpertSlots {
   };
   Claim claim(int32_t layer, int32_t expert);
   // Forget what a slot holds (its copy failed); it becomes free.
-  void drop(int64_t slot);
+  void drop(int64_t slot) { table_.release_slot(slot); }
 
   // A pinned slot is never reused; pins nest. Unpinning marks it most recently used.
-  void pin(int64_t slot);
-  void unpin(int64_t slot);
-  int pins(int64_t slot) const { return slot_[size_t(slot)].pins; }
+  void pin(int64_t slot) { table_.pin(slot); }
+  void unpin(int64_t slot) { table_.unpin(slot, /*touch_when_unpinned=*/true); }
+  int pins(int64_t slot) const { return table_.pins(slot); }
 
  private:
-  using Key = std::pair<int32_t, int32_t>;
-  struct Slot {
-    bool held = false;
-    Key key{-1, -1};
-    int pins = 0;
-    std::list<int64_t>::iterator lru;  // position in lru_ while held and unpinned
-    bool in_lru = false;
-  };
-  void lru_remove(Slot& s);
-  std::vector<Slot> slot_;
-  std::map<Key, int64_t> where_;
-  std::vector<int64_t> free_;
-  std::list<int64_t> lru_;  // unpinned held slots, least recently used first
+  ExpertSlotTable table_;
 };
 
 }  // namespace sluice

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "compute/devices.h"
+#include "compute/expert_slot_table.h"
 #include "engine/engine.h"
 #include "util/error.h"
 #include "util/checked_number.h"
@@ -72,7 +73,7 @@ void check_memory_request(const MemoryRequest& r) {
   if (r.ram_gib && *r.ram_gib >= 0) checked_bytes(*r.ram_gib, double(kGiB), "--ram (GiB)");
   if (r.ram_gib && (!(*r.ram_gib >= 0) || !std::isfinite(*r.ram_gib)))
     fail("--ram must be a positive number of GiB (0: no budget, every weight mapped), got {}", *r.ram_gib);
-  if (r.policy != "lru" && r.policy != "lfu" && r.policy != "heat")
+  if (!eviction_policy_from(r.policy))
     fail("--policy must be lru, lfu or heat, got '{}'", r.policy);
   if (r.queue != "auto" && r.queue != "uring" && r.queue != "threads")
     fail("--queue must be auto, uring or threads, got '{}'", r.queue);

@@ -41,10 +41,7 @@ std::vector<ExpertExtent> expert_extents(const Checkpoint& ckpt, const ExpertWei
 }
 
 StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& ckpt, StreamingOptions opts)
-    : table_(table), ckpt_(ckpt), opts_(std::move(opts)) {
-  if (opts_.policy != "lru" && opts_.policy != "lfu" && opts_.policy != "heat")
-    fail("expert cache policy '{}' is not one of lru, lfu, heat", opts_.policy);
-  if (opts_.policy == "heat") load_heat();
+    : table_(table), ckpt_(ckpt), opts_(std::move(opts)), slot_table_(0, parse_eviction_policy(opts_.policy)) {
   // Read plans: aligned reads covering each expert's extents, laid out back to back in a slot.
   plans_.resize(size_t(table.layers()));
   for (int32_t l = 0; l < table.layers(); ++l) {
@@ -109,6 +106,8 @@ StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& c
   if (slot_bytes_ && n < 1)
     fail("expert cache of {} bytes cannot hold one expert ({} bytes)", opts_.cache_bytes, slot_bytes_);
   slots_.resize(size_t(n));
+  slot_table_ = ExpertSlotTable(n, slot_table_.policy());
+  if (slot_table_.policy() == EvictionPolicy::Heat) load_heat();
   arena_bytes_ = size_t(n) * slot_bytes_;
   if (arena_bytes_) {
     // Populated now: otherwise the first read into each slot faults its pages
@@ -157,16 +156,18 @@ void StreamingExperts::load_heat() {
   std::ifstream in(opts_.heat_file);
   uint64_t key;
   double h;
+  std::unordered_map<uint64_t, double> heat;
   // Earlier runs count half as much as this one, so the heat follows changing use.
-  while (in >> key >> h) heat_[key] = 0.5 * h;
+  while (in >> key >> h) heat[key] = 0.5 * h;
+  slot_table_.set_heat(std::move(heat));
 }
 
 void StreamingExperts::save_heat() const {
-  if (opts_.policy != "heat" || opts_.heat_file.empty()) return;
+  if (slot_table_.policy() != EvictionPolicy::Heat || opts_.heat_file.empty()) return;
   const std::string tmp = opts_.heat_file + ".tmp";
   {
     std::ofstream out(tmp);
-    for (const auto& [k, h] : heat_)
+    for (const auto& [k, h] : slot_table_.heat())
       if (h >= 0.01) out << k << ' ' << h << '\n';
     if (!out) return;  // best effort: the heat is a hint
   }
@@ -203,37 +204,16 @@ std::string StreamingExperts::describe(int32_t layer, int32_t e) const {
   return fmt::format("expert {} of layer {} ({} bytes at {})", e, layer, p.bytes, where);
 }
 
-int64_t StreamingExperts::find(uint64_t key) const {
-  auto it = where_.find(key);
-  return it == where_.end() ? -1 : it->second;
-}
+int64_t StreamingExperts::find(uint64_t key) const { return slot_table_.find(key); }
 
 int64_t StreamingExperts::victim(bool allow_wanted) const {
-  int64_t best = -1;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const Slot& s = slots_[i];
-    if (s.state == SlotState::Free) return int64_t(i);
-    if (s.state != SlotState::Ready || s.pins > 0) continue;
+  // A free slot, else the policy's first held, unpinned slot whose read finished.
+  return slot_table_.victim([&](int64_t i) {
+    const Slot& s = slots_[size_t(i)];
+    if (s.state != SlotState::Ready) return false;
     // Experts the current layer asked for and has not used yet stay, unless nothing else can go.
-    if (!allow_wanted && wanted_.count(s.key) && s.acquired_epoch != epoch_) continue;
-    if (best < 0) {
-      best = int64_t(i);
-      continue;
-    }
-    const Slot& b = slots_[size_t(best)];
-    bool better;
-    if (opts_.policy == "lfu") {
-      better = s.uses < b.uses || (s.uses == b.uses && s.last_use < b.last_use);
-    } else if (opts_.policy == "heat") {
-      auto hs = heat_.find(s.key), hb = heat_.find(b.key);
-      const double a = hs == heat_.end() ? 0 : hs->second, c = hb == heat_.end() ? 0 : hb->second;
-      better = a < c || (a == c && s.last_use < b.last_use);
-    } else {
-      better = s.last_use < b.last_use;
-    }
-    if (better) best = int64_t(i);
-  }
-  return best;
+    return allow_wanted || !wanted_.count(s.key) || s.acquired_epoch == epoch_;
+  });
 }
 
 int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bool allow_wanted) {
@@ -246,22 +226,18 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
       ++stats_.prefetch_wasted;
       stats_.prefetch_wasted_bytes += plan(int32_t(slot.key >> 32), int32_t(uint32_t(slot.key))).read_bytes;
     }
-    where_.erase(slot.key);
     ++stats_.evictions;
   }
   slot.key = key_of(layer, e);
+  slot_table_.assign(s, slot.key);
   auto& last = loaded_epoch_[slot.key];
   if (last == epoch_ && epoch_ != 0) ++stats_.duplicate_loads;
   last = epoch_;
   slot.state = SlotState::Loading;
   slot.pending = int32_t(p.reads.size());
-  slot.pins = 0;
-  slot.uses = 0;
   slot.error = 0;
   slot.prefetched = prefetch;
   slot.used = false;
-  slot.last_use = ++tick_;
-  where_[slot.key] = s;
   settle_touch(s);
   uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
   slot.pending_on.assign(drives_.size(), 0);
@@ -470,7 +446,7 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
   Slot& slot = slots_[size_t(s)];
   if (slot.error) {
     const int64_t err = slot.error;
-    where_.erase(slot.key);
+    slot_table_.release_slot(s);
     slot.state = SlotState::Free;
     slot.key = ~0ull;
     if (err == -EBADMSG && opts_.fetcher && refetched_.insert(key).second) {
@@ -486,10 +462,7 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
   if (slot.prefetched && !slot.used) ++stats_.prefetch_used;
   slot.used = true;
   slot.acquired_epoch = epoch_;
-  if (opts_.policy == "heat") heat_[key] += 1.0;
-  ++slot.pins;
-  ++slot.uses;
-  slot.last_use = ++tick_;
+  slot_table_.use(s);  // pinned until release; one more use (and heat), just used
   ++stats_.requests;
   stats_.bytes_needed += plan(layer, e).bytes;
   return slot.weights;
@@ -497,7 +470,7 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
 
 void StreamingExperts::release(int32_t layer, int32_t e) {
   const int64_t s = find(key_of(layer, e));
-  if (s >= 0 && slots_[size_t(s)].pins > 0) --slots_[size_t(s)].pins;
+  if (s >= 0 && slot_table_.pins(s) > 0) slot_table_.unpin(s, /*touch_when_unpinned=*/false);
 }
 
 }  // namespace sluice

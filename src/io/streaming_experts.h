@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "compute/expert_slot_table.h"
 #include "compute/expert_source.h"
 #include "format/checkpoint.h"
 #include "format/extent.h"
@@ -96,6 +97,7 @@ class StreamingExperts : public ExpertSource {
   double prefault_seconds() const { return double(prefault_ns_.load()) * 1e-9; }
   bool prefault_done() const { return prefault_done_.load(); }
   int64_t slots() const { return int64_t(slots_.size()); }
+  EvictionPolicy policy() const { return slot_table_.policy(); }
   uint64_t cache_bytes() const { return slot_bytes_ * slots_.size(); }
   bool direct_io() const { return direct_; }
   std::string queue_name() const { return drives_.front().queue->name(); }
@@ -115,19 +117,21 @@ class StreamingExperts : public ExpertSource {
     std::vector<std::pair<const uint8_t*, uint64_t>> rebase;  // original range start -> slot offset
     uint64_t bytes = 0, read_bytes = 0;
   };
+  // Which expert a slot holds, its pins, uses and eviction order are in
+  // slot_table_; a slot's fill (reads in flight, errors, weight views) is here.
   enum class SlotState : uint8_t { Free, Loading, Ready };
   struct Slot {
     uint64_t key = ~0ull;
     SlotState state = SlotState::Free;
-    int32_t pending = 0, pins = 0;
-    uint64_t last_use = 0, uses = 0, acquired_epoch = 0;
+    int32_t pending = 0;
+    uint64_t acquired_epoch = 0;
     bool prefetched = false, used = false;
     int64_t error = 0;
     std::vector<int32_t> pending_on;  // reads still in flight, per drive
     ExpertWeights weights;
   };
 
-  static uint64_t key_of(int32_t layer, int32_t e) { return (uint64_t(uint32_t(layer)) << 32) | uint32_t(e); }
+  static uint64_t key_of(int32_t layer, int32_t e) { return expert_key(layer, e); }
   const Plan& plan(int32_t layer, int32_t e) const;
   int64_t find(uint64_t key) const;
   int64_t start_load(int32_t layer, int32_t e, bool prefetch, bool allow_wanted = false);  // -1: no slot free
@@ -171,14 +175,13 @@ class StreamingExperts : public ExpertSource {
   uint8_t* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   std::vector<Slot> slots_;
-  std::unordered_map<uint64_t, int64_t> where_;
+  ExpertSlotTable slot_table_;
   std::unordered_map<uint64_t, uint64_t> wanted_;  // requested for the current layer: not evictable
   std::unordered_map<uint64_t, uint64_t> loaded_epoch_;  // request epoch of each expert's last load
   std::unordered_set<uint64_t> refetched_;  // stream mode: corrupt local copies fetched again
-  uint64_t tick_ = 0, epoch_ = 0;
+  uint64_t epoch_ = 0;
   ExpertStats stats_;
-  std::unordered_map<uint64_t, double> heat_;  // key -> uses in earlier runs (decayed) + this run
-  void load_heat();
+  void load_heat();  // heat policy: slot_table_'s heat from opts_.heat_file (uses in earlier runs, decayed)
   void save_heat() const;
 };
 
