@@ -7,7 +7,10 @@
 # tokens reused and prefilled (the server's request log line), the time to the
 # first generated token (the log line's; the client's own first output event
 # in brackets), and the routed-expert bytes read from disk (/metrics,
-# sluice_expert_bytes_read_total; 0 when the model is in memory).
+# sluice_expert_bytes_read_total; 0 when the model is in memory), and the
+# prompt tokens taken from the replay store (the log line's "N replayed": only
+# replies this server generated are replayed, and a recorded session's replies
+# carry the recording server's call ids, so a replay of a recording has none).
 # Replies are capped at MAX_OUT tokens (default 16): the benchmark is about
 # prompts.
 #   bench/agent_replay.sh [TRANSCRIPT] [MODEL_DIR] [SLUICE_BINARY] [extra serve args...]
@@ -59,7 +62,9 @@ def send(endpoint, body):
     line = lines[-1]
     m = re.search(r"prompt (\d+) tokens \((\d+) cached, (\d+) new\)", line)
     ttft = re.search(r"first token ([\d.]+) s", line)
+    replayed = re.search(r"new\), (\d+) replayed", line)
     return {"prompt": int(m.group(1)), "reused": int(m.group(2)), "prefilled": int(m.group(3)),
+            "replayed": int(replayed.group(1)) if replayed else 0,
             "ttft": float(ttft.group(1)) if ttft else float("nan"), "client_ttft": first,
             "bytes": metric("sluice_expert_bytes_read_total") - before_bytes}
 
@@ -80,11 +85,11 @@ for it in reversed(items):
         break
 rows.append(("2.1", send(first["endpoint"], first["body"])))
 
-print("| turn | prompt tokens | reused | prefilled | TTFT s (client) | expert bytes read |")
-print("|---|---:|---:|---:|---:|---:|")
+print("| turn | prompt tokens | reused | prefilled | replayed | TTFT s (client) | expert bytes read |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for name, x in rows:
     ct = f"{x['client_ttft']:.2f}" if x["client_ttft"] is not None else "-"
-    print(f"| {name} | {x['prompt']} | {x['reused']} | {x['prefilled']} | {x['ttft']:.2f} ({ct}) | {int(x['bytes']):,} |")
+    print(f"| {name} | {x['prompt']} | {x['reused']} | {x['prefilled']} | {x['replayed']} | {x['ttft']:.2f} ({ct}) | {int(x['bytes']):,} |")
 PY
 stop
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

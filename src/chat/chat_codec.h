@@ -47,6 +47,9 @@ class ChatCodec {
   virtual std::string token_bytes(int32_t id) const = 0;
   // End-of-turn ids besides the model's eos ids (e.g. <|im_end|>).
   virtual std::vector<int32_t> stop_ids() const = 0;
+  // Whether the id is a marker the template writes (an added or special token: a turn or
+  // tool-call marker), never text of a message. The byte codec has none.
+  virtual bool is_marker(int32_t /*id*/) const { return false; }
   // The family's reply syntax, given the rendered prompt's ids (which may open a <think> block).
   virtual ReplySyntax reply_syntax(const std::vector<int32_t>& prompt) const = 0;
 };

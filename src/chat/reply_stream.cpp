@@ -50,6 +50,9 @@ bool ReplyStream::release(const std::string& text, bool final) {
     std::erase_if(d.call_parts, [](const ToolCallPart& p) { return p.index > 0; });
   }
   calls_emitted_ += int(d.tool_calls.size());
+  generated_.content += d.content;
+  generated_.reasoning += d.reasoning;
+  generated_.calls.insert(generated_.calls.end(), d.tool_calls.begin(), d.tool_calls.end());
   if (d.empty() && !final) return true;
   std::vector<LogprobEntry> lp;
   if (!text.empty() || final) lp.swap(pending_lp_);
@@ -67,6 +70,7 @@ int32_t ReplyStream::pick(float* row) {
 bool ReplyStream::take(int32_t token) {
   if (grammar_ && !is_stop(token)) grammar_->feed(codec_.token_bytes(token));
   ++completion_tokens_;
+  generated_.tokens.push_back(token);
   if (req_.logprobs) pending_lp_.push_back({token, picked_.logprob, std::move(picked_.top)});
   const auto now = std::chrono::steady_clock::now();  // a verification pass is shared by its tokens
   if (completion_tokens_ == 1) first_token_at_ = now;
@@ -74,6 +78,7 @@ bool ReplyStream::take(int32_t token) {
   last_ = now;
   if (is_stop(token)) {
     stopped_ = true;
+    generated_.ended_by_stop_token = true;
     return false;
   }
   // A token counts as reasoning when the reply is in its reasoning block before or after it.
@@ -118,6 +123,9 @@ void ReplyStream::finish(Outcome& out) {
     out.cancelled = cancelled_ = true;
     return;
   }
+  // A reply whose calls were not all given to the client (parallel_tool_calls false) is not replayed.
+  if (parser_.calls_seen() != int(generated_.calls.size())) generated_.ended_by_stop_token = false;
+  out.generated = std::move(generated_);
   // Cut off by max_tokens is "length", even in the middle of a tool call.
   out.finish_reason = !stopped_ ? "length" : parser_.calls_seen() > 0 ? "tool_calls" : "stop";
 }

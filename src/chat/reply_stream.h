@@ -17,6 +17,7 @@
 #include "chat/generation_counters.h"
 #include "chat/grammar.h"
 #include "chat/reply_parser.h"
+#include "chat/reply_replay.h"
 #include "chat/request.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_strings.h"
@@ -40,6 +41,8 @@ struct Outcome {
   // Prompt scoring (max_tokens 0 with logprobs): one entry per prompt token, each
   // token's log-probability given those before it; the first has none (NaN).
   std::vector<LogprobEntry> prompt_logprobs;
+  // The reply as generated, for the server's replay of re-sent replies (chat/reply_replay.h).
+  GeneratedReply generated;
 };
 
 // Output as it is released: returns false to cancel (client gone).
@@ -81,6 +84,7 @@ class ReplyStream {
   int calls_emitted_ = 0;
   int64_t completion_tokens_ = 0;
   int64_t reasoning_tokens_ = 0;
+  GeneratedReply generated_;
   bool stopped_ = false, cancelled_ = false;
   std::chrono::steady_clock::time_point last_, first_token_at_{};
 };

@@ -28,6 +28,7 @@ class TextDetokenizer : public Detokenizer {
 
 TextChatCodec::TextChatCodec(const std::string& model_dir, int64_t model_vocab) {
   tok_ = text::Tokenizer::load(model_dir);
+  for (const auto& a : tok_->added_tokens()) added_ids_.insert(a.id);
   if (tok_->vocab_size() > model_vocab)
     fail("{}: the tokenizer has {} ids but the model only {}", model_dir, tok_->vocab_size(), model_vocab);
   namespace fs = std::filesystem;
@@ -62,6 +63,10 @@ TextChatCodec::TextChatCodec(const std::string& model_dir, int64_t model_vocab) 
   // (<|call|> ends a harmony turn that calls a tool: the call is parsed where generation stops.)
   for (const char* marker : {"<|im_end|>", "<|eot_id|>", "<|return|>", "<|call|>"})
     if (auto id = tok_->token_id(marker); id && tok_->is_special(*id)) stop_ids_.push_back(*id);
+}
+
+bool TextChatCodec::is_marker(int32_t id) const {
+  return added_ids_.count(id) > 0 || (tok_->valid_id(id) && tok_->is_special(id));
 }
 
 std::string TextChatCodec::describe() const {

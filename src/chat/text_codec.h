@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 
 #include "chat/chat_codec.h"
 #include "text/chat_template.h"
@@ -24,6 +25,7 @@ class TextChatCodec : public ChatCodec {
   std::unique_ptr<Detokenizer> detokenizer() const override;
   std::string token_bytes(int32_t id) const override;
   std::vector<int32_t> stop_ids() const override { return stop_ids_; }
+  bool is_marker(int32_t id) const override;
   ReplySyntax reply_syntax(const std::vector<int32_t>& prompt) const override;
 
   const std::string& family() const { return family_; }
@@ -39,6 +41,7 @@ class TextChatCodec : public ChatCodec {
   bool template_renders_tools_ = false;
   bool add_bos_ = false;
   std::vector<int32_t> stop_ids_;
+  std::unordered_set<int32_t> added_ids_;  // the tokenizer's added tokens
 };
 
 }  // namespace sluice::chat

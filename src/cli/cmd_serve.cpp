@@ -51,6 +51,7 @@ void add_serve_command(CLI::App& app, Action& action) {
     bool no_request_log = false;
     double prompt_cache_gb = 8;
     double checkpoints_gb = 2;
+    double replay_mib = 64;
     server::ServerOptions s;
   };
   auto o = std::make_shared<Opts>();
@@ -131,6 +132,13 @@ void add_serve_command(CLI::App& app, Action& action) {
                   "GB (10^9 bytes) of states kept in memory at message boundaries (the end of the system prompt and "
                   "tools, where prompts depart from each other), so a new session of an agent starts there; 0: none")
       ->capture_default_str();
+  cmd->add_option("--replay-max", o->replay_mib,
+                  "MiB of generated replies kept, each with the prompt it was generated from, so that a conversation "
+                  "sent back with one of them (found by its tool-call ids, or its text, after the same messages) is "
+                  "fed the tokens the model generated instead of the template's rendering of the client's copy "
+                  "(re-serialized arguments, reasoning left out) and reuses the prefix kept from that turn; least "
+                  "recently used forgotten first; 0: off")
+      ->capture_default_str();
   add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
@@ -154,6 +162,8 @@ void add_serve_command(CLI::App& app, Action& action) {
       o->s.cache.disk_bytes = checked_bytes(o->prompt_cache_gb, 1e9, "--prompt-cache-max (GB)");
       if (!(o->checkpoints_gb >= 0)) fail("--prompt-checkpoints must be >= 0, got {}", o->checkpoints_gb);
       o->s.cache.checkpoint_bytes = checked_bytes(o->checkpoints_gb, 1e9, "--prompt-checkpoints (GB)");
+      if (!(o->replay_mib >= 0)) fail("--replay-max must be >= 0, got {}", o->replay_mib);
+      o->s.replay_bytes = checked_bytes(o->replay_mib, double(1 << 20), "--replay-max (MiB)");
       apply_memory_options(o->mem);
       // State for each kept conversation, and for each running request beyond the one that is among them.
       o->mem.sequences = std::max<int64_t>(o->mem.sequences, o->s.cache.slots + o->s.parallel - 1);

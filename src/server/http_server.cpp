@@ -110,6 +110,7 @@ struct HttpServer::Impl {
   std::unique_ptr<BatchRunner> runner;
   ResponseStore responses;  // /v1/responses kept for previous_response_id
   mutable chat::PromptBoundaries boundaries;  // where the prompt cache keeps checkpoints
+  mutable chat::ReplyReplay replay;  // earlier replies, fed as generated when they are sent again
   std::atomic<bool> stopping{false};
   HttpTransport http;  // last: its threads stop before the members above go
 
@@ -124,6 +125,7 @@ struct HttpServer::Impl {
                                     : nullptr),
         runner(scheduler ? std::make_unique<BatchRunner>(*scheduler) : nullptr),
         boundaries(c),
+        replay(c, opts.replay_bytes),
         http(transport_options(opts, metrics)) {
     metrics.set_queue([this] { return queue.waiting(); }, [this] { return queue.running(); });
     setup();
@@ -145,6 +147,8 @@ struct HttpServer::Impl {
   void anthropic_route(const std::string& body, httplib::Response& res, bool count_tokens);
   void responses_route(const std::string& body, httplib::Response& res);
   void finish_preparation(Job& job) const;  // the forced-call grammar, the context check
+  // The rendered prompt with an earlier reply in it fed as generated (chat/reply_replay.h).
+  void replay_prompt(Job& job) const;
   void start_reply(const std::shared_ptr<Job>& job, httplib::Response& res);
   // Ignored fields counted in /metrics; dropped hosted tools named in a header.
   void note(Job& job, httplib::Response& res);
@@ -330,6 +334,7 @@ struct HttpServer::Impl::Job {
   RequestNotes notes;
   Clock::time_point arrived = Clock::now(), started{};  // started: the turn came
   bool waiting = false;  // the reply's status line went out while the request still waits for its turn
+  int64_t replayed = 0;  // prompt tokens taken from the replay store (an earlier prompt and its reply)
 };
 
 std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::new_job() const {
@@ -355,6 +360,7 @@ std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::prepare_openai(const st
                    fmt::format("model '{}' does not exist; this server serves '{}'", req.model, opts.model_name));
   if (kind == Request::Kind::Chat) {
     job->prompt = codec.render_chat(req.messages, req.tools, ChatOptions{req.reasoning_effort});
+    replay_prompt(*job);
   } else if (req.prompt_is_ids) {
     job->prompt = req.prompt_ids;
   } else {
@@ -371,6 +377,13 @@ std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::prepare_openai(const st
   }
   finish_preparation(*job);
   return job;
+}
+
+void HttpServer::Impl::replay_prompt(Job& job) const {
+  auto r = replay.apply(job.req.messages, job.req.tools, ChatOptions{job.req.reasoning_effort}, job.prompt);
+  if (!r) return;
+  job.prompt = std::move(r->prompt);
+  job.replayed = r->tokens;
 }
 
 void HttpServer::Impl::finish_preparation(Job& job) const {
@@ -433,6 +446,7 @@ void HttpServer::Impl::anthropic_route(const std::string& raw_body, httplib::Res
                                  "template ({})",
                                  e.what()));
     }
+    replay_prompt(*job);  // count_tokens too: the tokens the model would be fed
     note(*job, res);
     const int64_t prompt_tokens = int64_t(job->prompt.size());
     if (job->notes.edit_trigger > 0 && prompt_tokens >= job->notes.edit_trigger)
@@ -480,6 +494,7 @@ void HttpServer::Impl::responses_route(const std::string& raw_body, httplib::Res
       throw ApiError(404, "invalid_request_error", "model", "model_not_found",
                      fmt::format("model '{}' does not exist; this server serves '{}'", job->req.model, opts.model_name));
     job->prompt = codec.render_chat(job->req.messages, job->req.tools, ChatOptions{job->req.reasoning_effort});
+    replay_prompt(*job);
     note(*job, res);
     try {
       finish_preparation(*job);
@@ -551,6 +566,10 @@ void HttpServer::Impl::log_request(const Job& job, const Outcome& o, const std::
   std::string line = fmt::format("sluice: {} {}: prompt {} tokens ({} cached, {} new), queued {:.2f} s", job.id.empty() ? "-" : job.id,
                                  route_path(job.route), job.prompt.size(), o.cached_tokens,
                                  int64_t(job.prompt.size()) - o.cached_tokens, queued);
+  if (job.replayed > 0) {  // before "queued": the prompt's account stays together
+    const size_t at = line.find(", queued");
+    line.insert(at, fmt::format(", {} replayed", job.replayed));
+  }
   if (o.first_token_at != Clock::time_point{}) {
     const double decode = secs(now - o.first_token_at);
     line += fmt::format(", first token {:.2f} s, {} tokens at {:.1f} tokens/s", secs(o.first_token_at - job.arrived),
@@ -583,6 +602,7 @@ bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
     return write_locked(s);
   };
   auto gone = [&] { return fd >= 0 ? peer_closed(fd) : !ok; };
+  if (job.replayed > 0) metrics.add_replayed(job.replayed);
   write(w.begin());
   if (job.waiting) {
     // Still queued: keep-alives until the turn comes (or the client leaves, or the server stops).
@@ -673,6 +693,9 @@ bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
     log_request(job, o, "client gone");
     return false;
   }
+  if (job.req.kind == Request::Kind::Chat &&
+      replay.record(job.req.messages, job.req.tools, ChatOptions{job.req.reasoning_effort}, job.prompt, o.generated))
+    metrics.set_replay_store(int64_t(replay.size()), uint64_t(replay.bytes()));
   write(w.end(o));
   if (ok) sink.done();
   metrics.add_request_seconds(std::chrono::duration<double>(Clock::now() - job.started).count());

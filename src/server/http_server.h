@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_codec.h"
+#include "chat/reply_replay.h"
 #include "model/model.h"
 #include "runtime/prompt_cache.h"
 #include "runtime/sampler.h"
@@ -48,6 +49,9 @@ struct ServerOptions {
   // event) when it has written nothing for this long: while queued and while prefilling.
   std::chrono::milliseconds keep_alive{5000};
   bool log_requests = true;  // one line per generation request on stderr
+  // Bytes of generated replies (with their prompts) kept so that a conversation sent
+  // again feeds them as generated (chat/reply_replay.h); 0: off.
+  size_t replay_bytes = chat::ReplyReplay::kDefaultMaxBytes;
 };
 
 // Refuses options no server can run with, naming the `sluice serve` flag;

@@ -109,6 +109,18 @@ void Metrics::set_prompt_cache(int64_t slots, uint64_t memory_bytes, int64_t fil
   cache_disk_bytes_ = disk_bytes;
 }
 
+void Metrics::add_replayed(int64_t tokens) {
+  std::lock_guard lk(mu_);
+  ++replayed_requests_;
+  replayed_tokens_ += uint64_t(tokens);
+}
+
+void Metrics::set_replay_store(int64_t replies, uint64_t bytes) {
+  std::lock_guard lk(mu_);
+  replay_replies_ = replies;
+  replay_bytes_ = bytes;
+}
+
 void Metrics::set_prompt_checkpoints(int64_t count, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   cache_checkpoints_ = count;
@@ -205,6 +217,16 @@ std::string Metrics::render() const {
          cache_checkpoints_);
   single("sluice_prompt_cache_checkpoint_bytes", "gauge",
          "Bytes of the checkpoints kept in memory (at most --prompt-checkpoints).", cache_checkpoint_bytes_);
+  single("sluice_replayed_requests_total", "counter",
+         "Generation requests whose prompt fed an earlier reply as generated (from the replay store) instead of its "
+         "rendering as the client sent it back.",
+         replayed_requests_);
+  single("sluice_replayed_prompt_tokens_total", "counter",
+         "Prompt tokens taken from the replay store: the earlier reply's prompt and its generated tokens.",
+         replayed_tokens_);
+  single("sluice_replay_store_replies", "gauge", "Generated replies kept for replay (--replay-max bounds their bytes).",
+         replay_replies_);
+  single("sluice_replay_store_bytes", "gauge", "Bytes of the replies kept for replay, with their prompts.", replay_bytes_);
   single("sluice_prefill_progress_tokens", "gauge", "Prompt positions in the state of the prompt being prefilled now.",
          prefill_done_);
   single("sluice_prefill_prompt_tokens", "gauge", "Length of the prompt being prefilled now (0: none).", prefill_total_);

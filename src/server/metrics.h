@@ -45,6 +45,10 @@ class Metrics : public chat::GenerationCounters {
   void add_speculation(const SpeculationStats& s) override;
   void set_prompt_cache(int64_t slots, uint64_t memory_bytes, int64_t files, uint64_t disk_bytes) override;
   void set_prompt_checkpoints(int64_t count, uint64_t bytes) override;
+  // A request whose prompt took `tokens` from the replay store (chat/reply_replay.h).
+  void add_replayed(int64_t tokens);
+  // The replay store: replies kept and their bytes.
+  void set_replay_store(int64_t replies, uint64_t bytes);
   // One decode pass of the batch scheduler (--parallel > 1) over `sequences` requests.
   void add_batch_pass(int64_t sequences) override;
 
@@ -69,6 +73,8 @@ class Metrics : public chat::GenerationCounters {
   std::function<int64_t()> waiting_, running_;
   ExpertStats experts_;
   int64_t cache_slots_ = 0, cache_files_ = 0, cache_checkpoints_ = 0;
+  uint64_t replayed_requests_ = 0, replayed_tokens_ = 0, replay_bytes_ = 0;
+  int64_t replay_replies_ = 0;
   uint64_t cache_memory_bytes_ = 0, cache_disk_bytes_ = 0, cache_checkpoint_bytes_ = 0;
 };
 

