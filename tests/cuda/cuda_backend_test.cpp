@@ -472,6 +472,47 @@ TEST(CudaTensorCores, StreamingSmallKernelGivesTheRoundKernelsBits) {
   }
 }
 
+// The large-n kernels (the first, two barriers a stage; the pipelined one) give the same bits for
+// 9-100 activation rows (one, two and four token tiles per block, a partial last block of rows and
+// of tokens, a partial last slice), and each row equals the same token alone.
+TEST(CudaTensorCores, LargeKernelVariantsGiveTheSameBits) {
+  struct Case {
+    WeightFormat f;
+    int64_t rows, cols;
+    int32_t group;
+  };
+  const Case cases[] = {
+      {WeightFormat::BF16, 203, 4096 + 96, 32},   {WeightFormat::FP8_E4M3_BLOCK, 203, 4096, 128},
+      {WeightFormat::INT4_GROUP, 203, 4096 + 32, 32}, {WeightFormat::INT4_GROUP, 130, 2048, 128},
+      {WeightFormat::MXFP4, 203, 4096 + 160, 32},  {WeightFormat::INT8_ROW, 203, 4096 + 64, 32},
+  };
+  const int64_t N = 100;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(fmt::format("{} [{}, {}]", weight_format_name(c.f), c.rows, c.cols));
+    HostMatrix hm = random_matrix(c.f, c.rows, c.cols, c.group);
+    ASSERT_TRUE(cuda::tc_eligible(hm.q));
+    auto x = randn(N * c.cols);
+    Matrix wg = gpu().matrix(hm.q);
+    Buffer xg = on(gpu(), x, N, c.cols);
+    for (const int64_t n : {9, 20, 37, 64, 100}) {
+      std::vector<float> got[2];
+      for (int v = 0; v < 2; ++v) {
+        cuda::set_large_products_variant(v);
+        Buffer y(gpu(), n, c.rows);
+        gpu().matmul(wg, xg.row_range(0, n), y);
+        got[v] = values(gpu(), y);
+      }
+      cuda::set_large_products_variant(1);  // the default
+      Buffer y1(gpu(), 1, c.rows);
+      gpu().matmul(wg, xg.row_range(n - 1, 1), y1);
+      const auto one = values(gpu(), y1);
+      EXPECT_EQ(0, std::memcmp(got[1].data(), got[0].data(), got[0].size() * 4)) << n << " rows: pipelined vs first";
+      EXPECT_EQ(0, std::memcmp(one.data(), got[1].data() + (n - 1) * c.rows, one.size() * 4))
+          << n << " rows: last alone";
+    }
+  }
+}
+
 // The three-part activations keep f32 accuracy: over 16384 columns, against a float64 reference,
 // the tensor-core error stays within 5x the CPU's (the golden gate), also for rows scaled by
 // 2^60 and 2^-60 and for a row whose values span 2^-20 .. 2^20; a NaN reaches every output of

@@ -61,6 +61,9 @@ void set_tensor_core_products(bool on);
 void set_streaming_small_products(bool on);
 // 16-row tiles per streaming block: 1 or 2 forces it, 0 the format's default (the same bits).
 void set_streaming_small_tiles(int rt);
+// The large-n (9+ rows) kernel: 1 pipelined (the default), 0 the first one (two barriers a
+// stage). The same bits (tests).
+void set_large_products_variant(int v);
 int tc_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s);
 int tc_grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols,
                       int64_t max_n, Stream s);

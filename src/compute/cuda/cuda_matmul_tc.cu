@@ -731,22 +731,267 @@ __device__ __forceinline__ void large_tile(const QMatrix& W, const float* __rest
       }
 }
 
-template <WeightFormat F, int TT>
-__global__ void __launch_bounds__(kLargeThreads, 1)
-    large_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
-                 bool xvec) {
-  extern __shared__ __align__(16) uint8_t smem[];
-  large_tile<F, TT>(W, X, n, ldx, Y, ldy, xvec, int64_t(blockIdx.x) * kBM, int64_t(blockIdx.y) * Large<F, TT>::BN,
-                    smem);
+// The large kernel, pipelined (the default; SLUICE_CUDA_TC_LARGE=0 keeps large_tile above, for
+// comparisons): the same products in the same order from the same shared-memory tiles (128 rows x
+// BN tokens, 64 columns a stage), with more warps and one block barrier per stage instead of two.
+// - 16 warps for BN >= 32 (4 x 4: 32 rows x BN / 4 tokens each, at most 128 registers), 8 for
+//   BN = 16 (4 x 2: 32 x 8).
+// - The activations of stage kt + 1 are split into their parts (into one of two parts tiles) while
+//   the tensor cores take stage kt from the other; they travel one stage ahead of the weights
+//   (cp.async group kt: the weights of stage kt and the activations of stage kt + 1).
+// - In a chunk a warp takes its n8 tiles one (token tile, part) at a time for both row tiles: two
+//   MMA chains interleave (the MMAs of one chain still follow each other from 0).
+// Measured on an H100 (512 tokens, 7168 x 16384): 1.06-1.10x large_tile for bf16, fp8 and int4,
+// about even for int8 and mxfp4. Tried and dropped: 8 warps of 64 rows (each B fragment serving
+// four row tiles) ran 0.85-1.06x. An H200 ran this loop with the split, the scale FMAs and all but
+// one B fragment load per chunk taken out at only ~40% of the measured mma.sync rate, so what
+// bounds it is not (only) those.
+template <int TT>
+constexpr int large_warps() {
+  return TT >= 2 ? 16 : 8;
 }
 
 template <WeightFormat F, int TT>
-__global__ void __launch_bounds__(kLargeThreads, 1) grouped_large_kernel(const MatmulProblem* __restrict__ problems) {
+struct LargeDb {
+  using L = Large<F, TT>;
+  static constexpr int NW = large_warps<TT>(), threads = NW * 32;
+  static constexpr int WMW = 4;               // warps along the rows
+  static constexpr int MT = kBM / 16 / WMW;   // 16-row tiles per warp
+  static constexpr int WN = NW / WMW;         // warps along the tokens
+  static constexpr int TTW = 2 * TT / WN;     // n8 token tiles per warp
+  static_assert(TTW >= 1 && TTW * WN * 8 == L::BN, "warp layout");
+  static constexpr int b_bytes = 3 * L::BN * L::b_stride;  // one parts tile
+  static constexpr int y_bytes = MT * TTW * 4 * threads * 4;
+  static constexpr int smem = kStages * L::stage_bytes + 2 * b_bytes + y_bytes;
+  static_assert(smem <= 227 * 1024, "shared memory");
+};
+
+template <WeightFormat F, int TT>
+__device__ __forceinline__ void large_tile_db(const QMatrix& W, const float* __restrict__ X, int64_t n, int64_t ldx,
+                                              float* __restrict__ Y, int64_t ldy, bool xvec, int64_t m0, int64_t t0,
+                                              uint8_t* smem) {
+  using T = Tc<F>;
+  using L = Large<F, TT>;
+  using D = LargeDb<F, TT>;
+  constexpr int BN = L::BN, NT = D::threads, TTW = D::TTW, MT = D::MT;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+  const int wm = warp % D::WMW, wn = warp / D::WMW;
+  const int64_t K = W.cols, M = W.rows;
+  const int KT = int((K + kBK - 1) / kBK);
+  uint8_t* const bsm0 = smem + kStages * L::stage_bytes;
+  float* const ysm = reinterpret_cast<float*>(bsm0 + 2 * D::b_bytes);  // [MT TTW 4][threads]
+
+  // Stage kt's weights into slot kt % kStages.
+  auto issue_a = [&](int kt) {
+    uint8_t* as = smem + (kt % kStages) * L::stage_bytes;
+    const int64_t k0 = int64_t(kt) * kBK;
+    constexpr int pieces_a = L::a_row / 16;
+    constexpr int cols_per_piece = kBK / pieces_a;
+#pragma unroll
+    for (int i = tid; i < kBM * pieces_a; i += NT) {
+      const int r = i / pieces_a, pc = i % pieces_a;
+      const int64_t row = m0 + r < M ? m0 + r : M - 1;
+      const uint8_t* src = W.data + row * W.row_bytes;
+      const bool in = k0 + pc * cols_per_piece < K;
+      cp_async16(as + r * L::a_stride + pc * 16, in ? src + (k0 / kBK) * L::a_row + pc * 16 : src, in ? 16 : 0);
+    }
+  };
+  // Stage kt's activations into slot kt % kStages (zeros past the columns and tokens).
+  auto issue_x = [&](int kt) {
+    uint8_t* xs = smem + (kt % kStages) * L::stage_bytes + L::a_bytes;
+    const int64_t k0 = int64_t(kt) * kBK;
+#pragma unroll
+    for (int i = tid; i < BN * 16; i += NT) {
+      const int t = i >> 4, pc = i & 15;
+      const int64_t tok = t0 + t, col = k0 + pc * 4;
+      const bool in = tok < n && col < K;
+      uint8_t* dst = xs + t * L::x_stride + pc * 16;
+      if (xvec) {
+        cp_async16(dst, in ? X + tok * ldx + col : X, in ? 16 : 0);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) cp_async4(dst + 4 * e, in ? X + tok * ldx + col + e : X, in ? 4 : 0);
+      }
+    }
+  };
+  // Stage kt's activations (slot kt % kStages) -> three bf16 parts in parts tile kt & 1.
+  auto split = [&](int kt) {
+    const uint8_t* xs = smem + (kt % kStages) * L::stage_bytes + L::a_bytes;
+    uint8_t* bsm = bsm0 + (kt & 1) * D::b_bytes;
+#pragma unroll
+    for (int i = tid; i < BN * (kBK / 8); i += NT) {
+      const int t = i / (kBK / 8), kb = i % (kBK / 8);
+      const float4 lo = *reinterpret_cast<const float4*>(xs + t * L::x_stride + kb * 32);
+      const float4 hi = *reinterpret_cast<const float4*>(xs + t * L::x_stride + kb * 32 + 16);
+      const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      float p0[8], p1[8], p2[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) split3(v[k], p0[k], p1[k], p2[k]);
+      const float* ps[3] = {p0, p1, p2};
+#pragma unroll
+      for (int p = 0; p < 3; ++p) {
+        uint4 o;
+        if constexpr (Tc<F>::nibble)
+          o = make_uint4(pair_of<F>(ps[p], 0), pair_of<F>(ps[p], 1), pair_of<F>(ps[p], 2), pair_of<F>(ps[p], 3));
+        else
+          o = make_uint4(bf16x2_bits(ps[p][0], ps[p][1]), bf16x2_bits(ps[p][2], ps[p][3]),
+                         bf16x2_bits(ps[p][4], ps[p][5]), bf16x2_bits(ps[p][6], ps[p][7]));
+        *reinterpret_cast<uint4*>(bsm + (p * BN + t) * L::b_stride + kb * 16) = o;
+      }
+    }
+  };
+
+  float acc[MT][TTW][3][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int tt = 0; tt < TTW; ++tt)
+#pragma unroll
+      for (int p = 0; p < 3; ++p) acc[mt][tt][p][0] = acc[mt][tt][p][1] = acc[mt][tt][p][2] = acc[mt][tt][p][3] = 0.0f;
+  auto ys = [&](int mt, int tt, int r) -> float& { return ysm[((mt * TTW + tt) * 4 + r) * NT + tid]; };
+
+  int64_t arow[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = m0 + wm * (16 * MT) + mt * 16 + g + 8 * h;
+      arow[mt][h] = W.row0 + (r < M ? r : M - 1);
+    }
+
+  // Groups: X(0); then per stage s: A(s), X(s + 1).
+  issue_x(0);
+  cp_async_commit();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < KT) issue_a(s);
+    if (s + 1 < KT) issue_x(s + 1);
+    cp_async_commit();
+  }
+  cp_async_wait<kStages - 1>();
+  __syncthreads();
+  split(0);
+  for (int kt = 0; kt < KT; ++kt) {
+    cp_async_wait<kStages - 2>();
+    // A(kt) and X(kt + 1) are in; parts tile kt & 1 is written; every warp is done with stage
+    // kt - 1 (weights slot, activations slot of kt + 2, parts tile (kt + 1) & 1).
+    __syncthreads();
+    if (kt + kStages - 1 < KT) issue_a(kt + kStages - 1);
+    if (kt + kStages < KT) issue_x(kt + kStages);
+    cp_async_commit();
+    if (kt + 1 < KT) split(kt + 1);
+    const uint8_t* as = smem + (kt % kStages) * L::stage_bytes;
+    const uint8_t* bsm = bsm0 + (kt & 1) * D::b_bytes;
+    const int64_t k0 = int64_t(kt) * kBK;
+    constexpr int QN = kBK / T::KC;
+#pragma unroll
+    for (int q = 0; q < QN; ++q) {
+      if (k0 + q * T::KC >= K) break;
+      float sc[MT][2];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) sc[mt][h] = chunk_scale<F>(W, arow[mt][h], k0 + q * T::KC);
+      uint32_t ra[MT][2][T::R];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = wm * (16 * MT) + mt * 16 + g + 8 * h;
+          const uint8_t* p = as + row * L::a_stride + q * T::chunk_bytes + tig * T::TB;
+          uint32_t w[T::TW];
+          if constexpr (T::TB == 16) {
+            const uint4 v = *reinterpret_cast<const uint4*>(p);
+            w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+          } else {
+            w[0] = *reinterpret_cast<const uint32_t*>(p);
+          }
+          decode_a<F>(w, ra[mt][h]);
+        }
+#pragma unroll
+      for (int tt = 0; tt < TTW; ++tt)
+#pragma unroll
+        for (int p = 0; p < 3; ++p) {
+          uint32_t b[T::R];
+          const uint8_t* bp = bsm + (p * BN + wn * TTW * 8 + tt * 8 + g) * L::b_stride + (q * T::KC + tig * T::V) * 2;
+#pragma unroll
+          for (int i = 0; i < T::R; i += 4) {
+            const uint4 v = *reinterpret_cast<const uint4*>(bp + i * 4);
+            b[i] = v.x, b[i + 1] = v.y, b[i + 2] = v.z, b[i + 3] = v.w;
+          }
+          // chunk_step for the warp's row tiles, their MMAs interleaved.
+          float t[MT][4];
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) t[mt][0] = t[mt][1] = t[mt][2] = t[mt][3] = 0.0f;
+#pragma unroll
+          for (int m = 0; m < T::MMAS; ++m)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+              mma_bf16(t[mt], ra[mt][0][2 * m], ra[mt][1][2 * m], ra[mt][0][2 * m + 1], ra[mt][1][2 * m + 1], b[2 * m],
+                       b[2 * m + 1]);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            acc[mt][tt][p][0] = fmaf(sc[mt][0], t[mt][0], acc[mt][tt][p][0]);
+            acc[mt][tt][p][1] = fmaf(sc[mt][0], t[mt][1], acc[mt][tt][p][1]);
+            acc[mt][tt][p][2] = fmaf(sc[mt][1], t[mt][2], acc[mt][tt][p][2]);
+            acc[mt][tt][p][3] = fmaf(sc[mt][1], t[mt][3], acc[mt][tt][p][3]);
+          }
+        }
+    }
+    if ((k0 + kBK) % kSliceCols == 0 || k0 + kBK >= K) {  // a slice ends with this stage
+      const bool first = k0 < kSliceCols;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int tt = 0; tt < TTW; ++tt)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const float v = slice_value(acc[mt][tt][0][r], acc[mt][tt][1][r], acc[mt][tt][2][r]);
+            ys(mt, tt, r) = first ? v : ys(mt, tt, r) + v;
+            acc[mt][tt][0][r] = acc[mt][tt][1][r] = acc[mt][tt][2][r] = 0.0f;
+          }
+    }
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int tt = 0; tt < TTW; ++tt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int64_t row = m0 + wm * (16 * MT) + mt * 16 + g + (r >= 2 ? 8 : 0);
+        const int64_t tok = t0 + wn * TTW * 8 + tt * 8 + 2 * tig + (r & 1);
+        if (row < M && tok < n) {
+          float v = ys(mt, tt, r);
+          if constexpr (F == WeightFormat::INT8_ROW) v = v * row_scale<F>(W, row);
+          Y[tok * ldy + row] = v;
+        }
+      }
+}
+
+template <WeightFormat F, int TT, bool DB>
+__global__ void __launch_bounds__(DB ? LargeDb<F, TT>::threads : kLargeThreads, 1)
+    large_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
+                 bool xvec) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int64_t m0 = int64_t(blockIdx.x) * kBM, t0 = int64_t(blockIdx.y) * Large<F, TT>::BN;
+  if constexpr (DB)
+    large_tile_db<F, TT>(W, X, n, ldx, Y, ldy, xvec, m0, t0, smem);
+  else
+    large_tile<F, TT>(W, X, n, ldx, Y, ldy, xvec, m0, t0, smem);
+}
+
+template <WeightFormat F, int TT, bool DB>
+__global__ void __launch_bounds__(DB ? LargeDb<F, TT>::threads : kLargeThreads, 1)
+    grouped_large_kernel(const MatmulProblem* __restrict__ problems) {
   extern __shared__ __align__(16) uint8_t smem[];
   const MatmulProblem p = problems[blockIdx.z];
   const int64_t m0 = int64_t(blockIdx.x) * kBM, t0 = int64_t(blockIdx.y) * Large<F, TT>::BN;
   if (m0 >= p.W.rows || t0 >= p.n) return;  // whole block: uniform
-  large_tile<F, TT>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, m0, t0, smem);
+  if constexpr (DB)
+    large_tile_db<F, TT>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, m0, t0, smem);
+  else
+    large_tile<F, TT>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, m0, t0, smem);
 }
 
 // ---- launchers
@@ -763,6 +1008,14 @@ bool tensor_cores_on = [] {
 bool stream_small_on = [] {
   const char* e = std::getenv("SLUICE_CUDA_STREAM_SMALL");
   return !(e && std::strcmp(e, "0") == 0);
+}();
+
+// The large-n kernel: 1 the pipelined large_tile_db (the default), SLUICE_CUDA_TC_LARGE=0 the
+// first one, large_tile (two barriers a stage, 8 warps). The tests compare their bits, the
+// benchmark their rates.
+int large_variant = [] {
+  const char* e = std::getenv("SLUICE_CUDA_TC_LARGE");
+  return e && std::strcmp(e, "0") == 0 ? 0 : 1;
 }();
 
 bool x_aligned(const float* X, int64_t n, int64_t ldx) {
@@ -809,14 +1062,21 @@ void launch_small(const QMatrix& W, const float* X, int64_t n, int64_t ldx, floa
       W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx));
 }
 
-template <WeightFormat F, int TT>
-int launch_large(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
-  constexpr int bytes = Large<F, TT>::smem;
-  static const int attr = prepare_smem(large_kernel<F, TT>, bytes);
+template <WeightFormat F, int TT, bool DB>
+int launch_large_as(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
+  constexpr int bytes = DB ? LargeDb<F, TT>::smem : Large<F, TT>::smem;
+  static const int attr = prepare_smem(large_kernel<F, TT, DB>, bytes);
   if (attr) return attr;
   const dim3 grid(unsigned((W.rows + kBM - 1) / kBM), unsigned((n + Large<F, TT>::BN - 1) / Large<F, TT>::BN));
-  large_kernel<F, TT><<<grid, kLargeThreads, bytes, s>>>(W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx));
+  constexpr int threads = DB ? LargeDb<F, TT>::threads : kLargeThreads;
+  large_kernel<F, TT, DB><<<grid, threads, bytes, s>>>(W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx));
   return 0;
+}
+
+template <WeightFormat F, int TT>
+int launch_large(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
+  return large_variant == 0 ? launch_large_as<F, TT, false>(W, X, n, ldx, Y, ldy, s)
+                            : launch_large_as<F, TT, true>(W, X, n, ldx, Y, ldy, s);
 }
 
 template <WeightFormat F>
@@ -859,15 +1119,22 @@ void launch_grouped_small(const MatmulProblem* dev, int count, int64_t max_rows,
   grouped_small_kernel<F, NT><<<grid, kSmallWarps * 32, 0, s>>>(dev);
 }
 
-template <WeightFormat F, int TT>
-int launch_grouped_large(const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, cudaStream_t s) {
-  constexpr int bytes = Large<F, TT>::smem;
-  static const int attr = prepare_smem(grouped_large_kernel<F, TT>, bytes);
+template <WeightFormat F, int TT, bool DB>
+int launch_grouped_large_as(const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, cudaStream_t s) {
+  constexpr int bytes = DB ? LargeDb<F, TT>::smem : Large<F, TT>::smem;
+  static const int attr = prepare_smem(grouped_large_kernel<F, TT, DB>, bytes);
   if (attr) return attr;
   const dim3 grid(unsigned((max_rows + kBM - 1) / kBM), unsigned((max_n + Large<F, TT>::BN - 1) / Large<F, TT>::BN),
                   unsigned(count));
-  grouped_large_kernel<F, TT><<<grid, kLargeThreads, bytes, s>>>(dev);
+  constexpr int threads = DB ? LargeDb<F, TT>::threads : kLargeThreads;
+  grouped_large_kernel<F, TT, DB><<<grid, threads, bytes, s>>>(dev);
   return 0;
+}
+
+template <WeightFormat F, int TT>
+int launch_grouped_large(const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, cudaStream_t s) {
+  return large_variant == 0 ? launch_grouped_large_as<F, TT, false>(dev, count, max_rows, max_n, s)
+                            : launch_grouped_large_as<F, TT, true>(dev, count, max_rows, max_n, s);
 }
 
 template <WeightFormat F>
@@ -943,6 +1210,8 @@ void set_tensor_core_products(bool on) { tensor_cores_on = on; }
 void set_streaming_small_products(bool on) { stream_small_on = on; }
 
 void set_streaming_small_tiles(int rt) { stream_rt_forced = rt; }
+
+void set_large_products_variant(int v) { large_variant = v == 0 ? 0 : 1; }
 
 int tc_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
   if (n <= 0 || W.rows <= 0) return 0;
