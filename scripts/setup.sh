@@ -15,6 +15,7 @@ PACKAGES=(
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libpcre2-dev libutf8proc-dev libxxhash-dev liburing-dev libcurl4-openssl-dev libcpp-httplib-dev libhwy-dev
   nginx-light python3 clang libclang-rt-14-dev
+  chromium  # the server.chat_page test drives the chat page in it, headless
 )
 # ARM64 cross compiler, user-mode qemu, and the arm64 builds of the libraries
 # (Debian multiarch; nlohmann-json and CLI11 are architecture-independent).

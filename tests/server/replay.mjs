@@ -11,6 +11,8 @@
 //   prompt + the generated tokens + the template's glue and the tool result, and
 //   all of turn 1's conversation is reused (usage: cached tokens); with
 //   --replay-max 0 the prefix breaks inside the call.
+// Greedy (temperature 0): the test is about which prompt tokens are reused, and
+// on and off must write the same replies.
 // - A text reply whose rendering already is what the model generated (a model
 //   scripted with the tokenizer's own tokens): the next turn's prompt, usage and
 //   reply are the same with replay on and off.
@@ -67,7 +69,7 @@ function usage(api, b) {
 const toolApis = {
   chat: {
     route: '/v1/chat/completions',
-    first: () => ({ model: MODEL, messages: [{ role: 'user', content: 'Weather?' }],
+    first: () => ({ model: MODEL, temperature: 0, messages: [{ role: 'user', content: 'Weather?' }],
       tools: [{ type: 'function', function: { name: 'get_weather', parameters: schema } }] }),
     call: (b) => { const c = b.choices[0].message.tool_calls[0]; return { id: c.id, args: JSON.parse(c.function.arguments) }; },
     second: (first, reply) => {
@@ -80,7 +82,7 @@ const toolApis = {
   },
   messages: {
     route: '/v1/messages',
-    first: () => ({ model: MODEL, max_tokens: 200, messages: [{ role: 'user', content: 'Weather?' }],
+    first: () => ({ model: MODEL, temperature: 0, max_tokens: 200, messages: [{ role: 'user', content: 'Weather?' }],
       tools: [{ name: 'get_weather', input_schema: schema }] }),
     call: (b) => { const c = b.content.find((x) => x.type === 'tool_use'); return { id: c.id, args: c.input }; },
     second: (first, reply) => {
@@ -93,7 +95,7 @@ const toolApis = {
   },
   responses: {
     route: '/v1/responses',
-    first: () => ({ model: MODEL, input: [{ type: 'message', role: 'user', content: 'Weather?' }],
+    first: () => ({ model: MODEL, temperature: 0, input: [{ type: 'message', role: 'user', content: 'Weather?' }],
       tools: [{ type: 'function', name: 'get_weather', parameters: schema, strict: false }] }),
     call: (b) => { const c = b.output.find((o) => o.type === 'function_call'); return { id: c.call_id, args: JSON.parse(c.arguments) }; },
     second: (first, reply) => {
@@ -169,11 +171,11 @@ for (const s of [on, off]) assert.equal((await s.stop()).code, 0);
 const textOn = await startServer(binary, textDir, ['--served-model-name', MODEL]);
 const textOff = await startServer(binary, textDir, ['--served-model-name', MODEL, '--replay-max', '0']);
 const textApis = {
-  chat: ['/v1/chat/completions', (turn) => ({ model: MODEL, messages: turn.map(([role, content]) => ({ role, content })) }),
+  chat: ['/v1/chat/completions', (turn) => ({ model: MODEL, temperature: 0, messages: turn.map(([role, content]) => ({ role, content })) }),
     (b) => b.choices[0].message.content],
-  messages: ['/v1/messages', (turn) => ({ model: MODEL, max_tokens: 50, messages: turn.map(([role, content]) => ({ role, content: [{ type: 'text', text: content }] })) }),
+  messages: ['/v1/messages', (turn) => ({ model: MODEL, temperature: 0, max_tokens: 50, messages: turn.map(([role, content]) => ({ role, content: [{ type: 'text', text: content }] })) }),
     (b) => b.content.map((x) => x.text).join('')],
-  responses: ['/v1/responses', (turn) => ({ model: MODEL, input: turn.map(([role, content]) => ({ type: 'message', role,
+  responses: ['/v1/responses', (turn) => ({ model: MODEL, temperature: 0, input: turn.map(([role, content]) => ({ type: 'message', role,
     content: [{ type: role === 'assistant' ? 'output_text' : 'input_text', text: content }] })) }),
   (b) => b.output.flatMap((o) => o.content.map((p) => p.text)).join('')],
 };
