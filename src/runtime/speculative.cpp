@@ -90,7 +90,7 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
     std::vector<int32_t> draft = want > 0 ? drafter->propose(history, want) : std::vector<int32_t>{};
     if (draft.empty()) {
       logits = s.feed({next});
-      const double dt = since(t0);
+      const double dt = opts.pass_cost ? opts.pass_cost(1) : since(t0);
       ++st.plain;
       st.plain_seconds += dt;
       gate.plain(dt);
@@ -102,7 +102,7 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
     batch.insert(batch.end(), draft.begin(), draft.end());
     s.checkpoint();
     logits = s.feed_all(batch);
-    const double dt = since(t0);
+    const double dt = opts.pass_cost ? opts.pass_cost(int64_t(batch.size())) : since(t0);
     ++st.passes;
     st.pass_seconds += dt;
     st.proposed += int64_t(draft.size());

@@ -56,7 +56,12 @@ class ReplayDrafter : public Drafter {
 
 // Draft length and the economics gate (runtime/draft_gate.h): how many
 // tokens to draft at each step from the measured acceptance and cost.
-struct SpeculationOptions : DraftGateOptions {};
+struct SpeculationOptions : DraftGateOptions {
+  // The seconds a forward pass of `tokens` tokens (drafting included) is taken
+  // to cost, instead of its measured time: tests of the gate's decisions that
+  // must not depend on how busy the machine is (empty: measured).
+  std::function<double(int64_t tokens)> pass_cost;
+};
 
 struct SpeculationStats {
   int64_t passes = 0;           // verification forward passes (a draft and the token before it)
