@@ -52,6 +52,8 @@ class MoeBlock : public FfnBlock {
   GatedActivation act_;
   std::unique_ptr<GatedMlp> shared_;
   std::unique_ptr<LatentProjection> latent_;
+
+  void share_outputs(const std::vector<int32_t>& chosen, const std::vector<int64_t>& offsets, Tensor Y) const;
 };
 
 }  // namespace sluice
