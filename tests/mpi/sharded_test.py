@@ -8,7 +8,8 @@ Usage: sharded_test.py SLUICE MPIRUN MODEL_DIR REFERENCE [RANKS]
 For the golden model: `sluice logits` over the reference's input ids as one
 prefill and decoding from position 1 (one token per pass), compared as raw
 float bytes; `sluice generate` greedy from the reference's prompt, compared as
-printed. The ranks' own counts (SLUICE_CLUSTER_STATS) must show the work was
+printed; and the prefill again with the experts streamed within a small
+budget. The ranks' own counts (SLUICE_CLUSTER_STATS) must show the work was
 split: every rank computed some but not all of the expert rows, the ranks'
 shares add up to the whole, and every rank saw the same number of rows.
 """
@@ -81,12 +82,15 @@ def main():
     ids = ints(ref, "input_ids")
     tokens = ",".join(str(i) for i in ids)
     with tempfile.TemporaryDirectory() as tmp:
-        for decode_from in ("0", "1"):
+        # Mapped (every expert resident) as one prefill and decoding token by token; then within a
+        # 12 MiB budget: routed experts streamed into each rank's cache (and the spine too, on the K3
+        # models), a prefill chunk the ranks agree on.
+        for decode_from, budget in (("0", "map"), ("1", "map"), ("0", "0.012")):
             one, many = os.path.join(tmp, "one.st"), os.path.join(tmp, "many.st")
-            args = ["logits", "--model", model, "--tokens", tokens, "--decode-from", decode_from]
+            args = ["logits", "--model", model, "--tokens", tokens, "--decode-from", decode_from, "--ram", budget]
             run([sluice] + args + ["--output", one])
             r = run(mpi + args + ["--output", many], env)
-            what = f"logits of {len(ids)} tokens, decode from {decode_from}"
+            what = f"logits of {len(ids)} tokens, decode from {decode_from}, --ram {budget}"
             check_split(r.stderr, ranks, what)
             t1, a = read_tensor(one, "logits")
             t2, b = read_tensor(many, "logits")
