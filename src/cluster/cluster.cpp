@@ -3,16 +3,19 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "kernels/isa.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 #if SLUICE_HAVE_MPI
 #include <mpi.h>
@@ -70,6 +73,15 @@ class MpiCluster : public Cluster, public ExpertExchange {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     host_ = hostname();
+    // Ranks sharing a host share its cores: each gets its part unless --threads says otherwise.
+    MPI_Comm local;
+    if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+      int local_size = 1;
+      MPI_Comm_size(local, &local_size);
+      MPI_Comm_free(&local);
+      const int hw = int(std::thread::hardware_concurrency());
+      if (local_size > 1 && hw > 0) ThreadPool::set_default_threads(std::max(1, hw / local_size));
+    }
     if (rank_ > 0) {  // rank 0 speaks for the job; the others keep their stderr for their own errors
       err_fd_ = dup(2);
       const int null = open("/dev/null", O_WRONLY);
