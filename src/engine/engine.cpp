@@ -5,6 +5,7 @@
 #include <set>
 
 #include "compute/devices.h"
+#include "engine/model_identity.h"
 #include "engine/unread_tensors.h"
 #include "format/generation_config.h"
 #include "format/model_dir.h"
@@ -236,10 +237,25 @@ ExpertStats Engine::expert_stats() const { return decoder_->expert_stats(); }
 
 uint64_t Engine::activation_bytes_per_token() const { return decoder_->activation_bytes_per_token(); }
 
-// Under mpirun every rank must make the same passes, but each plans for its own
-// host's memory: the prefill chunk is the smallest of the ranks'.
+// Under mpirun every rank must compute the same model with the same kernels
+// (else they route differently and the exchange mixes up rows), and make the
+// same passes, though each plans for its own host's memory: the prefill chunk
+// is the smallest of the ranks'.
 void Engine::agree_between_ranks() {
-  if (ExpertExchange* x = expert_exchange()) agreed_prefill_chunk_ = x->agree_min(prefill_chunk());
+  ExpertExchange* x = expert_exchange();
+  if (!x) return;
+  // The model identity (weights, kernels) less which GPU of its host a rank uses.
+  std::string id = model_identity(*this);
+  if (const size_t a = id.find(' '), b = id.find(' ', a + 1); a != std::string::npos && b != std::string::npos)
+    id.replace(a + 1, b - a - 1, opts_.device.cuda() ? "cuda" : "cpu");
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (const char c : id) h = (h ^ uint8_t(c)) * 1099511628211ull;
+  const int64_t mine = int64_t(h >> 1), lo = x->agree_min(mine), hi = -x->agree_min(-mine);
+  if (lo != hi)
+    fail("the ranks of this mpirun job do not run the same model with the same kernels and device kind (rank {} has "
+         "{} for {}): give every host the same model files, build and SLUICE_ISA",
+         x->rank(), id, dir_);
+  agreed_prefill_chunk_ = x->agree_min(prefill_chunk());
 }
 
 int64_t Engine::prefill_chunk() const {
