@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -92,6 +93,13 @@ class MpiCluster : public Cluster, public ExpertExchange {
       }
     }
     check_same_isa();
+    // Tests: SLUICE_CLUSTER_KILL_AT=RANK:N kills rank RANK (SIGKILL) before its N-th exchange, a lost rank.
+    if (const char* k = std::getenv("SLUICE_CLUSTER_KILL_AT"); k && *k) {
+      int r = -1;
+      long long n = 0;
+      if (std::sscanf(k, "%d:%lld", &r, &n) != 2 || n < 1) fail("SLUICE_CLUSTER_KILL_AT={}: expected RANK:N", k);
+      if (r == rank_) kill_at_ = uint64_t(n);
+    }
   }
   ~MpiCluster() override {
     if (const char* s = std::getenv("SLUICE_CLUSTER_STATS"); s && *s && std::string(s) != "0")
@@ -144,6 +152,7 @@ class MpiCluster : public Cluster, public ExpertExchange {
       displs[size_t(r)] = int(begin[size_t(r)]);
       counts[size_t(r)] = int(begin[size_t(r) + 1] - begin[size_t(r)]);
     }
+    if (kill_at_ > 0 && exchanges_ + 1 == kill_at_) raise(SIGKILL);
     const int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rows, counts.data(), displs.data(),
                                   row_type(width), comm_);
     if (rc != MPI_SUCCESS)
@@ -171,6 +180,7 @@ class MpiCluster : public Cluster, public ExpertExchange {
   std::string host_;
   int err_fd_ = -1;  // the terminal's stderr on ranks other than 0
   std::map<int64_t, MPI_Datatype> row_types_;
+  uint64_t kill_at_ = 0;  // SLUICE_CLUSTER_KILL_AT
   uint64_t exchanges_ = 0, rows_computed_ = 0, rows_total_ = 0, bytes_sent_ = 0, bytes_received_ = 0;
 
   void say(const std::string& s) const {

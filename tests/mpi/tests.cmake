@@ -18,8 +18,12 @@ if(NOT CMAKE_CROSSCOMPILING AND NOT SLUICE_SANITIZE AND NOT SLUICE_TSAN)
     add_test(NAME mpi.sluice_k3_mini COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/sharded_test.py $<TARGET_FILE:sluice>
              ${SLUICE_MPIEXEC} ${CMAKE_SOURCE_DIR}/models/sluice-k3-mini
              ${CMAKE_SOURCE_DIR}/tests/fixtures/golden/sluice_k3_mini_reference.safetensors 3)
+    # A rank killed mid-run ends the job with an error naming it (no rank left waiting).
+    add_test(NAME mpi.lost_rank COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/lost_rank_test.py $<TARGET_FILE:sluice>
+             ${SLUICE_MPIEXEC} ${CMAKE_SOURCE_DIR}/tests/fixtures/golden/qwen3_moe_tiny)
     list(TRANSFORM SLUICE_MPI_MODELS PREPEND mpi.)
     # Three ranks each: two such tests at once on CI's two cores.
-    set_tests_properties(${SLUICE_MPI_MODELS} mpi.sluice_k3_mini PROPERTIES LABELS mpi TIMEOUT 600 PROCESSORS 2)
+    set_tests_properties(${SLUICE_MPI_MODELS} mpi.sluice_k3_mini mpi.lost_rank PROPERTIES LABELS mpi TIMEOUT 600
+                         PROCESSORS 2)
   endif()
 endif()
