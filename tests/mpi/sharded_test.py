@@ -52,6 +52,16 @@ def run(cmd, env=None):
 STATS = re.compile(r"rank (\d+) of (\d+) \(.*\): (\d+) exchanges, computed (\d+) of (\d+) expert rows")
 
 
+UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+
+
+def needed_bytes(stderr):
+    m = re.search(r"\[experts: ([0-9.]+) ([KMGT]?B) needed", stderr)
+    if not m:
+        sys.exit(f"FAIL: no expert counts in --stats output:\n{stderr}")
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
 def check_split(stderr, ranks, what):
     seen = {}
     for m in STATS.finditer(stderr):
@@ -106,12 +116,18 @@ def main():
     prompt = ints(ref, "greedy_prompt") or ids[:8]
     args = ["generate", "--model", model, "--tokens", ",".join(str(i) for i in prompt), "--max-new", "12",
             "--ignore-eos"]
-    one = run([sluice] + args).stdout
+    args += ["--stats"]  # expert bytes acquired: rank 0's share against the whole (on stderr)
+    single = run([sluice] + args)
+    one = single.stdout
     r = run(mpi + args, env)
     check_split(r.stderr, ranks, "generate")
     if r.stdout != one or not one.strip():
         sys.exit(f"FAIL: generate printed\n{r.stdout!r}\nunder mpirun, but one process printed\n{one!r}")
     print(f"  generate: same output ({one.strip()[:80]})")
+    whole, share = needed_bytes(single.stderr), needed_bytes(r.stderr)
+    if not (0 < share < whole):
+        sys.exit(f"FAIL: generate: rank 0 acquired {share} bytes of experts, one process {whole}: not a share")
+    print(f"  generate: rank 0 acquired {share / whole:.0%} of the expert bytes one process does")
     print("PASS")
 
 
