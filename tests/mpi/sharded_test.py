@@ -8,7 +8,7 @@ Usage: sharded_test.py SLUICE MPIRUN MODEL_DIR REFERENCE [RANKS]
 For the golden model: `sluice logits` over the reference's input ids as one
 prefill and decoding from position 1 (one token per pass), compared as raw
 float bytes; `sluice generate` greedy from the reference's prompt, compared as
-printed; and the prefill again with the experts streamed within a small
+printed, plain and speculative; and the prefill again with the experts streamed within a small
 budget. The ranks' own counts (SLUICE_CLUSTER_STATS) must show the work was
 split: every rank computed some but not all of the expert rows, the ranks'
 shares add up to the whole, and every rank saw the same number of rows.
@@ -128,6 +128,16 @@ def main():
     if not (0 < share < whole):
         sys.exit(f"FAIL: generate: rank 0 acquired {share} bytes of experts, one process {whole}: not a share")
     print(f"  generate: rank 0 acquired {share / whole:.0%} of the expert bytes one process does")
+    # Speculative decoding (n-gram drafts verified several tokens a pass): the ranks make the same passes
+    # (the timing-based draft gate stays off under mpirun) and print the same tokens.
+    args = ["generate", "--model", model, "--tokens", ",".join(str(i) for i in prompt), "--max-new", "24",
+            "--ignore-eos", "--speculate"]
+    one = run([sluice] + args).stdout
+    r = run(mpi + args, env)
+    check_split(r.stderr, ranks, "generate --speculate")
+    if r.stdout != one or not one.strip():
+        sys.exit(f"FAIL: generate --speculate printed\n{r.stdout!r}\nunder mpirun, but one process printed\n{one!r}")
+    print(f"  generate --speculate: same output")
     print("PASS")
 
 
