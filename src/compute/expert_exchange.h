@@ -47,7 +47,7 @@ struct ExpertShards {
   bool sharded() const { return exchange != nullptr; }
   int32_t owner(int32_t layer, int32_t expert) const;
   bool owns(int32_t layer, int32_t expert) const { return !exchange || owner(layer, expert) == exchange->rank(); }
-  // How many experts of `layer` this rank owns (every one when unsharded is not known here: 0).
+  // How many experts of `layer` this rank owns (0 when unsharded: the shards do not know the layer sizes then).
   int32_t owned_count(int32_t layer) const;
 };
 
