@@ -16,6 +16,7 @@ PACKAGES=(
   libpcre2-dev libutf8proc-dev libxxhash-dev liburing-dev libcurl4-openssl-dev libcpp-httplib-dev libhwy-dev
   nginx-light python3 clang libclang-rt-14-dev
   chromium  # the server.chat_page test drives the chat page in it, headless
+  libopenmpi-dev openmpi-bin  # expert parallelism over MPI (mpirun -np N sluice ...; the mpi.* tests)
 )
 # ARM64 cross compiler, user-mode qemu, and the arm64 builds of the libraries
 # (Debian multiarch; nlohmann-json and CLI11 are architecture-independent).

@@ -13,6 +13,7 @@
 #include "chat/chat_codec.h"
 #include "chat/generator.h"
 #include "cli/commands.h"
+#include "cluster/cluster.h"
 #include "cli/memory_options.h"
 #include "cli/text_generation.h"
 #include "engine/engine.h"
@@ -42,6 +43,8 @@ void add_chat_command(CLI::App& app, Action& action) {
   add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
+      if (process_cluster() && process_cluster()->ranks() > 1)  // its input reaches rank 0 alone
+        fail("chat does not run across the ranks of an mpirun job yet; start it without mpirun");
       check_generation_options(o->gen);
       apply_memory_options(o->mem);
       const std::string dir = model_or_default(o->model);

@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/memory_options.h"
+#include "cluster/cluster.h"
 #include "compute/devices.h"
 #include "engine/engine.h"
 #include "format/manifest.h"
@@ -83,6 +84,16 @@ int run_info(const InfoOpts& o) {
   // The plan run, chat, serve... would make: from the memory available without --ram.
   const MemoryPlan plan = Engine::plan(dir, o.mem);
   j["memory_plan"] = plan.to_json();
+  // The ranks of an mpirun job (one without): where each runs and the plan for its share of the experts.
+  Cluster* cluster = process_cluster();
+  const nlohmann::json me = {{"rank", cluster ? cluster->rank() : 0},
+                             {"host", cluster ? cluster->host() : std::string()},
+                             {"isa", isa.name},
+                             {"threads", ThreadPool::global().size()},
+                             {"memory_plan", j["memory_plan"]}};
+  j["ranks"] = nlohmann::json::array();
+  for (const std::string& r : cluster ? cluster->gather(me.dump()) : std::vector<std::string>{me.dump()})
+    j["ranks"].push_back(nlohmann::json::parse(r));
   if (o.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -113,7 +124,7 @@ void add_info_command(CLI::App& app, Action& action) {
   cmd->add_option("--model", o->model,
                   "Model directory whose filesystem is probed and whose memory plan is printed (default: the "
                   "shipped model)");
-  cmd->add_flag("--json", o->json, "Print JSON (keys version, isa, threads, io_uring, o_direct, cuda, expert_files of a prepared model, memory_plan, ...)");
+  cmd->add_flag("--json", o->json, "Print JSON (keys version, isa, threads, io_uring, o_direct, cuda, expert_files of a prepared model, memory_plan, ranks (one per rank under mpirun), ...)");
   add_plan_options(cmd, o->mem);
   cmd->get_option("--ram")->description(
       "Print the memory plan for this budget in GiB (spine, expert cache, state, reserve), as run, chat, generate, "

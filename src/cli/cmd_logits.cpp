@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "cli/memory_options.h"
+#include "cluster/cluster.h"
 #include "format/safetensors.h"
 #include "engine/engine.h"
 #include "runtime/session.h"
@@ -69,7 +70,7 @@ void add_logits_command(CLI::App& app, Action& action) {
         out.push_back({"final_hidden", DType::F32, {T, info.hidden},
                        float_bytes(trace.final_hidden.data(), trace.final_hidden.size())});
       }
-      write_safetensors(o->output, out);
+      if (primary_rank()) write_safetensors(o->output, out);  // under mpirun rank 0 writes
       return 0;
     };
   });

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/memory_options.h"
+#include "cluster/cluster.h"
 #include "engine/engine.h"
 #include "io/routing_log.h"
 #include "io/routing_stats.h"
@@ -62,7 +63,7 @@ int run(const Opts& o) {
   // The trace itself (each token's picks per layer, in request order): what a replay needs.
   nlohmann::json routes = nlohmann::json::array();
   for (const auto& [l, e] : log.steps) routes.push_back({l, e});
-  if (!o.json_out.empty())
+  if (!o.json_out.empty() && primary_rank())  // under mpirun rank 0 writes
     std::ofstream(o.json_out) << nlohmann::json{{"tokens", ids.size()}, {"layers", layers}, {"routing", stats.to_json()},
                                                 {"routes", routes}}
                                      .dump(2);

@@ -5,6 +5,7 @@
 
 #include "chat/chat_codec.h"
 #include "cli/commands.h"
+#include "cluster/cluster.h"
 #include "cli/memory_options.h"
 #include "cli/text_generation.h"
 #include "engine/drafter.h"
@@ -142,6 +143,9 @@ void add_serve_command(CLI::App& app, Action& action) {
   add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
+      if (process_cluster() && process_cluster()->ranks() > 1)
+        fail("serve does not run across the ranks of an mpirun job yet (expert parallelism covers generate, run, "
+             "logits, eval and bench); start it without mpirun");
       check_draft_choice(o->draft);
       o->draft.speculate = o->speculate;
       o->s.speculation.adaptive = !o->no_draft_gate;

@@ -3,8 +3,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cluster/cluster.h"
 #include "format/model_dir.h"
 #include "util/error.h"
 
@@ -45,7 +49,24 @@ std::string model_or_default(const std::string& given, bool weights) {
 }
 }  // namespace sluice::cli
 
+namespace {
+// A failed command ends the job: under mpirun the other ranks would wait for this one forever.
+int failed(sluice::Cluster* cluster, const char* what, const char* message, int code) {
+  if (cluster && cluster->ranks() > 1) cluster->abort(fmt::format("{}{}", what, message), code);
+  std::fprintf(stderr, "sluice: %s%s\n", what, message);
+  return code;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+  // Under mpirun this process is one rank of a job (src/cluster/): every rank runs the command.
+  std::unique_ptr<sluice::Cluster> cluster;
+  try {
+    cluster = sluice::join_cluster(argc, argv);
+  } catch (const sluice::Error& e) {
+    std::fprintf(stderr, "sluice: error: %s\n", e.what());
+    return 1;
+  }
   CLI::App app{"sluice: exact Mixture-of-Experts inference with experts streamed from disk"};
   app.require_subcommand(1);
   sluice::cli::Action action;
@@ -60,10 +81,8 @@ int main(int argc, char** argv) {
   try {
     return action ? action() : 2;
   } catch (const sluice::Error& e) {
-    std::fprintf(stderr, "sluice: error: %s\n", e.what());
-    return 1;
+    return failed(cluster.get(), "error: ", e.what(), 1);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sluice: internal error: %s\n", e.what());
-    return 3;
+    return failed(cluster.get(), "internal error: ", e.what(), 3);
   }
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cluster/cluster.h"
 #include "engine/drafter.h"
 #include "engine/prefill_progress.h"
 #include "util/error.h"
@@ -144,7 +145,9 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
   auto pick = [&](float* logits) { return sampler.sample(logits, V).token; };
   SpeculationOptions so;
   so.max_draft = o.draft_max;
-  so.adaptive = !o.no_draft_gate;
+  // The draft gate decides from timings, which differ between the ranks of an
+  // mpirun job: there every rank must make the same passes, so it stays off.
+  so.adaptive = !o.no_draft_gate && (!process_cluster() || process_cluster()->ranks() == 1);
   SpeculationStats st;
   const ExpertStats before = s.model().expert_stats();
   ExpertStats after_prompt = before;

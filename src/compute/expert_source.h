@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "compute/expert_exchange.h"
 #include "compute/weights.h"
 
 namespace sluice {
@@ -88,6 +89,8 @@ struct ExpertSourceSlot {
   // When set, sees every MoE request (layer, the distinct experts of the pass)
   // before the source does: counts of what the routing asked for (bench, tests).
   std::function<void(int32_t layer, const int32_t* experts, int64_t n)> on_request;
+  // Expert parallelism (compute/expert_exchange.h): the experts this rank computes; unsharded: all.
+  ExpertShards shards;
 };
 
 // Byte ranges (pointer, length) of a weight matrix's data and scales in memory.

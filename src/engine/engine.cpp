@@ -5,6 +5,7 @@
 #include <set>
 
 #include "compute/devices.h"
+#include "engine/model_identity.h"
 #include "engine/unread_tensors.h"
 #include "format/generation_config.h"
 #include "format/model_dir.h"
@@ -53,8 +54,32 @@ Engine::Engine(std::string dir, Config config, bool use_prepared_spine, Device d
     if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
   }
   index_ = std::make_unique<ExpertIndex>(config_, decoder_->checkpoint());
+  if (ExpertExchange* x = expert_exchange()) shard_routed_experts(*x);
   check_no_unread_tensors(*decoder_, *index_);
   if (is_stream_dir(dir_)) check_stream_dir_coverage(*decoder_, *index_);
+}
+
+// Expert parallelism: this rank computes (and reads) only its share of each layer's routed experts.
+void Engine::shard_routed_experts(ExpertExchange& exchange) {
+  const ExpertTable& t = decoder_->experts();
+  std::vector<std::vector<uint64_t>> bytes(size_t(t.layers()));
+  for (int32_t l = 0; l < t.layers(); ++l)
+    for (int32_t e = 0; e < t.experts(l); ++e) bytes[size_t(l)].push_back(expert_bytes(t.at(l, e)));
+  decoder_->expert_slot()->shards = shard_experts(exchange, bytes);
+}
+
+// This rank's share of the routed experts' stored bytes (what its plan keeps resident or caches).
+uint64_t Engine::owned_expert_bytes() const {
+  const ExpertTable& t = decoder_->experts();
+  const ExpertShards& sh = decoder_->expert_slot()->shards;
+  long double owned = 0, all = 0;
+  for (int32_t l = 0; l < t.layers(); ++l)
+    for (int32_t e = 0; e < t.experts(l); ++e) {
+      const auto b = static_cast<long double>(expert_bytes(t.at(l, e)));
+      all += b;
+      if (sh.owns(l, e)) owned += b;
+    }
+  return all > 0 ? uint64_t(static_cast<long double>(index_->total_bytes()) * owned / all) : 0;
 }
 
 Engine::~Engine() {
@@ -71,6 +96,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& dir, const LoadOptions& 
   e->plan_.stream_spine = opts.spine_budget > 0;
   e->plan_.spine_budget = opts.spine_budget;
   e->install(opts);
+  e->agree_between_ranks();
   return e;
 }
 
@@ -82,6 +108,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& dir, const MemoryRequest
   e->plan_ = e->plan_for(r);
   if (r.on_plan) r.on_plan(e->plan_);
   e->install(load_options(e->plan_, r, dir));
+  e->agree_between_ranks();
   return e;
 }
 
@@ -120,6 +147,7 @@ ModelFootprint Engine::footprint(int64_t context_tokens) const {
   f.spine_stream_min_bytes = SpineStreamer::min_budget(SpineLayout(decoder_->checkpoint(), index_->spine()),
                                                        decoder_->layers(), on_demand_spine());
   f.expert_bytes = index_->total_bytes();
+  if (decoder_->expert_slot()->shards.sharded()) f.expert_bytes = owned_expert_bytes();
   for (int32_t l = 0; l < index_->layers(); ++l)
     for (int32_t x = 0; x < index_->experts(l); ++x) f.largest_expert_bytes = std::max(f.largest_expert_bytes, index_->bytes(l, x));
   f.state_bytes_per_token = decoder_->state_bytes_per_token();
@@ -209,7 +237,29 @@ ExpertStats Engine::expert_stats() const { return decoder_->expert_stats(); }
 
 uint64_t Engine::activation_bytes_per_token() const { return decoder_->activation_bytes_per_token(); }
 
+// Under mpirun every rank must compute the same model with the same kernels
+// (else they route differently and the exchange mixes up rows), and make the
+// same passes, though each plans for its own host's memory: the prefill chunk
+// is the smallest of the ranks'.
+void Engine::agree_between_ranks() {
+  ExpertExchange* x = expert_exchange();
+  if (!x) return;
+  // The model identity (weights, kernels) less which GPU of its host a rank uses.
+  std::string id = model_identity(*this);
+  if (const size_t a = id.find(' '), b = id.find(' ', a + 1); a != std::string::npos && b != std::string::npos)
+    id.replace(a + 1, b - a - 1, opts_.device.cuda() ? "cuda" : "cpu");
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (const char c : id) h = (h ^ uint8_t(c)) * 1099511628211ull;
+  const int64_t mine = int64_t(h >> 1), lo = x->agree_min(mine), hi = -x->agree_min(-mine);
+  if (lo != hi)
+    fail("the ranks of this mpirun job do not run the same model with the same kernels and device kind (rank {} has "
+         "{} for {}): give every host the same model files, build and SLUICE_ISA",
+         x->rank(), id, dir_);
+  agreed_prefill_chunk_ = x->agree_min(prefill_chunk());
+}
+
 int64_t Engine::prefill_chunk() const {
+  if (agreed_prefill_chunk_ > 0) return agreed_prefill_chunk_;
   const uint64_t reserve = plan_.reserve > 0 ? plan_.reserve : kMappedReserve;
   const uint64_t per_token = std::max<uint64_t>(1, activation_bytes_per_token());
   return std::max<int64_t>(1, int64_t(reserve / 4 * 3 / per_token));

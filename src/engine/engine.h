@@ -126,6 +126,10 @@ class Engine : public Model {
   std::unique_ptr<LayerHooks> hooks_;
   const StreamingExperts* streaming_ = nullptr;  // owned by the decoder
   void stream_spine(uint64_t budget);
+  void shard_routed_experts(ExpertExchange& exchange);
+  void agree_between_ranks();
+  uint64_t owned_expert_bytes() const;
+  int64_t agreed_prefill_chunk_ = 0;  // under mpirun: the smallest of the ranks' prefill chunks
   std::vector<ExpertExtent> on_demand_spine() const;
 };
 

@@ -44,6 +44,9 @@ void MoeBlock::prefetch_hint(Tensor x) const {
   route_tokens(x, ids, w);
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  const ExpertShards& shards = experts_->shards;
+  if (shards.sharded())  // another rank computes (and reads) the experts it owns
+    ids.erase(std::remove_if(ids.begin(), ids.end(), [&](int32_t e) { return !shards.owns(layer_, e); }), ids.end());
   experts_->source->prefetch(layer_, ids.data(), int64_t(ids.size()));
 }
 
@@ -67,7 +70,17 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
   for (int32_t e = 0; e < int32_t(E); ++e)
     if (!rows[size_t(e)].empty()) chosen.push_back(e);
   if (experts_->on_request) experts_->on_request(layer_, chosen.data(), int64_t(chosen.size()));
-  src.request(layer_, chosen.data(), int64_t(chosen.size()));
+  // Expert parallelism: this rank computes (and reads) only the chosen experts it owns,
+  // chosen[mine_begin, mine_end) (owned experts are a contiguous run of expert ids).
+  const ExpertShards& shards = experts_->shards;
+  size_t mine_begin = 0, mine_end = chosen.size();
+  if (shards.sharded()) {
+    while (mine_begin < chosen.size() && shards.owner(layer_, chosen[mine_begin]) < shards.exchange->rank())
+      ++mine_begin;
+    mine_end = mine_begin;
+    while (mine_end < chosen.size() && shards.owns(layer_, chosen[mine_end])) ++mine_end;
+  }
+  src.request(layer_, chosen.data() + mine_begin, int64_t(mine_end - mine_begin));
 
   // Work that needs no routed expert, overlapping the reads.
   Tensor xin = x;
@@ -106,6 +119,7 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
   // ready are acquired together and computed in one grouped call; before waiting
   // for one that is not, what is held is computed (so the device works meanwhile).
   std::vector<bool> done(chosen.size(), false);
+  for (size_t i = 0; i < chosen.size(); ++i) done[i] = i < mine_begin || i >= mine_end;
   std::vector<size_t> group;
   std::vector<const ExpertWeights*> group_w;
   std::vector<int64_t> group_off;
@@ -155,7 +169,7 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
     }
     group.clear();
   };
-  for (size_t remaining = chosen.size(); remaining > 0; --remaining) {
+  for (size_t remaining = mine_end - mine_begin; remaining > 0; --remaining) {
     size_t pick = chosen.size();
     for (size_t i = 0; i < chosen.size() && pick == chosen.size(); ++i)
       if (!done[i] && src.ready(layer_, chosen[i])) pick = i;
@@ -168,6 +182,7 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
     done[pick] = true;
   }
   flush();
+  if (shards.sharded()) share_outputs(chosen, offsets, Tensor(Y));
   // Weighted sum in expert-id order: identical whatever the arrival order was.
   Buffer acc(be_, T, W);
   be_.scatter_add(Y, packed_rows, packed_weights, acc);
@@ -178,6 +193,26 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
     be_.copy(acc, out);
   }
   if (shared_) be_.add(shared_out, out);
+}
+
+// Every rank's rows of Y to every rank, in one collective: rank r computed the
+// rows of the chosen experts it owns, a contiguous run of Y's rows.
+void MoeBlock::share_outputs(const std::vector<int32_t>& chosen, const std::vector<int64_t>& offsets, Tensor Y) const {
+  const ExpertShards& shards = experts_->shards;
+  ExpertExchange& x = *shards.exchange;
+  const int32_t R = x.ranks();
+  std::vector<int64_t> begin(size_t(R) + 1, offsets.back());
+  begin[0] = 0;
+  size_t i = 0;
+  for (int32_t r = 1; r < R; ++r) {
+    while (i < chosen.size() && shards.owner(layer_, chosen[i]) < r) ++i;
+    begin[size_t(r)] = offsets[i];
+  }
+  const int64_t W = Y.cols(), me0 = begin[size_t(x.rank())], me_n = begin[size_t(x.rank()) + 1] - me0;
+  std::vector<float> host(size_t(offsets.back() * W));
+  if (me_n > 0) be_.download(Y.row_range(me0, me_n), host.data() + me0 * W);
+  x.share_rows(host.data(), W, begin);
+  if (offsets.back() > 0) be_.upload(host.data(), Y);
 }
 
 }  // namespace sluice

@@ -9,6 +9,10 @@
 // for its call on a backend that goes expert by expert (the CPU), for the group
 // on one that runs groups at once (CUDA): activation_floats_per_token, which
 // sets the prefill chunk, counts what the backend holds.
+// Expert parallelism (compute/expert_exchange.h): under mpirun each rank
+// requests and computes only the chosen experts it owns (a contiguous run of
+// the packed outputs), one exchange per layer fills in the others' rows, and
+// the weighted sum is the same call on the same rows: bit-identical logits.
 #pragma once
 #include <memory>
 #include <vector>
@@ -52,6 +56,8 @@ class MoeBlock : public FfnBlock {
   GatedActivation act_;
   std::unique_ptr<GatedMlp> shared_;
   std::unique_ptr<LatentProjection> latent_;
+
+  void share_outputs(const std::vector<int32_t>& chosen, const std::vector<int64_t>& offsets, Tensor Y) const;
 };
 
 }  // namespace sluice

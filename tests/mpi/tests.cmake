@@ -1,0 +1,29 @@
+# Expert parallelism over MPI: for every architecture's golden model, 3 ranks
+# on this machine (mpirun --oversubscribe) write the same logits bit for bit
+# and generate the same tokens as one process, each rank computing only its
+# share of the routed experts (tests/mpi/sharded_test.py).
+if(NOT CMAKE_CROSSCOMPILING AND NOT SLUICE_SANITIZE AND NOT SLUICE_TSAN)
+  if(NOT SLUICE_MPI AND MPI_CXX_FOUND)
+    message(STATUS "SLUICE_MPI=OFF: the mpi.* tests are left out")
+  elseif(NOT SLUICE_MPI)
+    sluice_missing_test_tool("no MPI found (libopenmpi-dev, openmpi-bin): the mpi.* tests need it")
+  else()
+    set(SLUICE_MPI_MODELS deepseek_v3_tiny deepseek_v3_tiny_fp8 deepseek_v3_tiny_int4 qwen3_moe_tiny gpt_oss_tiny
+        gpt_oss_clamp kimi_linear_tiny kimi_k3_tiny kimi_k3_situ)
+    foreach(name ${SLUICE_MPI_MODELS})
+      set(dir ${CMAKE_SOURCE_DIR}/tests/fixtures/golden/${name})
+      add_test(NAME mpi.${name} COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/sharded_test.py $<TARGET_FILE:sluice>
+               ${SLUICE_MPIEXEC} ${dir} ${dir}/reference.safetensors 3)
+    endforeach()
+    add_test(NAME mpi.sluice_k3_mini COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/sharded_test.py $<TARGET_FILE:sluice>
+             ${SLUICE_MPIEXEC} ${CMAKE_SOURCE_DIR}/models/sluice-k3-mini
+             ${CMAKE_SOURCE_DIR}/tests/fixtures/golden/sluice_k3_mini_reference.safetensors 3)
+    # A rank killed mid-run ends the job with an error naming it (no rank left waiting).
+    add_test(NAME mpi.lost_rank COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/lost_rank_test.py $<TARGET_FILE:sluice>
+             ${SLUICE_MPIEXEC} ${CMAKE_SOURCE_DIR}/tests/fixtures/golden/qwen3_moe_tiny)
+    list(TRANSFORM SLUICE_MPI_MODELS PREPEND mpi.)
+    # Three ranks each: two such tests at once on CI's two cores.
+    set_tests_properties(${SLUICE_MPI_MODELS} mpi.sluice_k3_mini mpi.lost_rank PROPERTIES LABELS mpi TIMEOUT 600
+                         PROCESSORS 2)
+  endif()
+endif()
