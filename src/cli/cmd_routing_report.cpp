@@ -9,8 +9,8 @@
 #include "cli/commands.h"
 #include "cli/memory_options.h"
 #include "engine/engine.h"
-#include "io/routing_log.h"
-#include "io/routing_stats.h"
+#include "experts/routing_log.h"
+#include "experts/routing_stats.h"
 #include "util/error.h"
 
 namespace sluice::cli {

@@ -6,9 +6,10 @@
 
 #include "compute/devices.h"
 #include "engine/unread_tensors.h"
+#include "experts/remote_experts.h"
+#include "experts/vram_tier.h"
 #include "format/generation_config.h"
 #include "format/model_dir.h"
-#include "io/remote_experts.h"
 #include "model/architectures.h"
 #include "model/decoder.h"
 #include "util/checked_number.h"
