@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks the include graph of src/: no upward arrow between folders, no
-include cycle between files, and the model folder's narrower rules.
+include cycle between files, and the narrower rules of the model and experts
+folders.
 
 Folders are ranked along the data path; a file may include headers of its own
 folder or of folders ranked before it. Prints every violation and exits 1 if
@@ -10,17 +11,24 @@ import os
 import re
 import sys
 
-LAYERS = ["util", "format", "kernels", "compute", "io", "store", "model", "runtime", "text", "engine", "chat", "server", "cluster", "cli"]
+LAYERS = ["util", "format", "kernels", "compute", "io", "experts", "store", "model", "runtime", "text", "engine", "chat", "server", "cluster", "cli"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 # model/ is math over the compute seam: nothing from storage or I/O, and of the
 # CPU kernels only the weight-format views (the CPU backend calls the kernels).
 # The router's top-k choice is host logic on host data (the logits come to the
 # host first), so it may use the scalar helpers of kernels/ops.h.
-MODEL_FORBIDDEN = re.compile(r"^(store|io)/")
+MODEL_FORBIDDEN = re.compile(r"^(store|experts|io)/")
 MODEL_KERNELS_ALLOWED = {"kernels/qmatrix.h"}
 MODEL_KERNELS_EXCEPTIONS = {("model/router.cpp", "kernels/ops.h")}
 CHECK_SEAM = True
+
+# experts/ is every tier of routed-expert storage (VRAM, RAM, local drives, the
+# remote repository). It implements the expert interface that compute/ keeps
+# (compute/expert_source.h, which backend.h needs) and places experts through
+# the backends; it computes nothing, so of compute/ it sees only those, and no
+# kernels. Reading bytes stays in io/ (read queue, HTTP client, probes).
+EXPERTS_COMPUTE_ALLOWED = {"compute/expert_source.h", "compute/backend.h", "compute/cuda/cuda_backend.h"}
 
 # Libraries whose headers are included with quotes by their own convention
 # (Highway's foreach_target re-includes the including file by its quoted name).
@@ -65,6 +73,9 @@ def main():
                 if (CHECK_SEAM and dst == "kernels" and inc not in MODEL_KERNELS_ALLOWED
                         and (rel, inc) not in MODEL_KERNELS_EXCEPTIONS):
                     errors.append(f"{rel}: model/ includes \"{inc}\" (blocks compute through compute/backend.h)")
+            if src == "experts" and (dst == "kernels" or (dst == "compute" and inc not in EXPERTS_COMPUTE_ALLOWED)):
+                errors.append(f"{rel}: experts/ includes \"{inc}\" (the tiers see compute only through "
+                              f"{', '.join(sorted(EXPERTS_COMPUTE_ALLOWED))})")
     # File-level cycles among headers.
     graph = {rel: [i for i in incs if i in files] for rel, incs in files.items() if rel.endswith(".h")}
     state = {}

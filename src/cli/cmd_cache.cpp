@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "io/expert_cache_maintenance.h"
+#include "experts/expert_cache_maintenance.h"
 #include "util/checked_number.h"
 #include "util/error.h"
 #include "util/progress.h"

@@ -10,8 +10,8 @@
 #include "cli/memory_options.h"
 #include "cluster/cluster.h"
 #include "engine/engine.h"
-#include "io/routing_log.h"
-#include "io/routing_stats.h"
+#include "experts/routing_log.h"
+#include "experts/routing_stats.h"
 #include "util/error.h"
 
 namespace sluice::cli {

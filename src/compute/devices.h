@@ -2,7 +2,6 @@
 // build with the CUDA backend (src/compute/cuda). `sluice info` lists them.
 #pragma once
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,14 +54,5 @@ struct DeviceMemory {
   uint64_t free = 0, weights = 0;
 };
 DeviceMemory device_memory(Backend& be);
-
-// The VRAM expert cache (compute/cuda/vram_experts.h) of `bytes` in front of
-// `host` (kept alive when `owned` holds it); null on the CPU. When every
-// expert fits they are all copied in at once. `slot_bytes` receives one
-// expert's device size.
-std::unique_ptr<ExpertSource> make_vram_experts(Backend& be, ExpertSource& host, std::unique_ptr<ExpertSource> owned,
-                                                const ExpertTable& shapes, uint64_t bytes, uint64_t* slot_bytes);
-// One expert's size in device memory (0 on the CPU).
-uint64_t device_expert_bytes(Backend& be, const ExpertTable& shapes);
 
 }  // namespace sluice

@@ -1,6 +1,6 @@
 // Where MoE blocks get routed-expert weights from. The resident table serves
 // views into the mapped checkpoint; the streaming source reads experts on
-// demand into a bounded RAM cache (io/streaming_experts.h). MoE blocks call
+// demand into a bounded RAM cache (experts/streaming_experts.h). MoE blocks call
 // request() as soon as the router has chosen, compute whatever is ready, and
 // acquire()/release() each expert around its use.
 #pragma once

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/engine.h"
-#include "io/routing_stats.h"
+#include "experts/routing_stats.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
 #include "util/error.h"

@@ -7,9 +7,11 @@
 #include "compute/devices.h"
 #include "engine/model_identity.h"
 #include "engine/unread_tensors.h"
+#include "experts/expert_disk_cache.h"
+#include "experts/expert_tiers.h"
+#include "experts/vram_tier.h"
 #include "format/generation_config.h"
 #include "format/model_dir.h"
-#include "io/remote_experts.h"
 #include "model/architectures.h"
 #include "model/decoder.h"
 #include "util/checked_number.h"
@@ -160,32 +162,25 @@ ModelFootprint Engine::footprint(int64_t context_tokens) const {
 void Engine::install(const LoadOptions& opts) {
   opts_ = opts;
   Decoder& d = *decoder_;
-  // Stream mode (a directory written by `sluice pull --stream`): routed experts
-  // are fetched into the local sparse shards on first use, so they must be
-  // streamed (never read through the resident table, whose holes read as zeros).
-  const bool stream_dir = is_stream_dir(dir_);
-  if (opts.stream_experts || stream_dir) {
-    StreamingOptions so = opts.streaming;
-    const Manifest* manifest = nullptr;
-    if ((so.checksums.empty() && opts.use_prepared_spine) || stream_dir) manifest = d.checkpoint().manifest();
-    if (so.checksums.empty() && opts.use_prepared_spine && manifest) so.checksums = manifest->checksum_table();
-    if (stream_dir && !so.fetcher)
-      so.fetcher = make_remote_fetcher(dir_, d.checkpoint(), *index_,
-                                       manifest ? manifest->checksum_table() : std::vector<std::vector<uint64_t>>{});
-    auto streaming = std::make_unique<StreamingExperts>(d.experts(), d.checkpoint(), so);
-    streaming_ = streaming.get();
-    d.set_expert_source(std::move(streaming));
-  }
-  if (opts.device.cuda()) install_vram_experts(opts);
+  ExpertSourcePlan tiers;
+  tiers.stream = opts.stream_experts;
+  tiers.streaming = opts.streaming;
+  tiers.manifest_checksums = opts.use_prepared_spine;
+  tiers.remote = is_stream_dir(dir_);  // `sluice pull --stream`: streamed, fetched on first use
+  if (opts.device.cuda()) tiers.vram_bytes = plan_vram(opts);
+  ExpertTiers built = make_expert_source(tiers, {dir_, d.checkpoint(), *index_, d.experts(), *backend_});
+  streaming_ = built.streaming;
+  d.set_expert_source(std::move(built.source));
   d.set_prefetch(opts.prefetch);
   if (opts.stream_experts || opts.spine_budget > 0)
     stream_spine(opts.spine_budget > 0 ? opts.spine_budget : std::numeric_limits<uint64_t>::max());
 }
 
 // On a GPU, routed experts are kept in what VRAM the spine and state leave,
-// in front of the host source (the table, or the streaming reader).
-void Engine::install_vram_experts(const LoadOptions& opts) {
-  Decoder& d = *decoder_;
+// in front of the host tier (the table, or the streaming reader): the plan's
+// VRAM split, and the bytes of that cache (0: none).
+uint64_t Engine::plan_vram(const LoadOptions& opts) {
+  const ExpertTable& table = decoder_->experts();
   const uint64_t free = device_memory(*backend_).free, spine = device_spine_bytes_;
   plan_.vram_budget = opts.vram_budget > 0 ? opts.vram_budget : free + spine;
   plan_.vram_budget_given = opts.vram_budget > 0;
@@ -194,15 +189,12 @@ void Engine::install_vram_experts(const LoadOptions& opts) {
     fail("--vram {:.2f} GiB is less than the {:.2f} GiB of spine weights this model keeps on {} (streaming the "
          "spine from host memory on a GPU is not implemented yet)",
          double(opts.vram_budget) / double(kGiB), double(spine) / double(kGiB), opts.device.name());
-  const uint64_t one = device_expert_bytes(*backend_, d.experts());
+  const uint64_t one = device_expert_bytes(*backend_, table);
   plan_.vram_expert_cache = opts.vram_experts ? plan_vram_expert_cache(opts.vram_budget, free, spine, plan_.state, one) : 0;
   uint64_t all = 0;  // never more than every expert
-  for (int32_t l = 0; l < d.experts().layers(); ++l) all += uint64_t(d.experts().experts(l)) * one;
+  for (int32_t l = 0; l < table.layers(); ++l) all += uint64_t(table.experts(l)) * one;
   plan_.vram_expert_cache = std::min(plan_.vram_expert_cache, all);
-  if (plan_.vram_expert_cache == 0) return;
-  ExpertSource& host = d.expert_source();
-  std::unique_ptr<ExpertSource> owned = d.take_expert_source();
-  d.set_expert_source(make_vram_experts(*backend_, host, std::move(owned), d.experts(), plan_.vram_expert_cache, nullptr));
+  return plan_.vram_expert_cache;
 }
 
 // Under a budget the embedding table stays on demand (page cache): a token

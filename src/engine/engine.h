@@ -1,7 +1,7 @@
 // The engine boundary: a model directory opened under a plan. Everything that
 // assembles the parts lives here: the checkpoint and its manifest (format/),
 // the decoder built by the architecture's builder (model/), the routed-expert
-// source (resident table, streaming reader with its on-disk fetcher, io/) and
+// source (the tiers the plan chose, put together by experts/expert_tiers.h) and
 // the spine streamer. The rest of the program sees an Engine as a Model plus
 // its I/O counters and plan.
 #pragma once
@@ -13,11 +13,11 @@
 #include "compute/backend.h"
 #include "compute/expert_source.h"
 #include "engine/memory_plan.h"
+#include "experts/streaming_experts.h"
 #include "format/checkpoint.h"
 #include "format/config.h"
 #include "format/expert_index.h"
 #include "io/spine_streamer.h"
-#include "io/streaming_experts.h"
 #include "model/model.h"
 #include "runtime/session.h"
 
@@ -112,7 +112,7 @@ class Engine : public Model {
  private:
   Engine(std::string dir, Config config, bool use_prepared_spine, Device device);
   void install(const LoadOptions& opts);
-  void install_vram_experts(const LoadOptions& opts);
+  uint64_t plan_vram(const LoadOptions& opts);
   std::string dir_;
   Config config_;
   LoadOptions opts_;

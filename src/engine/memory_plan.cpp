@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "compute/devices.h"
-#include "compute/expert_slot_table.h"
 #include "engine/engine.h"
+#include "experts/expert_slot_table.h"
 #include "util/error.h"
 #include "util/checked_number.h"
 #include "util/progress.h"

@@ -8,7 +8,7 @@
 #include <iterator>
 
 #include "engine/engine.h"
-#include "io/expert_disk_cache.h"
+#include "experts/expert_disk_cache.h"
 #include "kernels/isa.h"
 #include "util/error.h"
 

@@ -5,7 +5,7 @@
 //  --stream  every shard as a sparse file of its full size holding the
 //            safetensors header and every tensor the model uses that is not a
 //            routed expert (the spine); routed experts stay holes and are
-//            fetched on first use at run time (io/remote_experts.h). The
+//            fetched on first use at run time (experts/remote_experts.h). The
 //            directory gets sluice-remote.json (where to fetch from) and an
 //            empty presence table.
 //
@@ -30,7 +30,7 @@
 #include <cstdint>
 #include <string>
 
-#include "io/expert_disk_cache.h"
+#include "experts/expert_disk_cache.h"
 
 namespace sluice {
 

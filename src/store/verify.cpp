@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
-#include "io/expert_disk_cache.h"
+#include "experts/expert_disk_cache.h"
 #include "format/manifest.h"
 #include "store/file_checksum.h"
 #include "util/error.h"

@@ -19,6 +19,7 @@
 #include "compute/cuda/cuda_kernels.h"
 #include "compute/devices.h"
 #include "engine/engine.h"
+#include "experts/vram_tier.h"
 #include "kernels/matmul.h"
 #include "runtime/session.h"
 #include "support/test_support.h"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fuzz_files.h"
-#include "io/expert_disk_cache.h"
+#include "experts/expert_disk_cache.h"
 #include "format/manifest.h"
 #include "util/error.h"
 

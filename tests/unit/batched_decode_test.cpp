@@ -10,7 +10,7 @@
 #include <set>
 
 #include "engine/engine.h"
-#include "io/routing_log.h"
+#include "experts/routing_log.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "support/test_support.h"

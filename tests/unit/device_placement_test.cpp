@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "compute/devices.h"
-#include "compute/expert_slots.h"
 #include "engine/memory_plan.h"
+#include "experts/expert_slots.h"
 #include "util/error.h"
 
 namespace sluice {

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "experts/expert_cache_maintenance.h"
 #include "format/checkpoint.h"
 #include "format/config.h"
 #include "format/expert_index.h"
-#include "io/expert_cache_maintenance.h"
 #include "support/test_support.h"
 #include "util/error.h"
 

@@ -15,10 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "experts/expert_placement.h"
 #include "format/manifest.h"
 #include "runtime/session.h"
 #include "store/expert_dirs.h"
-#include "store/expert_placement.h"
 #include "store/prepare.h"
 #include "store/verify.h"
 #include "support/test_support.h"

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <set>
 
+#include "experts/streaming_experts.h"
 #include "format/config.h"
 #include "format/expert_index.h"
-#include "io/streaming_experts.h"
 #include "model/architectures.h"
 #include "store/prepare.h"
 #include "support/test_support.h"

@@ -8,8 +8,8 @@
 #include <map>
 #include <random>
 
-#include "compute/expert_slot_table.h"
-#include "compute/expert_slots.h"
+#include "experts/expert_slot_table.h"
+#include "experts/expert_slots.h"
 #include "util/error.h"
 
 namespace sluice {

@@ -13,9 +13,9 @@
 #include <map>
 #include <set>
 
-#include "io/expert_disk_cache.h"
+#include "experts/expert_disk_cache.h"
+#include "experts/streaming_experts.h"
 #include "io/http_client.h"
-#include "io/streaming_experts.h"
 #include "engine/engine.h"
 #include "runtime/session.h"
 #include "store/pull.h"

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "io/routing_log.h"
+#include "experts/routing_log.h"
 #include "util/error.h"
 
 namespace sluice {

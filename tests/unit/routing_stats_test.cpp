@@ -1,8 +1,8 @@
-// The routing statistics a benchmark reports (io/routing_stats.h), on routes
+// The routing statistics a benchmark reports (experts/routing_stats.h), on routes
 // made by hand with every value worked out from the definitions.
 #include <gtest/gtest.h>
 
-#include "io/routing_stats.h"
+#include "experts/routing_stats.h"
 #include "util/error.h"
 
 namespace sluice {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <thread>
 
-#include "io/streaming_experts.h"
+#include "experts/streaming_experts.h"
 #include "engine/engine.h"
 #include "runtime/session.h"
 #include "support/golden_logits.h"

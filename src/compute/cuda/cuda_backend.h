@@ -4,7 +4,7 @@
 // accumulation and no TF32. Host <-> device traffic is what the seam says
 // crosses: token ids and routing decisions in, router logits and final
 // logits out. A routed expert whose handle has no device copy is copied in
-// for the call (the VRAM expert cache, compute/cuda/vram_experts.h, keeps them).
+// for the call (the VRAM expert cache, experts/cuda/vram_experts.h, keeps them).
 //
 // Errors (out of memory, a failed launch, a fault found at the next
 // synchronisation) are sluice::Error messages naming what was being allocated
@@ -69,7 +69,7 @@ class CudaBackend : public Backend {
                    const GatedActivation& act, Tensor x, Tensor y) override;
   bool groups_experts() const override { return true; }
 
-  // ---- for the VRAM expert cache (compute/cuda/vram_experts.h)
+  // ---- for the VRAM expert cache (experts/cuda/vram_experts.h)
   // Device bytes for a matrix's data and scales, and a copy into them.
   struct DeviceBytes {
     uint8_t* data = nullptr;

@@ -1,4 +1,4 @@
-#include "io/expert_cache_maintenance.h"
+#include "experts/expert_cache_maintenance.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "io/streaming_experts.h"
+#include "experts/streaming_experts.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "compute/expert_slots.h"
+#include "experts/expert_slots.h"
 
 #include "util/error.h"
 

@@ -1,4 +1,4 @@
-#include "io/routing_stats.h"
+#include "experts/routing_stats.h"
 
 #include <algorithm>
 #include <map>

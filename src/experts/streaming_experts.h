@@ -18,8 +18,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "compute/expert_slot_table.h"
 #include "compute/expert_source.h"
+#include "experts/expert_slot_table.h"
 #include "format/checkpoint.h"
 #include "format/extent.h"
 #include "io/read_queue.h"
@@ -27,7 +27,7 @@
 namespace sluice {
 
 // Makes routed experts present in the local checkpoint files before they are
-// read (stream mode: io/remote_experts.h fetches them from the repository).
+// read (stream mode: experts/remote_experts.h fetches them from the repository).
 // StreamingExperts calls it from a single thread.
 class ExpertFetcher {
  public:

@@ -1,7 +1,7 @@
 // The slot table of a routed-expert cache and its eviction policy, shared by
 // every tier that keeps experts in fixed-size slots: the RAM cache of the
-// streaming reader (io/streaming_experts.h) and the VRAM cache
-// (compute/expert_slots.h, compute/cuda/vram_experts.h). Pure bookkeeping:
+// streaming reader (experts/streaming_experts.h) and the VRAM cache
+// (experts/expert_slots.h, experts/cuda/vram_experts.h). Pure bookkeeping:
 // which expert each slot holds, pins while a product uses a slot, use counts,
 // and which slot a new expert takes. The memory behind the slots, and any
 // state of a slot's fill (reads in flight), belongs to the tier.

@@ -1,13 +1,13 @@
 // Which routed expert each fixed-size slot of a device's expert cache holds:
 // lookup, pins while a product uses a slot, and least-recently-used reuse, on
-// the slot table every expert tier shares (compute/expert_slot_table.h). Pure
+// the slot table every expert tier shares (experts/expert_slot_table.h). Pure
 // bookkeeping (no device calls), so it is tested without a GPU; the VRAM
-// expert cache (compute/cuda/vram_experts.h) owns the memory behind it.
+// expert cache (experts/cuda/vram_experts.h) owns the memory behind it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
-#include "compute/expert_slot_table.h"
+#include "experts/expert_slot_table.h"
 
 namespace sluice {
 

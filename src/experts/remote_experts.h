@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "experts/expert_disk_cache.h"
+#include "experts/streaming_experts.h"
 #include "format/checkpoint.h"
 #include "format/expert_index.h"
-#include "io/expert_disk_cache.h"
 #include "io/http_client.h"
-#include "io/streaming_experts.h"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "compute/cuda/vram_experts.h"
+#include "experts/cuda/vram_experts.h"
 
 #include <algorithm>
 #include <chrono>

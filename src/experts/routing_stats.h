@@ -1,5 +1,5 @@
 // Summary statistics of the routes a model took, one token at a time (the
-// routing log of io/routing_log.h), in the terms published measurements of
+// routing log of experts/routing_log.h), in the terms published measurements of
 // real models use, so a benchmark can state the routing it ran under:
 // - prev_token_overlap: share of a token's picks that the previous token also
 //   picked in the same layer (pooled over layers; ~0.31 measured on Kimi K3);
@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/routing_log.h"
+#include "experts/routing_log.h"
 
 namespace sluice {
 

@@ -1,5 +1,5 @@
 // `sluice cache status|verify|prune`: inspecting and trimming the on-disk
-// expert cache of a stream-mode directory (io/expert_disk_cache.h). Experts
+// expert cache of a stream-mode directory (experts/expert_disk_cache.h). Experts
 // are located through the expert index; no model is built.
 //
 // Crash safety: an expert leaves the cache by being unmarked in the presence
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/expert_disk_cache.h"
+#include "experts/expert_disk_cache.h"
 
 namespace sluice {
 

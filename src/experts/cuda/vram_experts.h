@@ -2,7 +2,7 @@
 // mapped table, or the streaming reader and its RAM cache). An expert found
 // in VRAM is used there without touching the host source; a miss is acquired
 // from the host source (read from disk if it has to be), copied into a VRAM
-// slot (least recently used reuse, compute/expert_slots.h), and released
+// slot (least recently used reuse, experts/expert_slots.h), and released
 // there at once. Requests and prefetches pass on only for experts not in VRAM,
 // so the disk reads of a layer's misses start as soon as its router has run.
 #pragma once
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "compute/cuda/cuda_backend.h"
-#include "compute/expert_slots.h"
 #include "compute/expert_source.h"
+#include "experts/expert_slots.h"
 
 namespace sluice {
 

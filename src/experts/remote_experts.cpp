@@ -1,4 +1,4 @@
-#include "io/remote_experts.h"
+#include "experts/remote_experts.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "io/expert_disk_cache.h"
+#include "experts/expert_disk_cache.h"
 
 #include <fcntl.h>
 #include <linux/falloc.h>

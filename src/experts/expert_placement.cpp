@@ -1,4 +1,4 @@
-#include "store/expert_placement.h"
+#include "experts/expert_placement.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "io/routing_log.h"
+#include "experts/routing_log.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "compute/expert_slot_table.h"
+#include "experts/expert_slot_table.h"
 
 #include "util/error.h"
 
