@@ -782,24 +782,19 @@ constexpr int panel_rows() {
 }
 
 // Many tokens: a panel of up to panel_rows() rows is decoded once per block of
-// block_cols() columns into a buffer (L1/L2), then register tiles of R rows x
-// tile_tokens() tokens run over it with their activations (T x block_cols() floats) in L1, so each
+// kBlockCols columns into a buffer (L2), then register tiles of R rows x
+// tile_tokens() tokens run over it with their activations (T x kBlockCols floats) in L1, so each
 // weight is decoded once and read from L2 once per token tile. Each output
 // still sees exactly the sequence of tile_direct.
-constexpr int64_t kBlockCols = 512;
+constexpr int64_t kBlockCols = 512;  // columns decoded per panel block
 // Formats without block scales on AVX-512 use 6-token tiles (24 accumulators
-// in registers: fewer loads per FMA) over blocks of 256 columns (so the decoded
-// panel, 32 rows x 256 f32, stays in L1 beside the activations); formats with
-// block scales need registers for the partial sums and keep 4 x 512. Measured
-// on Zen 5 (sluice bench --kernels); every output's sequence is unchanged.
+// in registers: fewer loads per FMA); formats with block scales need registers
+// for the partial sums and keep 4. Measured on Zen 5 (sluice bench --kernels);
+// every output's sequence is unchanged.
 template <class Fmt>
 constexpr int tile_tokens() {
   return HWY_TARGET == HWY_AVX3 && !Fmt::kFolds ? 6 : kTileTokens;
 }
-template <class Fmt>
-constexpr int64_t block_cols() {
-  return HWY_TARGET == HWY_AVX3 && !Fmt::kFolds ? 256 : kBlockCols;
-}  // columns decoded per panel block
 
 // Software prefetch of the packed weights a panel decodes next (the rest of its
 // rows' next column block, or the next panel's first block), spread over the
@@ -837,7 +832,7 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
   Scratch& sc = Scratch::get();
   constexpr int TT = tile_tokens<Fmt>();
   const int64_t F = Fmt::kFolds ? fold_steps(W) : 1;
-  const int64_t per_block = std::max<int64_t>(F, (block_cols<Fmt>() / Fmt::S) / F * F);
+  const int64_t per_block = std::max<int64_t>(F, (kBlockCols / Fmt::S) / F * F);
   const int64_t row_floats = per_block * Fmt::S;
   float* wbuf = Scratch::grow(sc.wbuf, size_t(P * row_floats + 16));
   wbuf = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(wbuf) + 63) & ~uintptr_t(63));
