@@ -509,17 +509,12 @@ inline void row_scales(const QMatrix& W, const Layout& L, int64_t r, int R, floa
   }
 }
 
-// Software prefetch of the scale rows of rows [r, r + count) (the next row
-// group's, read by row_scales while this group computes).
-inline void prefetch_scale_rows(const QMatrix& W, int64_t r, int64_t count) {
-  int64_t bytes;
-  if (W.fmt == WeightFormat::INT4_GROUP) bytes = 2;
-  else if (W.fmt == WeightFormat::MXFP4) bytes = 1;
-  else return;
-  const int64_t row_bytes = bytes * W.scale_stride;
-  const uint8_t* base = static_cast<const uint8_t*>(W.scale) + (W.row0 + r) * row_bytes;
-  for (int64_t i = 0; i < count; ++i)
-    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(base + i * row_bytes + b, 0, 3);
+// Bytes of one row's scales for the formats with a scale row per weight row
+// (0 for the others).
+inline int64_t scale_row_bytes(const QMatrix& W) {
+  if (W.fmt == WeightFormat::INT4_GROUP) return 2 * W.scale_stride;
+  if (W.fmt == WeightFormat::MXFP4) return W.scale_stride;
+  return 0;
 }
 
 inline int64_t scale_slot(const QMatrix& W, const Layout& L) { return L.full / 32 + W.cols / 16 + 2 * kN + 4; }
@@ -568,9 +563,13 @@ struct DirectSrc {
   // jumps to new rows, whose first pages the hardware prefetchers miss).
   const uint8_t* next[R];
   int64_t step_bytes;
+  // The next group's scale rows (contiguous), a share of them per step.
+  const uint8_t* next_scales;
+  int64_t scale_bytes_per_step;
   HWY_INLINE void get(int i, int64_t s, VF* w) const { dec.step(rows[i], s, w); }
   HWY_INLINE void prefetch(int64_t s) const {
     for (int i = 0; i < R; ++i) __builtin_prefetch(next[i] + s * step_bytes, 0, 3);
+    __builtin_prefetch(next_scales + s * scale_bytes_per_step, 0, 3);
   }
 };
 template <class Fmt>
@@ -686,10 +685,14 @@ template <class Fmt, int R, int T>
 HWY_NOINLINE void tile_direct(const Fmt& dec, const QMatrix& W, const Layout& L, const RowScales* rs,
                               const float* tails, int64_t r, int64_t r_end, const float* const* x, float* Y,
                               int64_t ldy) {
-  DirectSrc<Fmt, R> src{dec, {}, {}, step_bytes(W, L)};
+  DirectSrc<Fmt, R> src{dec, {}, {}, step_bytes(W, L), W.data + r * W.row_bytes, 0};
   for (int i = 0; i < R; ++i) {
     src.rows[i] = W.data + (r + i) * W.row_bytes;
     src.next[i] = r + R + i < r_end ? src.rows[i] + R * W.row_bytes : src.rows[i];
+  }
+  if (const int64_t srb = scale_row_bytes(W); srb > 0 && r + 2 * R <= r_end && L.steps > 0) {
+    src.next_scales = static_cast<const uint8_t*>(W.scale) + (W.row0 + r + R) * srb;
+    src.scale_bytes_per_step = (R * srb + L.steps - 1) / L.steps;
   }
   VF accm[R * T];
   for (auto& a : accm) a = hn::Zero(DF());
@@ -918,7 +921,6 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
   // One row group: rows the SIMD order may not take go to the definition.
   auto group = [&](int64_t r, int R, auto&& run) {
     row_scales(W, L, r, R, sbuf, slot, rs);
-    prefetch_scale_rows(W, r + R, std::min<int64_t>(R, r1 - (r + R)));
     bool all_ok = true;
     for (int i = 0; i < R; ++i) all_ok &= rs[i].simd_ok;
     if (!all_ok) {
