@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/isa.h"
@@ -23,11 +24,20 @@ void matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, 
     return;
   }
   // Activations in the kernel's column order, once for all rows and threads.
+  // 64-byte aligned (rows are whole vectors): a full-width load that crosses
+  // a cache line costs two loads, and the many-token tiles are load-bound.
   thread_local std::vector<float> xp;
   const int64_t ld = isa.padded_cols(W);
-  if (xp.size() < size_t(n * ld)) xp.resize(size_t(n * ld));
-  isa.prepare_x(W, X, n, ldx, xp.data());
-  const float* XP = xp.data();
+  if (xp.size() < size_t(n * ld + 16)) xp.resize(size_t(n * ld + 16));
+  float* XP = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(xp.data()) + 63) & ~uintptr_t(63));
+  // Split over tokens when large (a 64-token prompt chunk: 64 rows of
+  // permuted copies that would otherwise keep the other threads waiting).
+  if (n > 1 && n * W.cols >= (1 << 16))
+    ThreadPool::global().parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      isa.prepare_x(W, X + b * ldx, e - b, ldx, XP + b * ld);
+    });
+  else
+    isa.prepare_x(W, X, n, ldx, XP);
   run([&](int64_t b, int64_t e) { isa.rows(W, b, e, XP, n, Y, ldy); });
 }
 

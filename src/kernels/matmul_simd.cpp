@@ -63,6 +63,7 @@ constexpr int kVecRegs = 16;
 #else
 constexpr int kVecRegs = 32;
 #endif
+// Tokens per register tile of the many-token product (tile_tokens<Fmt>()).
 constexpr int kTileTokens = 4;
 
 // ---------------------------------------------------------------- decoders
@@ -508,6 +509,14 @@ inline void row_scales(const QMatrix& W, const Layout& L, int64_t r, int R, floa
   }
 }
 
+// Bytes of one row's scales for the formats with a scale row per weight row
+// (0 for the others).
+inline int64_t scale_row_bytes(const QMatrix& W) {
+  if (W.fmt == WeightFormat::INT4_GROUP) return 2 * W.scale_stride;
+  if (W.fmt == WeightFormat::MXFP4) return W.scale_stride;
+  return 0;
+}
+
 inline int64_t scale_slot(const QMatrix& W, const Layout& L) { return L.full / 32 + W.cols / 16 + 2 * kN + 4; }
 
 // Steps per scale block (step_scale's F): one for the nibble formats (their
@@ -530,18 +539,44 @@ HWY_INLINE VF pinned(VF v) {
   return v;
 }
 
+// Packed bytes of one step of a row.
+inline int64_t step_bytes(const QMatrix& W, const Layout& L) {
+  switch (W.fmt) {
+    case WeightFormat::F32: return L.S * 4;
+    case WeightFormat::BF16:
+    case WeightFormat::F16: return L.S * 2;
+    case WeightFormat::FP8_E4M3_BLOCK:
+    case WeightFormat::INT8_ROW: return L.S;
+    case WeightFormat::INT4_GROUP:
+    case WeightFormat::MXFP4: return L.S / 2;
+  }
+  return L.S;
+}
+
 // Where a tile's decoded steps come from: straight from the packed weights, or
 // from a panel decoded earlier into an L1 buffer. Both give the same vectors.
 template <class Fmt, int R>
 struct DirectSrc {
   const Fmt& dec;
   const uint8_t* rows[R];
+  // The same step of the next row group's rows (software prefetch: a row group
+  // jumps to new rows, whose first pages the hardware prefetchers miss).
+  const uint8_t* next[R];
+  int64_t step_bytes;
+  // The next group's scale rows (contiguous), a share of them per step.
+  const uint8_t* next_scales;
+  int64_t scale_bytes_per_step;
   HWY_INLINE void get(int i, int64_t s, VF* w) const { dec.step(rows[i], s, w); }
+  HWY_INLINE void prefetch(int64_t s) const {
+    for (int i = 0; i < R; ++i) __builtin_prefetch(next[i] + s * step_bytes, 0, 3);
+    __builtin_prefetch(next_scales + s * scale_bytes_per_step, 0, 3);
+  }
 };
 template <class Fmt>
 struct BufferSrc {
   const float* wbuf;  // row i, step s at wbuf + i * row_floats + (s - s0) * S
   int64_t row_floats, s0;
+  HWY_INLINE void prefetch(int64_t) const {}
   HWY_INLINE void get(int i, int64_t s, VF* w) const {
     const float* p = wbuf + i * row_floats + (s - s0) * Fmt::S;
     for (int64_t v = 0; v < Fmt::V; ++v) w[v] = hn::Load(DF(), p + v * kN);
@@ -559,6 +594,12 @@ HWY_INLINE VF step_scale(const RowScales& rs, int64_t s, int64_t F) {
   } else {
     return hn::Set(DF(), rs.fold[s / F]);
   }
+}
+// The same, given the index of the fold unit (s / F) instead of F.
+template <class Fmt>
+HWY_INLINE VF step_scale_unit(const RowScales& rs, int64_t s, int64_t unit) {
+  if constexpr (Fmt::kSegmentScales) return step_scale<Fmt>(rs, s, 1);
+  else return hn::Set(DF(), rs.fold[unit]);
 }
 
 
@@ -597,7 +638,9 @@ HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64
   VF acc[R][T], g[R][T];
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
+  int64_t k = 0, unit = s0 / F;
   for (int64_t s = s0; s < s1; ++s) {
+    src.prefetch(s);
     if constexpr (!Fmt::kFolds) {
       VF w[R];
       for (int i = 0; i < R; ++i) src.get(i, s, &w[i]);
@@ -610,11 +653,16 @@ HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64
       for (int i = 0; i < R; ++i) raw[i] = src.dec.load(src.rows[i], s);
       const float* xo[T];
       for (int t = 0; t < T; ++t) xo[t] = x[t] + s * Fmt::S;
-      // Fold units of F steps starting at s0 (a block start; F = 1 for the nibble formats).
-      const bool start = (s - s0) % F == 0, fold = (s - s0) % F == F - 1 || s + 1 == s1;
+      // Fold units of F steps starting at s0 (a block start; F = 1 for the nibble
+      // formats); k counts the steps into the unit (no division per step).
+      const bool start = k == 0, fold = k == F - 1 || s + 1 == s1;
       VF sv[R];
       if (fold)
-        for (int i = 0; i < R; ++i) sv[i] = step_scale<Fmt>(rs[i], s, F);
+        for (int i = 0; i < R; ++i) sv[i] = step_scale_unit<Fmt>(rs[i], s, unit);
+      if (++k == F) {
+        k = 0;
+        ++unit;
+      }
       if (start && fold) step_parts<Fmt, R, T, 0, true, true>(src.dec, raw, xo, sv, g, acc);
       else if (start) step_parts<Fmt, R, T, 0, true, false>(src.dec, raw, xo, sv, g, acc);
       else if (fold) step_parts<Fmt, R, T, 0, false, true>(src.dec, raw, xo, sv, g, acc);
@@ -635,9 +683,17 @@ HWY_INLINE float finish(const Layout& L, const float* tail, const float* x, cons
 // R rows x T tokens, weights decoded in registers straight from memory.
 template <class Fmt, int R, int T>
 HWY_NOINLINE void tile_direct(const Fmt& dec, const QMatrix& W, const Layout& L, const RowScales* rs,
-                              const float* tails, int64_t r, const float* const* x, float* Y, int64_t ldy) {
-  DirectSrc<Fmt, R> src{dec, {}};
-  for (int i = 0; i < R; ++i) src.rows[i] = W.data + (r + i) * W.row_bytes;
+                              const float* tails, int64_t r, int64_t r_end, const float* const* x, float* Y,
+                              int64_t ldy) {
+  DirectSrc<Fmt, R> src{dec, {}, {}, step_bytes(W, L), W.data + r * W.row_bytes, 0};
+  for (int i = 0; i < R; ++i) {
+    src.rows[i] = W.data + (r + i) * W.row_bytes;
+    src.next[i] = r + R + i < r_end ? src.rows[i] + R * W.row_bytes : src.rows[i];
+  }
+  if (const int64_t srb = scale_row_bytes(W); srb > 0 && r + 2 * R <= r_end && L.steps > 0) {
+    src.next_scales = static_cast<const uint8_t*>(W.scale) + (W.row0 + r + R) * srb;
+    src.scale_bytes_per_step = (R * srb + L.steps - 1) / L.steps;
+  }
   VF accm[R * T];
   for (auto& a : accm) a = hn::Zero(DF());
   run_steps<Fmt, R, T>(src, rs, 0, L.steps, Fmt::kFolds ? fold_steps(W) : 1, x, accm);
@@ -729,31 +785,91 @@ constexpr int panel_rows() {
 }
 
 // Many tokens: a panel of up to panel_rows() rows is decoded once per block of
-// kBlockCols columns into a buffer (L2), then register tiles of R rows x kTileTokens
-// tokens run over it with their activations (T x kBlockCols floats) in L1, so each
+// kBlockCols columns into a buffer (L2), then register tiles of R rows x
+// tile_tokens() tokens run over it with their activations (T x kBlockCols floats) in L1, so each
 // weight is decoded once and read from L2 once per token tile. Each output
 // still sees exactly the sequence of tile_direct.
 constexpr int64_t kBlockCols = 512;  // columns decoded per panel block
+// Formats without block scales on AVX-512 use 6-token tiles (24 accumulators
+// in registers: fewer loads per FMA); formats with block scales need registers
+// for the partial sums and keep 4. Measured on Zen 5 (sluice bench --kernels);
+// every output's sequence is unchanged.
+template <class Fmt>
+constexpr int tile_tokens() {
+  return HWY_TARGET == HWY_AVX3 && !Fmt::kFolds ? 6 : kTileTokens;
+}
+
+// Software prefetch of the packed weights a panel decodes kPrefetchBlocks
+// column blocks later (of its own rows, or of the next panel's), spread over the
+// register tiles of the current block: a panel reads P short row pieces at a
+// time, which the hardware prefetchers do not follow, so without this every
+// block's decode waits on DRAM while the FMA units idle.
+struct PanelPrefetch {
+  const uint8_t* row = nullptr;  // the current row's piece
+  int64_t row_bytes = 0, bytes = 0, rows_left = 0, off = 0;
+  int64_t total = 0;  // lines
+  void set(const uint8_t* b, int64_t rb, int64_t rows, int64_t piece) {
+    row = b;
+    row_bytes = rb;
+    bytes = piece;
+    rows_left = rows;
+    off = 0;
+    total = rows * ((piece + 63) / 64);
+  }
+  HWY_INLINE void issue(int64_t count) {
+    for (; count > 0 && rows_left > 0; --count) {
+      __builtin_prefetch(row + off, 0, 3);
+      off += 64;
+      if (off >= bytes) {
+        off = 0;
+        row += row_bytes;
+        --rows_left;
+      }
+    }
+  }
+};
+
+// How many column blocks ahead a panel prefetches (1 left the decode waiting
+// on DRAM about as often; 2 to 4 measured alike).
+constexpr int64_t kPrefetchBlocks = 2;
 
 template <class Fmt, int R>
 void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const RowScales* rs, const float* tails,
-                    int64_t r, int P, const float* XP, int64_t n, float* Y, int64_t ldy) {
+                    int64_t r, int P, int64_t r_end, const float* XP, int64_t n, float* Y, int64_t ldy) {
   Scratch& sc = Scratch::get();
+  constexpr int TT = tile_tokens<Fmt>();
   const int64_t F = Fmt::kFolds ? fold_steps(W) : 1;
   const int64_t per_block = std::max<int64_t>(F, (kBlockCols / Fmt::S) / F * F);
   const int64_t row_floats = per_block * Fmt::S;
   float* wbuf = Scratch::grow(sc.wbuf, size_t(P * row_floats + 16));
   wbuf = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(wbuf) + 63) & ~uintptr_t(63));
-  const int64_t ntiles = (n + kTileTokens - 1) / kTileTokens;
-  // Accumulators: row group g (R rows), token tile ti at accm + (g * ntiles + ti) * R * kTileTokens.
+  const int64_t ntiles = (n + TT - 1) / TT;
+  // Accumulators: row group g (R rows), token tile ti at accm + (g * ntiles + ti) * R * TT.
   const int64_t groups = P / R;
-  const int64_t nacc = groups * ntiles * R * kTileTokens;
+  const int64_t nacc = groups * ntiles * R * TT;
   float* accf = Scratch::grow(sc.accbuf, size_t((nacc + 1) * kN + 16));
   VF* accm = reinterpret_cast<VF*>((reinterpret_cast<uintptr_t>(accf) + 63) & ~uintptr_t(63));
   for (int64_t k = 0; k < nacc; ++k) accm[k] = hn::Zero(DF());
   const DF df;
+  const int64_t sb = step_bytes(W, L);
+  const int64_t calls = ntiles * groups;
+  PanelPrefetch pf;
+  const int64_t nblocks = (L.steps + per_block - 1) / per_block;
   for (int64_t s0 = 0; s0 < L.steps; s0 += per_block) {
     const int64_t s1 = std::min(L.steps, s0 + per_block);
+    {
+      // The block kPrefetchBlocks ahead, in this panel or the next one.
+      int64_t t = s0 / per_block + kPrefetchBlocks, rr = r;
+      if (t >= nblocks) {
+        t -= nblocks;
+        rr = r + P;
+      }
+      const int64_t ts0 = t * per_block, ts1 = std::min(L.steps, ts0 + per_block);
+      const int64_t nr = std::min<int64_t>(P, r_end - rr);
+      pf.set(W.data + rr * W.row_bytes + ts0 * sb, W.row_bytes, ts1 > ts0 ? std::max<int64_t>(0, nr) : 0,
+             (ts1 - ts0) * sb);
+    }
+    const int64_t pf_per_call = (pf.total + calls - 1) / calls;
     for (int i = 0; i < P; ++i) {
       const uint8_t* row = W.data + (r + i) * W.row_bytes;
       for (int64_t s = s0; s < s1; ++s) {
@@ -763,27 +879,28 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
       }
     }
     for (int64_t ti = 0; ti < ntiles; ++ti) {
-      const int64_t t0 = ti * kTileTokens;
-      const int tt = int(std::min<int64_t>(kTileTokens, n - t0));
-      const float* x[kTileTokens];
+      const int64_t t0 = ti * TT;
+      const int tt = int(std::min<int64_t>(TT, n - t0));
+      const float* x[TT];
       for (int t = 0; t < tt; ++t) x[t] = XP + (t0 + t) * L.padded;
       for (int64_t g = 0; g < groups; ++g) {
         const BufferSrc<Fmt> src{wbuf + g * R * row_floats, row_floats, s0};
-        tile_buffered_n<Fmt, R, kTileTokens>(tt, src, rs + g * R, s0, s1, F, x,
-                                             accm + (g * ntiles + ti) * R * kTileTokens);
+        pf.issue(pf_per_call);
+        tile_buffered_n<Fmt, R, TT>(tt, src, rs + g * R, s0, s1, F, x,
+                                             accm + (g * ntiles + ti) * R * TT);
       }
     }
   }
   const int64_t tail_len = L.padded - L.full;
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t ti = 0; ti < ntiles; ++ti) {
-      const int64_t t0 = ti * kTileTokens;
-      const int tt = int(std::min<int64_t>(kTileTokens, n - t0));
+      const int64_t t0 = ti * TT;
+      const int tt = int(std::min<int64_t>(TT, n - t0));
       for (int i = 0; i < R; ++i)
         for (int t = 0; t < tt; ++t) {
           const int64_t row = g * R + i;
           Y[(t0 + t) * ldy + r + row] = finish(L, tails + row * tail_len, XP + (t0 + t) * L.padded, rs[row],
-                                               accm[(g * ntiles + ti) * R * kTileTokens + i * tt + t]);
+                                               accm[(g * ntiles + ti) * R * TT + i * tt + t]);
         }
     }
 }
@@ -838,14 +955,14 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
     const int Rn = n == 1 ? 4 : n == 2 ? 2 : 1;
     auto run = [&](int64_t r, int R, const RowScales* rsp) {
       if (n == 1) {
-        if (R == 4) return tile_direct<Fmt, 4, 1>(dec, W, L, rsp, tails, r, x, Y, ldy);
-        return tile_direct<Fmt, 1, 1>(dec, W, L, rsp, tails, r, x, Y, ldy);
+        if (R == 4) return tile_direct<Fmt, 4, 1>(dec, W, L, rsp, tails, r, r1, x, Y, ldy);
+        return tile_direct<Fmt, 1, 1>(dec, W, L, rsp, tails, r, r1, x, Y, ldy);
       }
       if (n == 2) {
-        if (R == 2) return tile_direct<Fmt, 2, 2>(dec, W, L, rsp, tails, r, x, Y, ldy);
-        return tile_direct<Fmt, 1, 2>(dec, W, L, rsp, tails, r, x, Y, ldy);
+        if (R == 2) return tile_direct<Fmt, 2, 2>(dec, W, L, rsp, tails, r, r1, x, Y, ldy);
+        return tile_direct<Fmt, 1, 2>(dec, W, L, rsp, tails, r, r1, x, Y, ldy);
       }
-      return tile_direct<Fmt, 1, 3>(dec, W, L, rsp, tails, r, x, Y, ldy);
+      return tile_direct<Fmt, 1, 3>(dec, W, L, rsp, tails, r, r1, x, Y, ldy);
     };
     int64_t r = r0;
     for (; r + Rn <= r1; r += Rn) group(r, Rn, run);
@@ -854,8 +971,8 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
   }
   // Panels of kPanelRows rows (whole tiles), then single rows.
   auto run = [&](int64_t r, int R, const RowScales* rsp) {
-    if (R % kTileRows == 0) return panel_buffered<Fmt, kTileRows>(dec, W, L, rsp, tails, r, R, XP, n, Y, ldy);
-    return panel_buffered<Fmt, 1>(dec, W, L, rsp, tails, r, R, XP, n, Y, ldy);
+    if (R % kTileRows == 0) return panel_buffered<Fmt, kTileRows>(dec, W, L, rsp, tails, r, R, r1, XP, n, Y, ldy);
+    return panel_buffered<Fmt, 1>(dec, W, L, rsp, tails, r, R, r1, XP, n, Y, ldy);
   };
   int64_t r = r0;
   for (; r + kPanelRows <= r1; r += kPanelRows) group(r, kPanelRows, run);
