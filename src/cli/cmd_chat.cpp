@@ -43,8 +43,7 @@ void add_chat_command(CLI::App& app, Action& action) {
   add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
-      if (process_cluster() && process_cluster()->ranks() > 1)  // its input reaches rank 0 alone
-        fail("chat does not run across the ranks of an mpirun job yet; start it without mpirun");
+      refuse_several_ranks("chat");  // its input reaches rank 0 alone
       check_generation_options(o->gen);
       apply_memory_options(o->mem);
       const std::string dir = model_or_default(o->model);

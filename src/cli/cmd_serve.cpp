@@ -143,9 +143,7 @@ void add_serve_command(CLI::App& app, Action& action) {
   add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
-      if (process_cluster() && process_cluster()->ranks() > 1)
-        fail("serve does not run across the ranks of an mpirun job yet (expert parallelism covers generate, run, "
-             "logits, eval and bench); start it without mpirun");
+      refuse_several_ranks("serve", " (expert parallelism covers generate, run, logits, eval and bench)");
       check_draft_choice(o->draft);
       o->draft.speculate = o->speculate;
       o->s.speculation.adaptive = !o->no_draft_gate;

@@ -240,5 +240,9 @@ std::unique_ptr<Cluster> join_cluster(int& argc, char**& argv) {
 
 Cluster* process_cluster() { return g_cluster; }
 bool primary_rank() { return !g_cluster || g_cluster->rank() == 0; }
+void refuse_several_ranks(const char* command, const char* why) {
+  if (g_cluster && g_cluster->ranks() > 1)
+    fail("{} does not run across the ranks of an mpirun job yet{}; start it without mpirun", command, why);
+}
 
 }  // namespace sluice

@@ -42,5 +42,8 @@ std::unique_ptr<Cluster> join_cluster(int& argc, char**& argv);
 Cluster* process_cluster();
 // True on rank 0 or without a cluster: the rank that prints and writes files.
 bool primary_rank();
+// For the commands expert parallelism does not cover yet: fails, saying so,
+// when this process is one of several ranks (`command`: its name).
+void refuse_several_ranks(const char* command, const char* why = "");
 
 }  // namespace sluice
