@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startServer, runner, metric } from './harness.mjs';
+import { startServer, runner, metric, logged } from './harness.mjs';
 import { makeAgentModel } from '../agents/scripted_model.mjs';
 
 const [binary, makeModel] = process.argv.slice(2);
@@ -215,7 +215,7 @@ await t.test('provider-only fields are ignored and counted; hosted tools are lef
 
 await t.test('one log line per request: id, endpoint, tokens, queue wait, first token, tokens/s, finish', async () => {
   const r = await post(...apis.messages());
-  await new Promise((res) => setTimeout(res, 200));
+  await logged(server.log, new RegExp(`^sluice: ${r.body.id} `, 'm'));
   const line = server.log().split('\n').find((l) => l.includes(r.body.id));
   assert.match(line, new RegExp(`^sluice: ${r.body.id} /v1/messages: prompt \\d+ tokens \\(\\d+ cached, \\d+ new\\), queued \\d+\\.\\d\\d s, first token \\d+\\.\\d\\d s, \\d+ tokens at [\\d.]+ tokens/s, finish tool_calls$`));
 });

@@ -1,5 +1,6 @@
 // Shared by the server test scripts: starts `sluice serve` on a free loopback
 // port, a tiny test runner that prints "N passed, N failed", and helpers.
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 
@@ -81,6 +82,14 @@ export function printableBias(vocab = 512) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Waits until `log()` (a server's stderr so far) matches `re`, then asserts it
+// did: the server writes a request's line after the reply's last byte, and the
+// pipe may deliver it after the client has the reply.
+export async function logged(log, re, ms = 10000) {
+  for (const end = Date.now() + ms; !re.test(log()) && Date.now() < end;) await sleep(20);
+  assert.match(log(), re);
+}
 
 export async function metric(url, name) {
   const text = await (await fetch(`${url}/metrics`)).text();

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { startServer, runner, metric } from './harness.mjs';
+import { startServer, runner, metric, logged } from './harness.mjs';
 
 const require = createRequire(new URL('../node/package.json', import.meta.url));
 const { default: OpenAI } = require('openai');
@@ -101,7 +101,7 @@ await t.test('a corrupted file is ignored with a log line; the reply is a fresh 
     const r = await ask(c, conv(questions[2]));
     assert.equal(r.usage.prompt_tokens_details.cached_tokens, 0, JSON.stringify(r.usage));
     assert.equal(r.choices[0].message.content, fresh[questions[2]]);
-    assert.match(log(), /prompt cache: ignoring .*\.state: corrupt or truncated state file/);
+    await logged(log, /prompt cache: ignoring .*\.state: corrupt or truncated state file/);
   });
 });
 

@@ -23,7 +23,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { startServer, runner, metric } from './harness.mjs';
+import { startServer, runner, metric, logged } from './harness.mjs';
 import { makeAgentModel, special, VOCAB, EOS } from '../agents/scripted_model.mjs';
 
 const [binary, makeModel] = process.argv.slice(2);
@@ -155,6 +155,7 @@ for (const [api, a] of Object.entries(toolApis)) {
 }
 
 await t.test('the per-request log line and /metrics count the replayed tokens', async () => {
+  await logged(() => onLog, /( replayed, queued [^\n]*\n[^]*){3}/);
   const lines = onLog.split('\n').filter((l) => / replayed, queued /.test(l));
   assert.equal(lines.length, 3, onLog);
   for (const l of lines) assert.match(l, /^sluice: \S+ \/v1\/\S+: prompt \d+ tokens \(\d+ cached, \d+ new\), \d+ replayed, queued /);

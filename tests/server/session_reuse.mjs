@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startServer, runner, metric } from './harness.mjs';
+import { startServer, runner, metric, logged } from './harness.mjs';
 
 const [binary, modelDir] = process.argv.slice(2);
 const MODEL = 'm';
@@ -77,7 +77,7 @@ await t.test('a second session starts at the first one\'s system prompt and tool
     const r2 = await chat(url, conv(Q2));
     assert.equal(r2.usage.prompt_tokens_details.cached_tokens, shared, JSON.stringify(r2.usage));
     assert.equal(said(r2), fresh[Q2]);
-    assert.match(log(), new RegExp(`prompt ${p2.length} tokens \\(${shared} cached, ${p2.length - shared} new\\)`));
+    await logged(log, new RegExp(`prompt ${p2.length} tokens \\(${shared} cached, ${p2.length - shared} new\\)`));
     // A third one, through the Messages API (Claude Code's).
     const r3 = await messagesApi(url, Q2);
     assert.ok(r3.usage.cache_read_input_tokens >= shared, JSON.stringify(r3.usage));
