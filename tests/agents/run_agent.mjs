@@ -11,7 +11,8 @@
 // AGENT: claude_code, codex, opencode or qwen_code. SLUICE_AGENT_RECORD=DIR keeps
 // every request body the agent sent (a transcript for replays); with it, the
 // session has SLUICE_AGENT_TURNS (7) prompts, each answered by a tool call, its
-// result and an answer.
+// result and an answer; SLUICE_AGENT_NEW_SESSION=1 then starts a second session
+// (same system prompt and tools, another first prompt) with one more prompt.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -167,6 +168,7 @@ try {
   const prompts = [[1, 'Write sluice into agent.txt.', false], [2, 'What did you write?', true]];
   if (recording)
     for (let i = 3; i <= Number(process.env.SLUICE_AGENT_TURNS ?? 7); i++) prompts.push([i, `Write it again (${i}).`, true]);
+  if (recording && process.env.SLUICE_AGENT_NEW_SESSION === '1') prompts.push([prompts.length + 1, 'Write sluice into agent.txt, please.', false]);
   for (const [turn, prompt, resume] of prompts) {
     const t0 = Date.now();
     const answer = await spec.run(ctx, prompt, resume);
