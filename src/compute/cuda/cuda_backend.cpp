@@ -5,11 +5,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "compute/cuda/cuda_kernels.h"
+#include "kernels/qmatrix.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -69,6 +75,16 @@ struct CudaBackend::Impl {
   cudaStream_t copy_stream = nullptr;  // weight and expert copies
   cudaEvent_t compute_done = nullptr;  // copies wait for the compute stream through it
   bool sync_each = false;
+  // SLUICE_CUDA_PROFILE=1: an event after every op on the compute stream; an op is charged the GPU
+  // time from the previous op's end to its own end (its run, plus any wait of the GPU for the host
+  // in between), summed per op name and printed when the backend ends.
+  struct Profile {
+    bool on = false;
+    cudaEvent_t prev = nullptr;
+    std::vector<std::pair<std::string, cudaEvent_t>> pending;
+    std::map<std::string, std::pair<double, int64_t>> totals;  // ms, calls
+    std::chrono::steady_clock::time_point started;
+  } profile;
   uint64_t weight_bytes = 0;
   std::deque<QMatrix> placed;      // device views Matrix::device points at
   std::vector<void*> owned;        // weight allocations, freed at destruction
@@ -82,9 +98,59 @@ struct CudaBackend::Impl {
     if (e != cudaSuccess) cuda_fail(e, what);
   }
   // After a launch: its error, and with SLUICE_CUDA_SYNC=1 any fault it caused.
-  void launched(int e, const char* op) const {
+  // profile_name: what the profile calls the op, when not `op` (made only while profiling).
+  void launched(int e, const char* op, std::string profile_name = {}) {
     if (e != 0) cuda_fail(cudaError_t(e), fmt::format("running {}", op));
     if (sync_each) check(cudaStreamSynchronize(stream), op);
+    if (profile.on) profiled(profile_name.empty() ? std::string(op) : std::move(profile_name));
+  }
+  // A product's profile name: format, shape and the row count rounded up to a power of two.
+  std::string product_name(const char* op, WeightFormat f, int64_t rows, int64_t cols, int64_t n) const {
+    if (!profile.on) return {};
+    int64_t p2 = 1;
+    while (p2 < n) p2 *= 2;
+    return fmt::format("{} {} {}x{} n<={}", op, weight_format_name(f), rows, cols, p2);
+  }
+  void profiled(std::string op) {
+    cudaEvent_t ev = nullptr;
+    check(cudaEventCreate(&ev), "creating a profile event");
+    check(cudaEventRecord(ev, stream), "recording a profile event");
+    if (!profile.prev) {  // the first op: the GPU's time before it is not its own
+      profile.prev = ev;
+      profile.started = std::chrono::steady_clock::now();
+      return;
+    }
+    profile.pending.emplace_back(std::move(op), ev);
+    if (profile.pending.size() >= 4096) settle_profile();
+  }
+  void settle_profile() {
+    if (profile.pending.empty()) return;
+    check(cudaEventSynchronize(profile.pending.back().second), "waiting for profile events");
+    for (auto& [name, ev] : profile.pending) {
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, profile.prev, ev), "reading a profile event");
+      auto& t = profile.totals[name];
+      t.first += ms;
+      ++t.second;
+      cudaEventDestroy(profile.prev);
+      profile.prev = ev;
+    }
+    profile.pending.clear();
+  }
+  void print_profile() {
+    settle_profile();
+    if (profile.prev) cudaEventDestroy(profile.prev);
+    std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(profile.totals.begin(), profile.totals.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    double sum = 0;
+    for (const auto& r : rows) sum += r.second.first;
+    const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - profile.started).count();
+    std::fprintf(stderr, "cuda:%d profile (SLUICE_CUDA_PROFILE): %.1f ms of GPU time between the first and the last op, %.1f ms of wall time since the first\n",
+                 index, sum, wall);
+    std::fprintf(stderr, "%10s %6s %10s %8s  %s\n", "ms", "share", "calls", "us/call", "op");
+    for (const auto& [name, t] : rows)
+      std::fprintf(stderr, "%10.2f %5.1f%% %10lld %8.1f  %s\n", t.first, sum > 0 ? 100 * t.first / sum : 0.0,
+                   static_cast<long long>(t.second), 1000 * t.first / double(t.second), name.c_str());
   }
   void* stream_alloc(uint64_t bytes, const char* what) const {
     void* p = nullptr;
@@ -145,10 +211,13 @@ CudaBackend::CudaBackend(int index) : impl_(std::make_unique<Impl>()) {
   impl_->check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "configuring the memory pool");
   const char* sync = std::getenv("SLUICE_CUDA_SYNC");
   impl_->sync_each = sync && *sync && std::strcmp(sync, "0") != 0;
+  const char* prof = std::getenv("SLUICE_CUDA_PROFILE");
+  impl_->profile.on = prof && *prof && std::strcmp(prof, "0") != 0;
 }
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(impl_->stream);
+  if (impl_->profile.on) impl_->print_profile();
   for (void* p : impl_->owned) cudaFree(p);
   for (auto& [_, r] : impl_->ropes) cudaFree(r.dev);
   cudaStreamDestroy(impl_->stream);
@@ -338,7 +407,8 @@ void CudaBackend::matmul(const Matrix& w, Tensor x, Tensor y) {
     fail("internal: matmul of [{}, {}] weight with [{}, {}] into [{}, {}]", w.rows(), w.cols(), x.rows(), x.cols(),
          y.rows(), y.cols());
   SLUICE_VIEW(W, w);
-  impl_->launched(cuda::matmul(W.q(), x.data(), x.rows(), x.ld(), y.data(), y.ld(), impl_->stream), "matmul");
+  impl_->launched(cuda::matmul(W.q(), x.data(), x.rows(), x.ld(), y.data(), y.ld(), impl_->stream), "matmul",
+                  impl_->product_name("matmul", w.q.fmt, w.rows(), w.cols(), x.rows()));
 }
 
 // ---- element-wise
@@ -577,7 +647,8 @@ void CudaBackend::expert_ffns(std::span<const ExpertWeights* const> experts, std
     int64_t max_n = 0;
     for (const auto& p : ps) max_n = std::max(max_n, p.n);
     impl_->launched(
-        cuda::grouped_matmul(fmt, tc, d, int(ps.size()), max_rows, ps[0].W.cols, max_n, impl_->stream), what);
+        cuda::grouped_matmul(fmt, tc, d, int(ps.size()), max_rows, ps[0].W.cols, max_n, impl_->stream), what,
+        impl_->product_name(what, fmt, max_rows, ps[0].W.cols, max_n));
     impl_->stream_free(d);
   };
   auto problem = [](const QMatrix& w, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy) {
