@@ -75,13 +75,19 @@ struct CudaBackend::Impl {
   cudaStream_t copy_stream = nullptr;  // weight and expert copies
   cudaEvent_t compute_done = nullptr;  // copies wait for the compute stream through it
   bool sync_each = false;
-  // SLUICE_CUDA_PROFILE=1: an event after every op on the compute stream; an op is charged the GPU
-  // time from the previous op's end to its own end (its run, plus any wait of the GPU for the host
-  // in between), summed per op name and printed when the backend ends.
+  // SLUICE_CUDA_PROFILE=1: events on the compute stream where each op begins and ends; an op is
+  // charged the GPU time from its start to its end (its kernels and anything it waited for inside),
+  // the GPU time from one op's end to the next one's start is the GPU waiting for the host; summed
+  // per op name and printed when the backend ends.
   struct Profile {
     bool on = false;
-    cudaEvent_t prev = nullptr;
-    std::vector<std::pair<std::string, cudaEvent_t>> pending;
+    cudaEvent_t prev = nullptr;   // the end of the last op settled
+    cudaEvent_t start = nullptr;  // the start of the op being issued (began), if marked
+    struct Op {
+      std::string name;
+      cudaEvent_t start, end;
+    };
+    std::vector<Op> pending;
     std::map<std::string, std::pair<double, int64_t>> totals;  // ms, calls
     std::chrono::steady_clock::time_point started;
   } profile;
@@ -111,41 +117,62 @@ struct CudaBackend::Impl {
     while (p2 < n) p2 *= 2;
     return fmt::format("{} {} {}x{} n<={}", op, weight_format_name(f), rows, cols, p2);
   }
-  void profiled(std::string op) {
+  cudaEvent_t profile_event() {
     cudaEvent_t ev = nullptr;
     check(cudaEventCreate(&ev), "creating a profile event");
     check(cudaEventRecord(ev, stream), "recording a profile event");
+    return ev;
+  }
+  void began() {
+    if (!profile.on) return;
+    if (profile.start) cudaEventDestroy(profile.start);
+    profile.start = profile_event();
+  }
+  void profiled(std::string op) {
+    cudaEvent_t start = profile.start, end = profile_event();
+    profile.start = nullptr;
     if (!profile.prev) {  // the first op: the GPU's time before it is not its own
-      profile.prev = ev;
+      if (start) cudaEventDestroy(start);
+      profile.prev = end;
       profile.started = std::chrono::steady_clock::now();
       return;
     }
-    profile.pending.emplace_back(std::move(op), ev);
+    profile.pending.push_back({std::move(op), start, end});
     if (profile.pending.size() >= 4096) settle_profile();
+  }
+  void add_time(const std::string& name, cudaEvent_t from, cudaEvent_t to, bool count) {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, from, to), "reading a profile event");
+    auto& t = profile.totals[name];
+    t.first += ms;
+    t.second += count ? 1 : 0;
   }
   void settle_profile() {
     if (profile.pending.empty()) return;
-    check(cudaEventSynchronize(profile.pending.back().second), "waiting for profile events");
-    for (auto& [name, ev] : profile.pending) {
-      float ms = 0;
-      check(cudaEventElapsedTime(&ms, profile.prev, ev), "reading a profile event");
-      auto& t = profile.totals[name];
-      t.first += ms;
-      ++t.second;
+    check(cudaEventSynchronize(profile.pending.back().end), "waiting for profile events");
+    for (auto& op : profile.pending) {
+      if (op.start) {  // the op's own span, and the GPU's wait for the host before it
+        add_time("(GPU waiting for the host between ops)", profile.prev, op.start, true);
+        add_time(op.name, op.start, op.end, true);
+        cudaEventDestroy(op.start);
+      } else {  // a later launch of the same op: from the previous launch's end
+        add_time(op.name, profile.prev, op.end, true);
+      }
       cudaEventDestroy(profile.prev);
-      profile.prev = ev;
+      profile.prev = op.end;
     }
     profile.pending.clear();
   }
   void print_profile() {
     settle_profile();
     if (profile.prev) cudaEventDestroy(profile.prev);
+    if (profile.start) cudaEventDestroy(profile.start);
     std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(profile.totals.begin(), profile.totals.end());
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
     double sum = 0;
     for (const auto& r : rows) sum += r.second.first;
     const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - profile.started).count();
-    std::fprintf(stderr, "cuda:%d profile (SLUICE_CUDA_PROFILE): %.1f ms of GPU time between the first and the last op, %.1f ms of wall time since the first\n",
+    std::fprintf(stderr, "cuda:%d profile (SLUICE_CUDA_PROFILE): %.1f ms of GPU time from the first op's end to the last op's, %.1f ms of wall time since the first op\n",
                  index, sum, wall);
     std::fprintf(stderr, "%10s %6s %10s %8s  %s\n", "ms", "share", "calls", "us/call", "op");
     for (const auto& [name, t] : rows)
@@ -403,6 +430,7 @@ class DeviceView {
 // ---- products
 
 void CudaBackend::matmul(const Matrix& w, Tensor x, Tensor y) {
+  impl_->began();
   if (x.cols() != w.cols() || y.cols() != w.rows() || x.rows() != y.rows())
     fail("internal: matmul of [{}, {}] weight with [{}, {}] into [{}, {}]", w.rows(), w.cols(), x.rows(), x.cols(),
          y.rows(), y.cols());
@@ -414,45 +442,54 @@ void CudaBackend::matmul(const Matrix& w, Tensor x, Tensor y) {
 // ---- element-wise
 
 void CudaBackend::rmsnorm(Tensor x, const Vector& w, float eps, Tensor out, int64_t group) {
+  impl_->began();
   impl_->launched(cuda::rmsnorm(x.data(), x.ld(), x.rows(), x.cols(), dev(w), eps, out.data(), out.ld(), group,
                                 impl_->stream),
                   "rmsnorm");
 }
 
 void CudaBackend::l2norm(Tensor x, int64_t group, float eps, float mul) {
+  impl_->began();
   impl_->launched(cuda::l2norm(x.data(), x.ld(), x.rows(), x.cols(), group, eps, mul, impl_->stream), "l2norm");
 }
 
 void CudaBackend::add(Tensor x, Tensor y) {
+  impl_->began();
   impl_->launched(cuda::add(x.data(), x.ld(), y.data(), y.ld(), y.rows(), y.cols(), impl_->stream), "add");
 }
 
 void CudaBackend::add_row(const Vector& b, Tensor y) {
+  impl_->began();
   impl_->launched(cuda::add_row(dev(b), y.data(), y.ld(), y.rows(), y.cols(), impl_->stream), "add_row");
 }
 
 void CudaBackend::mul_sigmoid(Tensor g, Tensor y) {
+  impl_->began();
   impl_->launched(cuda::mul_sigmoid(g.data(), g.ld(), y.data(), y.ld(), y.rows(), y.cols(), impl_->stream),
                   "mul_sigmoid");
 }
 
 void CudaBackend::sigmoid(Tensor x) {
+  impl_->began();
   impl_->launched(cuda::sigmoid(x.data(), x.ld(), x.rows(), x.cols(), impl_->stream), "sigmoid");
 }
 
 void CudaBackend::gated(const GatedActivation& act, Tensor g, Tensor u, Tensor out) {
+  impl_->began();
   impl_->launched(cuda::gated(act, g.data(), g.ld(), u.data(), u.ld(), out.data(), out.ld(), g.rows(), g.cols(),
                               impl_->stream),
                   "gated activation");
 }
 
 void CudaBackend::gated_interleaved(const GatedActivation& act, Tensor gu, Tensor out) {
+  impl_->began();
   impl_->launched(cuda::gated_interleaved(act, gu.data(), gu.ld(), out.data(), out.ld(), out.rows(), out.cols(),
                                           impl_->stream),
                   "gated activation");
 }
 
 void CudaBackend::rope(const Rope& rope, Tensor x, int64_t heads, int64_t stride, int64_t offset, int64_t pos0) {
+  impl_->began();
   auto& t = impl_->ropes[&rope];
   if (t.host != rope.inv_freq) {  // first use, or another Rope at the same address
     if (t.dev) {
@@ -471,6 +508,7 @@ void CudaBackend::rope(const Rope& rope, Tensor x, int64_t heads, int64_t stride
 }
 
 void CudaBackend::embed(const Matrix& table, const int32_t* tokens, int64_t n, Tensor out) {
+  impl_->began();
   SLUICE_VIEW(W, table);
   const cuda::RowList ids = impl_->rows_of(std::vector<int64_t>(tokens, tokens + n), nullptr);
   impl_->launched(cuda::embed(W.q(), ids, out.data(), out.ld(), impl_->stream), "embedding lookup");
@@ -480,6 +518,7 @@ void CudaBackend::embed(const Matrix& table, const int32_t* tokens, int64_t n, T
 // ---- attention cores
 
 void CudaBackend::mla_attend(const MlaShape& s, const Matrix& kv_b, Tensor q, Tensor cache, int64_t pos, Tensor o) {
+  impl_->began();
   SLUICE_VIEW(W, kv_b);
   cuda::MlaArgs a{s.n_heads, s.kv_lora, s.rope_dim, s.nope, s.v_dim, s.scale, W.q(), q.data(), q.ld(), q.rows(),
                   cache.data(), cache.ld(), pos, o.data(), o.ld(), nullptr, nullptr, nullptr};
@@ -493,6 +532,7 @@ void CudaBackend::mla_attend(const MlaShape& s, const Matrix& kv_b, Tensor q, Te
 
 void CudaBackend::gqa_attend(const GqaShape& s, const Vector& sinks, Tensor q, Tensor k, Tensor v, int64_t pos,
                              Tensor o) {
+  impl_->began();
   cuda::GqaArgs a{s.n_heads, s.n_kv_heads, s.head_dim, s.window, s.scale, dev(sinks), q.data(), q.ld(), q.rows(),
                   k.data(), v.data(), k.ld(), v.ld(), pos, o.data(), o.ld(), nullptr};
   a.scratch = static_cast<float*>(impl_->stream_alloc(uint64_t(a.T * a.H * (pos + a.T + 1)) * 4, "attention scores"));
@@ -501,12 +541,14 @@ void CudaBackend::gqa_attend(const GqaShape& s, const Vector& sinks, Tensor q, T
 }
 
 void CudaBackend::short_conv(const Vector& w, int64_t K, Tensor hist, Tensor x) {
+  impl_->began();
   impl_->launched(cuda::short_conv(dev(w), K, hist.data(), hist.ld(), x.data(), x.ld(), x.rows(), x.cols(),
                                    impl_->stream),
                   "KDA short convolution");
 }
 
 void CudaBackend::kda_gate(const KdaGate& g, const Vector& a_log, const Vector& dt_bias, Tensor z) {
+  impl_->began();
   impl_->launched(cuda::kda_gate(g.kind == KdaGate::Softplus, g.lower_bound, g.n_heads, g.head_dim, dev(a_log),
                                  dev(dt_bias), z.data(), z.ld(), z.rows(), impl_->stream),
                   "KDA decay gate");
@@ -514,6 +556,7 @@ void CudaBackend::kda_gate(const KdaGate& g, const Vector& a_log, const Vector& 
 
 void CudaBackend::delta_rule(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor S, int64_t heads,
                              int64_t head_dim, Tensor o) {
+  impl_->began();
   const bool out = !o.empty();
   impl_->launched(cuda::delta_rule(out ? q.data() : nullptr, q.ld(), k.data(), k.ld(), v.data(), v.ld(), g.data(),
                                    g.ld(), beta.data(), beta.ld(), S.data(), S.ld(), k.rows(), heads, head_dim,
@@ -523,6 +566,7 @@ void CudaBackend::delta_rule(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta
 
 void CudaBackend::attn_res_mix(std::span<const Tensor> sources, const Vector& norm, const Vector& proj, float eps,
                                Tensor out) {
+  impl_->began();
   if (sources.size() > size_t(cuda::kMaxAttnResSources))
     fail("CUDA: Block AttnRes over {} sources (at most {})", sources.size(), cuda::kMaxAttnResSources);
   cuda::AttnResArgs a{};
@@ -544,6 +588,7 @@ void CudaBackend::attn_res_mix(std::span<const Tensor> sources, const Vector& no
 // ---- mixture of experts
 
 void CudaBackend::gather_rows(Tensor src, const std::vector<int64_t>& rows, Tensor dst) {
+  impl_->began();
   if (rows.empty()) return;
   const cuda::RowList r = impl_->rows_of(rows, nullptr);
   impl_->launched(cuda::gather_rows(src.data(), src.ld(), r, src.cols(), dst.data(), dst.ld(), impl_->stream),
@@ -553,6 +598,7 @@ void CudaBackend::gather_rows(Tensor src, const std::vector<int64_t>& rows, Tens
 
 void CudaBackend::scatter_add(Tensor src, const std::vector<int64_t>& rows, const std::vector<float>& weights,
                               Tensor acc) {
+  impl_->began();
   if (rows.empty()) return;
   if (rows.size() > size_t(cuda::kInlineRows) && acc.rows() <= 65535) {
     // Long lists (a prefill chunk's routed rows): grouped by target row, in order, so
@@ -604,6 +650,7 @@ void CudaBackend::scatter_add(Tensor src, const std::vector<int64_t>& rows, cons
 // the result is expert_ffn's bit for bit.
 void CudaBackend::expert_ffns(std::span<const ExpertWeights* const> experts, std::span<const int64_t> offsets,
                               const GatedActivation& act, Tensor x, Tensor y) {
+  impl_->began();
   const size_t E = experts.size();
   if (offsets.size() != E + 1) fail("internal: expert_ffns with {} experts and {} offsets", E, offsets.size());
   if (E == 0) return;
@@ -694,6 +741,7 @@ void CudaBackend::expert_ffns(std::span<const ExpertWeights* const> experts, std
 }
 
 void CudaBackend::expert_ffn(const ExpertWeights& ew, const GatedActivation& act, Tensor x, Tensor y) {
+  impl_->began();
   const int64_t n = x.rows();
   SLUICE_VIEW(gate, ew.gate);
   SLUICE_VIEW(down, ew.down);
