@@ -1,5 +1,8 @@
 #include "compute/backend.h"
 
+#include <cmath>
+#include <vector>
+
 #include "util/error.h"
 
 namespace sluice {
@@ -12,6 +15,14 @@ void Backend::expert_ffns(std::span<const ExpertWeights* const> experts, std::sp
     const int64_t r0 = offsets[i], n = offsets[i + 1] - offsets[i];
     if (n > 0) expert_ffn(*experts[i], act, x.row_range(r0, n), y.row_range(r0, n));
   }
+}
+
+int64_t Backend::first_nonfinite(Tensor x) {
+  std::vector<float> host(size_t(x.rows() * x.cols()));
+  download(x, host.data());
+  for (size_t i = 0; i < host.size(); ++i)
+    if (!std::isfinite(host[i])) return int64_t(i);
+  return -1;
 }
 
 }  // namespace sluice

@@ -126,6 +126,10 @@ class Backend {
   // caller packs the group's inputs); false when it goes expert by expert (the caller may then gather
   // each expert's input just before its call, and only one expert's scratch is alive at a time).
   virtual bool groups_experts() const { return false; }
+  // The packed index (row * cols + col) of x's first value that is not finite, or -1 when every
+  // value is: the check of each layer's hidden state (model/finite_check.h). The default downloads
+  // x and scans it; a GPU backend scans where x is and returns only the index.
+  virtual int64_t first_nonfinite(Tensor x);
 };
 
 // The process's CPU backend (stateless: products use the global thread pool).

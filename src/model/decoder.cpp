@@ -53,9 +53,11 @@ void Decoder::prefetch_next(size_t l, Tensor h) const {
   next.ffn->prefetch_hint(xn);
 }
 
-// The hidden state after layer l must be finite (model/finite_check.h): read
-// back to the host once per layer, each sequence checked at its own positions.
+// The hidden state after layer l must be finite (model/finite_check.h): checked
+// where it is (a GPU returns an index, not the state); only when a value is not
+// finite is it read back, each sequence checked at its own positions for the error.
 void Decoder::check_layer_finite(std::span<const PassSequence> seqs, size_t l, Tensor h) const {
+  if (be_.first_nonfinite(h) < 0) return;
   std::vector<float> host(size_t(h.rows() * h.cols()));
   be_.download(h, host.data());
   for (const PassSequence& s : seqs)

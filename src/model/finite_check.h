@@ -1,8 +1,10 @@
 // A NaN or Inf in a hidden state spreads to every later layer and to the logits,
 // which then sample as garbage (NUL bytes on the terminal) with no error. Each
 // pass checks the hidden state after every layer and the logits, and names the
-// first place that is not finite. Reading T x D floats once per layer costs
-// nothing next to the layer's matrix products.
+// first place that is not finite. The backend scans the hidden state where it
+// is (Backend::first_nonfinite); only a failing state is read back for the
+// message. (Reading T x D floats back once per layer took ~18% of a 2,000-token
+// prefill of the real-size K3 slice on an H100: the GPU waited for the host.)
 #pragma once
 #include <cmath>
 #include <cstdint>

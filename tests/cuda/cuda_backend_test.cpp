@@ -581,6 +581,26 @@ struct TwinVec {
   }
 };
 
+// The per-layer finite check on the GPU gives the CPU's index: the first non-finite value in
+// packed order, whatever comes after it, in a view narrower than its rows (ld > cols).
+TEST(CudaOps, FirstNonFiniteIsTheCpus) {
+  const int64_t T = 7, D = 300, LD = 320;
+  auto v = randn(T * LD);
+  v[5 * LD + 310] = NAN;  // outside the view: not seen
+  Twin x(v, T, LD);
+  const Tensor cv = x.c.view().col_range(0, D), gv = x.g.view().col_range(0, D);
+  EXPECT_EQ(gpu().first_nonfinite(gv), -1);
+  EXPECT_EQ(cpu().first_nonfinite(cv), -1);
+  v[6 * LD + 2] = -INFINITY;
+  v[3 * LD + 299] = NAN;
+  v[4 * LD + 0] = INFINITY;
+  Twin y(v, T, LD);
+  const Tensor cy = y.c.view().col_range(0, D), gy = y.g.view().col_range(0, D);
+  EXPECT_EQ(cpu().first_nonfinite(cy), 3 * D + 299);
+  EXPECT_EQ(gpu().first_nonfinite(gy), 3 * D + 299);
+  EXPECT_EQ(gpu().first_nonfinite(gy.row_range(4, 3)), 0);
+}
+
 TEST(CudaOps, ElementwiseMatchTheCpu) {
   const int64_t T = 5, D = 96;
   TwinVec w(randn(D));

@@ -3,11 +3,13 @@
 // weight, and a config whose rms_norm_eps is negative.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
+#include "compute/backend.h"
 #include "engine/engine.h"
 #include "format/safetensors.h"
 #include "runtime/session.h"
@@ -44,6 +46,25 @@ std::string feed_error(const std::string& dir) {
     return e.what();
   }
   return "";
+}
+
+// Backend::first_nonfinite, the CPU's in-place scan and the default (download, then scan) that
+// other backends inherit: the first non-finite value in packed order, only inside the view.
+TEST(FiniteCheck, BackendFindsTheFirstNonFiniteValueInPackedOrder) {
+  const int64_t T = 4, D = 5, LD = 8;
+  std::vector<float> v(size_t(T * LD), 1.0f);
+  v[size_t(1 * LD + 6)] = NAN;  // outside the view
+  Tensor x(v.data(), T, D, LD);
+  // The base class's scan, through the CPU backend's download.
+  auto base = [&](Tensor t) { return cpu_backend().Backend::first_nonfinite(t); };
+  EXPECT_EQ(cpu_backend().first_nonfinite(x), -1);
+  EXPECT_EQ(base(x), -1);
+  v[size_t(3 * LD + 0)] = INFINITY;
+  v[size_t(2 * LD + 4)] = -INFINITY;
+  EXPECT_EQ(cpu_backend().first_nonfinite(x), 2 * D + 4);
+  EXPECT_EQ(base(x), 2 * D + 4);
+  EXPECT_EQ(cpu_backend().first_nonfinite(x.row_range(3, 1)), 0);
+  EXPECT_EQ(base(x.row_range(3, 1)), 0);
 }
 
 TEST(FiniteCheck, NanWeightsNameTheLayer) {

@@ -44,6 +44,15 @@ void CpuBackend::download(Tensor src, float* host) {
     std::memcpy(host + r * src.cols(), src.data() + r * src.ld(), size_t(src.cols()) * sizeof(float));
 }
 
+int64_t CpuBackend::first_nonfinite(Tensor x) {
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    const float* row = x.data() + r * x.ld();
+    for (int64_t c = 0; c < x.cols(); ++c)
+      if (!std::isfinite(row[c])) return r * x.cols() + c;
+  }
+  return -1;
+}
+
 void CpuBackend::copy(Tensor src, Tensor dst) {
   if (src.rows() != dst.rows() || src.cols() != dst.cols())
     fail("internal: copy of [{}, {}] into [{}, {}]", src.rows(), src.cols(), dst.rows(), dst.cols());

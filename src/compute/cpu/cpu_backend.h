@@ -14,6 +14,7 @@ class CpuBackend : public Backend {
   void deallocate(float* p) override;
   void upload(const float* host, Tensor dst) override;
   void download(Tensor src, float* host) override;
+  int64_t first_nonfinite(Tensor x) override;  // in place, without a copy
   void copy(Tensor src, Tensor dst) override;
   void zero(Tensor dst) override;
 

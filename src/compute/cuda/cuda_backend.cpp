@@ -152,7 +152,7 @@ struct CudaBackend::Impl {
     check(cudaEventSynchronize(profile.pending.back().end), "waiting for profile events");
     for (auto& op : profile.pending) {
       if (op.start) {  // the op's own span, and the GPU's wait for the host before it
-        add_time("(GPU waiting for the host between ops)", profile.prev, op.start, true);
+        add_time("(GPU waiting for the host) before " + op.name, profile.prev, op.start, true);
         add_time(op.name, op.start, op.end, true);
         cudaEventDestroy(op.start);
       } else {  // a later launch of the same op: from the previous launch's end
@@ -294,6 +294,18 @@ void CudaBackend::download(Tensor src, float* host) {
                                  size_t(src.rows()), cudaMemcpyDeviceToHost, impl_->stream),
                "copying values from the device");
   impl_->check(cudaStreamSynchronize(impl_->stream), "the forward pass (a kernel before this download failed)");
+}
+
+int64_t CudaBackend::first_nonfinite(Tensor x) {
+  impl_->began();
+  auto* first = static_cast<unsigned long long*>(impl_->stream_alloc(sizeof(unsigned long long), "the finite check"));
+  impl_->check(cudaMemsetAsync(first, 0xFF, sizeof(unsigned long long), impl_->stream), "the finite check");
+  impl_->launched(cuda::first_nonfinite(x.data(), x.ld(), x.rows(), x.cols(), first, impl_->stream), "finite check");
+  unsigned long long host = 0;
+  impl_->check(cudaMemcpyAsync(&host, first, sizeof host, cudaMemcpyDeviceToHost, impl_->stream), "the finite check");
+  impl_->stream_free(first);
+  impl_->check(cudaStreamSynchronize(impl_->stream), "the finite check");
+  return host == ~0ull ? -1 : int64_t(host);
 }
 
 void CudaBackend::copy(Tensor src, Tensor dst) {

@@ -33,6 +33,7 @@ class CudaBackend : public Backend {
   void deallocate(float* p) override;
   void upload(const float* host, Tensor dst) override;
   void download(Tensor src, float* host) override;
+  int64_t first_nonfinite(Tensor x) override;  // on the GPU: 8 bytes come back
   void copy(Tensor src, Tensor dst) override;
   void zero(Tensor dst) override;
 

@@ -147,6 +147,16 @@ __global__ void scatter_by_target_kernel(const float* src, int64_t lds, ScatterP
   }
 }
 
+// A grid-stride walk over the packed indices; the lowest non-finite one wins.
+__global__ void first_nonfinite_kernel(const float* x, int64_t ldx, int64_t rows, int64_t cols,
+                                       unsigned long long* first) {
+  const int64_t n = rows * cols;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i - r * cols;
+    if (!isfinite(x[r * ldx + c])) atomicMin(first, static_cast<unsigned long long>(i));
+  }
+}
+
 int done() { return int(cudaGetLastError()); }
 
 }  // namespace
@@ -209,6 +219,14 @@ int rope(const double* inv_freq, int64_t dim, bool interleaved, double attention
   rope_kernel<<<grid2(rows, heads * (dim / 2)), kThreads, 0, cudaStream_t(s)>>>(inv_freq, dim, interleaved,
                                                                                 attention_factor, x, ldx, heads,
                                                                                 stride, offset, pos0);
+  return done();
+}
+
+int first_nonfinite(const float* x, int64_t ldx, int64_t rows, int64_t cols, unsigned long long* first, Stream s) {
+  if (rows <= 0 || cols <= 0) return 0;
+  const int64_t blocks = (rows * cols + kThreads - 1) / kThreads;
+  first_nonfinite_kernel<<<unsigned(blocks < 4096 ? blocks : 4096), kThreads, 0, cudaStream_t(s)>>>(x, ldx, rows, cols,
+                                                                                                   first);
   return done();
 }
 

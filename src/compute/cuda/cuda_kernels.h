@@ -142,6 +142,9 @@ struct AttnResArgs {
 int attn_res_mix(const AttnResArgs& a, Stream s);
 
 int gather_rows(const float* src, int64_t lds, const RowList& rows, int64_t cols, float* dst, int64_t ldd, Stream s);
+// *first = min(*first, r * cols + c) over the values x[r * ldx + c] that are not finite (the caller
+// sets *first to UINT64_MAX before).
+int first_nonfinite(const float* x, int64_t ldx, int64_t rows, int64_t cols, unsigned long long* first, Stream s);
 int scatter_add(const float* src, int64_t lds, const RowList& rows, int64_t cols, float* acc, int64_t lda, Stream s);
 // The same sum with the rows grouped by target (device arrays): acc[targets[j]] += weights[k] * src[src_rows[k]]
 // for k in [starts[j], starts[j+1]) in k order; one thread per (target, column), so long lists run in parallel.
