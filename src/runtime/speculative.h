@@ -25,6 +25,13 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) = 0;
+  // The same, told that only history[0, settled) is final: the rest was
+  // tokenised again from text (drafts across tokenizers,
+  // runtime/retokenizing_drafter.h) and may change at the next call. A
+  // drafter with state keeps only the final part; by default this is propose().
+  virtual std::vector<int32_t> propose_after(const std::vector<int32_t>& history, size_t /*settled*/, int64_t max) {
+    return propose(history, max);
+  }
   virtual DraftIndexSize index_size() const { return {}; }
 };
 
