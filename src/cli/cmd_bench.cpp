@@ -78,6 +78,11 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--replay-drafts", r.replay_wrong_every,
                   "Plain generation, then speculation whose drafts are that run's own tokens with every K-th one "
                   "wrong (0: none): what speculation gains or costs at a known acceptance, e.g. on random weights");
+  cmd->add_option("--draft-model", r.draft_model,
+                  "Plain generation, then speculation with this draft model's greedy drafts (each on a freshly "
+                  "opened target): tokens/s of both. A draft model with another tokenizer drafts through text");
+  cmd->add_flag("--draft-retokenize", r.draft_retokenize,
+                "With --draft-model: draft through text even when it has the target's tokenizer");
   auto* pf = cmd->add_option("--prompt-from", o->prompt_from, "Prompt token ids from FILE:TENSOR instead of random ids");
   cmd->add_option("--prompt-file", o->prompt_file, "Prompt text from FILE, encoded with the model's tokenizer")
       ->excludes(pf);

@@ -92,8 +92,12 @@ void add_serve_command(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"ngram", "suffix"}));
   add_draft_length_options(cmd, o->s.speculation.max_draft, o->no_draft_gate, o->draft);
   cmd->add_option("--draft-model", o->draft.model_dir,
-                  "Speculate with this smaller model's greedy continuation instead (it must use the same "
-                  "tokenizer; implies --speculate)");
+                  "Speculate with this smaller model's greedy continuation instead (implies --speculate). With "
+                  "another tokenizer than the target's it drafts through text: the conversation's text is tokenised "
+                  "for it and its draft tokenised again with the target's tokenizer (a model without tokenizer "
+                  "files reads ids 0-255 as bytes)");
+  cmd->add_flag("--draft-retokenize", o->draft.retokenize,
+                "With --draft-model: draft through text even when the draft model has the target's tokenizer");
   cmd->add_option("--context-length", o->context,
                   "Positions a conversation may use; longer prompts get 400 context_length_exceeded. Default: the "
                   "largest context whose KV / latent cache for each of --parallel (and --cache-slots) sequences "
