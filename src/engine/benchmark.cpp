@@ -346,7 +346,10 @@ BenchResult generation(const BenchRequest& r, Ticker& tick) {
                                              text ? "draft-model-through-text" : "draft-model", tick, res.summary);
     const double tp = plain["seconds_per_token"].get<double>(), ts = spec["seconds_per_token"].get<double>();
     res.summary.push_back(fmt::format("draft model {} ({}): {:.2f} tokens/s against {:.2f} plain ({:.2f}x)",
-                                      r.draft_model, text ? "another tokenizer: drafts through text" : "same tokenizer",
+                                      r.draft_model,
+                                      !text                ? "same tokenizer"
+                                      : r.draft_retokenize ? "drafts through text: --draft-retokenize"
+                                                           : "another tokenizer: drafts through text",
                                       1 / ts, 1 / tp, tp / ts));
     spec["draft_model"] = r.draft_model;
     spec["through_text"] = text;

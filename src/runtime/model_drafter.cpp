@@ -23,6 +23,9 @@ std::vector<int32_t> ModelDrafter::propose(const std::vector<int32_t>& history, 
 }
 
 std::vector<int32_t> ModelDrafter::propose_after(const std::vector<int32_t>& history, size_t settled, int64_t max) {
+  // Within the draft model's context (it may be shorter than the target's): fewer proposals, or none.
+  const int64_t ctx = draft_.info().max_positions;
+  if (ctx > 0) max = std::min<int64_t>(max, ctx - int64_t(history.size()) + 1);  // the last proposal is not fed
   if (max <= 0 || history.empty()) return {};
   settled = std::min(settled, history.size());
   // What the state may keep: the settled part, less the last token when all
