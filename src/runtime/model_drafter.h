@@ -23,6 +23,7 @@ class ModelDrafter : public Drafter {
   // The same, owning the draft model.
   ModelDrafter(std::unique_ptr<Model> draft, int64_t target_vocab);
   std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) override;
+  bool costs_when_empty() const override { return true; }
   // The state keeps history[0, settled); the rest is fed with the proposals and rolled back with them.
   std::vector<int32_t> propose_after(const std::vector<int32_t>& history, size_t settled, int64_t max) override;
   // Tokens fed to the draft model in all, starting over included (a rollback

@@ -42,6 +42,7 @@ class RetokenizingDrafter : public Drafter {
   RetokenizingDrafter(std::shared_ptr<const TokenText> target, std::shared_ptr<const TokenText> draft,
                       std::unique_ptr<Drafter> inner, int64_t target_vocab);
   std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) override;
+  bool costs_when_empty() const override { return true; }
 
   // After a call: the target's text, the draft ids of its settled prefix and
   // the history the inner drafter was given (settled ids, then the tail's).

@@ -33,6 +33,12 @@ class Drafter {
     return propose(history, max);
   }
   virtual DraftIndexSize index_size() const { return {}; }
+  // Whether asking costs time even when nothing comes back (a draft model runs
+  // before its draft is known to be usable): decode() then tells the gate of
+  // an empty draft as of a pass with nothing accepted, so a drafter that keeps
+  // coming back empty is paused like one whose drafts are rejected. Lookups
+  // (n-gram, suffix) that find nothing cost nothing and stay plain steps.
+  virtual bool costs_when_empty() const { return false; }
 };
 
 // Looks up the longest recent suffix (n down to min_n tokens) earlier in the

@@ -359,6 +359,48 @@ TEST(CrossTokenizerDrafts, DraftModelStaysWithinItsContext) {
   EXPECT_TRUE(d.propose(std::vector<int32_t>(size_t(ctx + 40), 'a'), 8).empty());
 }
 
+// Asked for drafts, comes back empty; counts the calls.
+class EmptyDrafter : public Drafter {
+ public:
+  explicit EmptyDrafter(bool costly) : costly_(costly) {}
+  std::vector<int32_t> propose(const std::vector<int32_t>&, int64_t) override {
+    ++calls;
+    return {};
+  }
+  bool costs_when_empty() const override { return costly_; }
+  int64_t calls = 0;
+
+ private:
+  bool costly_;
+};
+
+// A draft model whose drafts keep coming back empty (across tokenizers: text
+// that does not make whole target tokens, a random model's bytes) costs its
+// drafting time at every step unless the gate pauses it, as it pauses drafts
+// that are rejected; a lookup that finds nothing costs nothing and is asked
+// at every step as before.
+TEST(CrossTokenizerDrafts, GatePausesADraftModelThatComesBackEmpty) {
+  auto model = load_model(test::fixture(kBytes), test::on_test_device());
+  const std::vector<int32_t> prompt = {'I', 'n', ' ', 't', 'h', 'e'};
+  const int64_t n = 160;
+  Session plain(*model);
+  const auto want = generate_greedy(plain, prompt, n, true);
+  SpeculationOptions o;
+  o.pass_cost = [](int64_t tokens) { return 0.01 * (1 + 0.2 * double(tokens - 1)); };
+  for (bool costly : {true, false}) {
+    EmptyDrafter d(costly);
+    Session s(*model);
+    SpeculationStats st;
+    EXPECT_EQ(generate_speculative(s, prompt, n, true, d, o, &st), want);
+    if (costly) {
+      EXPECT_LT(d.calls, n / 5) << "not paused";
+      EXPECT_GT(st.off_steps, n / 2);
+    } else {
+      EXPECT_GT(d.calls, n - 4);
+    }
+  }
+}
+
 // The same tokenizer (or both without tokenizer files) shares ids; another
 // goes through text; what cannot be read as text is refused, saying why.
 TEST(CrossTokenizerDrafts, ChoosesByTheTokenizersAndRefusesWhatHasNoText) {
