@@ -91,27 +91,23 @@ std::shared_ptr<Drafter> choose_drafter(const DraftChoice& c, const Model& targe
     } catch (const Error& e) {
       fail("--draft-model {}: comparing its tokenizer with the target's: {}", c.model_dir, e.what());
     }
-    if (same)
-      return std::make_shared<ModelDrafter>(Engine::open(c.model_dir), target.info().vocab);
+    auto draft = Engine::open(c.model_dir);
+    const int64_t dv = draft->info().vocab, tv = target.info().vocab;
+    // Shared ids, unless the draft model's output names ids the target does not have (a larger padded vocabulary).
+    if (same && dv <= tv) return std::make_shared<ModelDrafter>(std::move(draft), tv);
     // Another tokenizer: the draft model proposes in its own ids, which go through text.
     std::shared_ptr<const TokenText> tt, dt;
     try {
-      tt = model_token_text(target_dir, target.info().vocab);
-    } catch (const Error& e) {
-      fail("--draft-model {} has another tokenizer than the target, and the target's tokens must be read as text "
-           "for it: {}",
-           c.model_dir, e.what());
-    }
-    auto draft = Engine::open(c.model_dir);
-    const int64_t dv = draft->info().vocab;
-    try {
+      tt = model_token_text(target_dir, tv);
       dt = model_token_text(c.model_dir, dv);
     } catch (const Error& e) {
-      fail("--draft-model {} has another tokenizer than the target, and its tokens must be read as text: {}",
-           c.model_dir, e.what());
+      fail("--draft-model {} drafts through text ({}), which needs both models' ids read as text: {}", c.model_dir,
+           c.retokenize ? "--draft-retokenize"
+           : same       ? "the target's tokenizer, but a model with more ids than the target's"
+                        : "another tokenizer than the target's",
+           e.what());
     }
-    return std::make_shared<RetokenizingDrafter>(tt, dt, std::make_unique<ModelDrafter>(std::move(draft), dv),
-                                                 target.info().vocab);
+    return std::make_shared<RetokenizingDrafter>(tt, dt, std::make_unique<ModelDrafter>(std::move(draft), dv), tv);
   }
   if (c.kind == "suffix") return std::make_shared<SuffixDrafter>(c.suffix);
   if (c.speculate || c.kind == "ngram") return std::make_shared<NgramDrafter>(c.ngram, std::min<int64_t>(2, c.ngram));

@@ -414,6 +414,24 @@ TEST(CrossTokenizerDrafts, ChoosesByTheTokenizersAndRefusesWhatHasNoText) {
   EXPECT_NE(dynamic_cast<ModelDrafter*>(choose_drafter(c, *target).get()), nullptr);
   c.retokenize = true;
   EXPECT_NE(dynamic_cast<RetokenizingDrafter*>(choose_drafter(c, *target).get()), nullptr);
+  // Both without tokenizer files, the draft model with more ids than the target: through text (byte ids).
+  test::TempDir syn;
+  const std::string small = syn.file("small");
+  auto made = test::run_sluice({"synth", "--arch", "qwen3_moe", "--preset", "small", "--vocab", "512", "--out", small,
+                                "--quiet"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  {
+    auto t512 = load_model(small, test::on_test_device());
+    DraftChoice b;
+    b.model_dir = bytes;
+    auto d = choose_drafter(b, *t512);
+    EXPECT_NE(dynamic_cast<RetokenizingDrafter*>(d.get()), nullptr);
+    const std::vector<int32_t> prompt = {'G', 'o', 'd', ' ', 's', 'a', 'i', 'd'};
+    Session plain(*t512), spec(*t512);
+    SpeculationStats st;
+    EXPECT_EQ(decode_with(spec, prompt, 24, SamplingParams{.temperature = 0}, *d, &st),
+              sample_plainly(plain, prompt, 24, SamplingParams{.temperature = 0}));
+  }
   // Fewer than 256 ids and no tokenizer files: no text.
   try {
     model_token_text(bytes, 200);
