@@ -75,6 +75,8 @@ void add_bench_command(CLI::App& app, Action& action) {
                 "the baseline for --speculate");
   cmd->add_flag("--speculate", r.speculate, "As --generate, with n-gram speculative decoding");
   cmd->add_option("--draft-max", r.draft_max, "Most draft tokens verified per pass")->capture_default_str();
+  cmd->add_flag("--no-draft-gate", r.no_draft_gate,
+                "Draft --draft-max tokens at every step, whether or not it pays (measuring a drafter)");
   cmd->add_option("--replay-drafts", r.replay_wrong_every,
                   "Plain generation, then speculation whose drafts are that run's own tokens with every K-th one "
                   "wrong (0: none): what speculation gains or costs at a known acceptance, e.g. on random weights");

@@ -283,6 +283,7 @@ nlohmann::json measure_generation(const BenchRequest& r, const Engine& model, co
   if (r.chunk > 0) g.set_prefill_chunk(r.chunk);
   SpeculationOptions so;
   so.max_draft = r.draft_max;
+  so.adaptive = !r.no_draft_gate;
   SpeculationStats st;
   ExpertStats e0;
   uint64_t io0 = 0;
