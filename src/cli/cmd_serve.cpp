@@ -11,6 +11,7 @@
 #include "engine/drafter.h"
 #include "engine/engine.h"
 #include "engine/model_identity.h"
+#include "runtime/retokenizing_drafter.h"
 #include "server/http_server.h"
 #include "server/request.h"
 #include "server/stop_signals.h"
@@ -193,6 +194,8 @@ void add_serve_command(CLI::App& app, Action& action) {
                                                                                                   : 0.5;
       if (!o->s.cache.dir.empty()) o->s.cache.identity = model_identity(*model);
       o->s.drafter = choose_drafter(o->draft, *model);
+      if (const auto* r = dynamic_cast<const RetokenizingDrafter*>(o->s.drafter.get()))
+        std::fprintf(stderr, "sluice: draft model %s %s\n", o->draft.model_dir.c_str(), r->describe().c_str());
       o->s.context_length = server::served_context(
           o->context > 0 ? o->context : model->plan().footprint.context_tokens, model->context_length(), o->model);
       auto codec = chat::make_chat_codec(o->model, model->info().vocab);

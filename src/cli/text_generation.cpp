@@ -8,6 +8,7 @@
 #include "cluster/cluster.h"
 #include "engine/drafter.h"
 #include "engine/prefill_progress.h"
+#include "runtime/retokenizing_drafter.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -102,6 +103,8 @@ void make_drafter(TextGenOptions& g, const Model& target) {
   g.draft.speculate = g.speculate;
   g.drafter = choose_drafter(g.draft, target);
   g.speculate = g.drafter != nullptr;
+  if (const auto* r = dynamic_cast<const RetokenizingDrafter*>(g.drafter.get()); r && g.stats)
+    std::fprintf(stderr, "[draft model %s %s]\n", g.draft.model_dir.c_str(), r->describe().c_str());
 }
 
 namespace {

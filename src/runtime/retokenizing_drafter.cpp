@@ -149,6 +149,11 @@ RetokenizingDrafter::RetokenizingDrafter(std::shared_ptr<const TokenText> target
   if (!target_ || !draft_ || !inner_) fail("internal: RetokenizingDrafter needs both texts and an inner drafter");
 }
 
+std::string RetokenizingDrafter::describe() const {
+  return "drafts through text: the target's ids are those of its " + target_->describe() + ", the draft model's of its " +
+         draft_->describe();
+}
+
 std::vector<int32_t> RetokenizingDrafter::propose(const std::vector<int32_t>& history, int64_t max) {
   last_ask_ = 0;
   if (max <= 0 || history.empty()) return {};

@@ -44,6 +44,9 @@ class RetokenizingDrafter : public Drafter {
   std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) override;
   bool costs_when_empty() const override { return true; }
 
+  // One line: the two models' ids (for --stats and the server's start).
+  std::string describe() const;
+
   // After a call: the target's text, the draft ids of its settled prefix and
   // the history the inner drafter was given (settled ids, then the tail's).
   const std::string& text() const { return text_; }
