@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "cli/memory_options.h"
 #include "engine/benchmark.h"
-#include "text/tokenizer.h"
+#include "engine/drafter.h"
 #include "util/error.h"
 
 namespace sluice::cli {
@@ -29,7 +29,8 @@ int run_bench(BenchOpts& o) {
     std::ifstream in(o.prompt_file, std::ios::binary);
     if (!in) fail("{}: cannot read the prompt file", o.prompt_file);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    o.r.prompt = text::Tokenizer::load(o.r.model)->encode(text);
+    // The model's tokenizer, or bytes as ids 0-255 for a model without tokenizer files (the byte-level codec).
+    o.r.prompt = model_token_text(o.r.model, 256)->encode(text);
     if (o.r.prompt.empty()) fail("{}: the prompt encodes to no tokens", o.prompt_file);
   }
   const BenchResult res = run_benchmark(o.r, [](const std::string& line) {
@@ -75,11 +76,18 @@ void add_bench_command(CLI::App& app, Action& action) {
                 "the baseline for --speculate");
   cmd->add_flag("--speculate", r.speculate, "As --generate, with n-gram speculative decoding");
   cmd->add_option("--draft-max", r.draft_max, "Most draft tokens verified per pass")->capture_default_str();
+  cmd->add_flag("--no-draft-gate", r.no_draft_gate,
+                "Draft --draft-max tokens at every step, whether or not it pays (measuring a drafter)");
   cmd->add_option("--replay-drafts", r.replay_wrong_every,
                   "Plain generation, then speculation whose drafts are that run's own tokens with every K-th one "
                   "wrong (0: none): what speculation gains or costs at a known acceptance, e.g. on random weights");
+  cmd->add_option("--draft-model", r.draft_model,
+                  "Plain generation, then speculation with this draft model's greedy drafts (each on a freshly "
+                  "opened target): tokens/s of both. A draft model with another tokenizer drafts through text");
+  cmd->add_flag("--draft-retokenize", r.draft_retokenize,
+                "With --draft-model: draft through text even when it has the target's tokenizer");
   auto* pf = cmd->add_option("--prompt-from", o->prompt_from, "Prompt token ids from FILE:TENSOR instead of random ids");
-  cmd->add_option("--prompt-file", o->prompt_file, "Prompt text from FILE, encoded with the model's tokenizer")
+  cmd->add_option("--prompt-file", o->prompt_file, "Prompt text from FILE, encoded with the model's tokenizer (bytes as ids 0-255 without tokenizer files)")
       ->excludes(pf);
   cmd->add_option("--repeat-prompt", r.repeat_prompt, "Repeat the prompt this many times (copy-heavy input)")
       ->capture_default_str();

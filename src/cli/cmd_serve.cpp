@@ -11,6 +11,7 @@
 #include "engine/drafter.h"
 #include "engine/engine.h"
 #include "engine/model_identity.h"
+#include "runtime/retokenizing_drafter.h"
 #include "server/http_server.h"
 #include "server/request.h"
 #include "server/stop_signals.h"
@@ -92,8 +93,12 @@ void add_serve_command(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"ngram", "suffix"}));
   add_draft_length_options(cmd, o->s.speculation.max_draft, o->no_draft_gate, o->draft);
   cmd->add_option("--draft-model", o->draft.model_dir,
-                  "Speculate with this smaller model's greedy continuation instead (it must use the same "
-                  "tokenizer; implies --speculate)");
+                  "Speculate with this smaller model's greedy continuation instead (implies --speculate). With "
+                  "another tokenizer than the target's it drafts through text: the conversation's text is tokenised "
+                  "for it and its draft tokenised again with the target's tokenizer (a model without tokenizer "
+                  "files reads ids 0-255 as bytes)");
+  cmd->add_flag("--draft-retokenize", o->draft.retokenize,
+                "With --draft-model: draft through text even when the draft model has the target's tokenizer");
   cmd->add_option("--context-length", o->context,
                   "Positions a conversation may use; longer prompts get 400 context_length_exceeded. Default: the "
                   "largest context whose KV / latent cache for each of --parallel (and --cache-slots) sequences "
@@ -189,6 +194,8 @@ void add_serve_command(CLI::App& app, Action& action) {
                                                                                                   : 0.5;
       if (!o->s.cache.dir.empty()) o->s.cache.identity = model_identity(*model);
       o->s.drafter = choose_drafter(o->draft, *model);
+      if (const auto* r = dynamic_cast<const RetokenizingDrafter*>(o->s.drafter.get()))
+        std::fprintf(stderr, "sluice: draft model %s %s\n", o->draft.model_dir.c_str(), r->describe().c_str());
       o->s.context_length = server::served_context(
           o->context > 0 ? o->context : model->plan().footprint.context_tokens, model->context_length(), o->model);
       auto codec = chat::make_chat_codec(o->model, model->info().vocab);

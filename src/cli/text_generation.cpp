@@ -8,6 +8,7 @@
 #include "cluster/cluster.h"
 #include "engine/drafter.h"
 #include "engine/prefill_progress.h"
+#include "runtime/retokenizing_drafter.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -65,8 +66,13 @@ void add_generation_options(CLI::App* cmd, TextGenOptions& g) {
       ->check(CLI::IsMember({"ngram", "suffix"}));
   add_draft_length_options(cmd, g.draft_max, g.no_draft_gate, g.draft);
   cmd->add_option("--draft-model", g.draft.model_dir,
-                  "Speculate with this smaller model's greedy continuation instead (it must use the same "
-                  "tokenizer; implies --speculate)");
+                  "Speculate with this smaller model's greedy continuation instead (implies --speculate). With "
+                  "another tokenizer than the target's it drafts through text: the target's text is tokenised "
+                  "for it and its draft tokenised again with the target's tokenizer (a model without tokenizer "
+                  "files reads ids 0-255 as bytes)");
+  cmd->add_flag("--draft-retokenize", g.draft.retokenize,
+                "With --draft-model: draft through text even when the draft model has the target's tokenizer "
+                "(measuring the cost of drafting across tokenizers)");
   cmd->add_option("--temperature", g.sampling.temperature, "Sampling temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--top-p", g.sampling.top_p, "Sample from the smallest set of tokens with this much probability")
       ->capture_default_str();
@@ -97,6 +103,8 @@ void make_drafter(TextGenOptions& g, const Model& target) {
   g.draft.speculate = g.speculate;
   g.drafter = choose_drafter(g.draft, target);
   g.speculate = g.drafter != nullptr;
+  if (const auto* r = dynamic_cast<const RetokenizingDrafter*>(g.drafter.get()); r && g.stats)
+    std::fprintf(stderr, "[draft model %s %s]\n", g.draft.model_dir.c_str(), r->describe().c_str());
 }
 
 namespace {

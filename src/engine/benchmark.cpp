@@ -8,8 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "engine/drafter.h"
 #include "engine/engine.h"
 #include "experts/routing_stats.h"
+#include "runtime/retokenizing_drafter.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
 #include "util/error.h"
@@ -281,6 +283,7 @@ nlohmann::json measure_generation(const BenchRequest& r, const Engine& model, co
   if (r.chunk > 0) g.set_prefill_chunk(r.chunk);
   SpeculationOptions so;
   so.max_draft = r.draft_max;
+  so.adaptive = !r.no_draft_gate;
   SpeculationStats st;
   ExpertStats e0;
   uint64_t io0 = 0;
@@ -331,7 +334,31 @@ BenchResult generation(const BenchRequest& r, Ticker& tick) {
   auto first = Engine::open(r.model, r.mem);
   const std::string plan = first->plan().describe();
   const std::vector<int32_t> prompt = make_prompt(r, first->info().vocab);
-  if (r.replay_wrong_every >= 0) {
+  if (!r.draft_model.empty()) {
+    nlohmann::json plain = measure_generation(r, *first, prompt, nullptr, "plain", tick, res.summary);
+    first.reset();
+    auto model = Engine::open(r.model, r.mem);
+    DraftChoice c;
+    c.model_dir = r.draft_model;
+    c.retokenize = r.draft_retokenize;
+    const std::shared_ptr<Drafter> d = choose_drafter(c, *model, r.model);
+    const bool text = std::dynamic_pointer_cast<RetokenizingDrafter>(d) != nullptr;
+    // The draft model reads the prompt (and its weights are paged in) before the timing starts, as the
+    // target's prefill is not timed either; its first draft then continues from the prompt.
+    d->propose(prompt, 1);
+    nlohmann::json spec = measure_generation(r, *model, prompt, d.get(),
+                                             text ? "draft-model-through-text" : "draft-model", tick, res.summary);
+    const double tp = plain["seconds_per_token"].get<double>(), ts = spec["seconds_per_token"].get<double>();
+    res.summary.push_back(fmt::format("draft model {} ({}): {:.2f} tokens/s against {:.2f} plain ({:.2f}x)",
+                                      r.draft_model,
+                                      !text                ? "same tokenizer"
+                                      : r.draft_retokenize ? "drafts through text: --draft-retokenize"
+                                                           : "another tokenizer: drafts through text",
+                                      1 / ts, 1 / tp, tp / ts));
+    spec["draft_model"] = r.draft_model;
+    spec["through_text"] = text;
+    res.json = {{"plain", plain}, {"speculative", spec}, {"time_ratio", ts / tp}};
+  } else if (r.replay_wrong_every >= 0) {
     std::vector<int32_t> text;
     nlohmann::json plain = measure_generation(r, *first, prompt, nullptr, "plain", tick, res.summary, &text);
     first.reset();
@@ -662,15 +689,18 @@ BenchResult run_benchmark(const BenchRequest& req, const Progress_fn& progress) 
   if (r.draft_max < 1) fail("--draft-max must be >= 1, got {}", r.draft_max);
   if (r.chunk < 0) fail("--prefill-chunk must be >= 1 (or 0: as the memory plan allows), got {}", r.chunk);
   if (r.batch < 0) fail("--batch must be >= 1, got {}", r.batch);
-  if (r.batch > 0 && (r.io_only || r.generate || r.speculate || r.replay_wrong_every >= 0))
-    fail("--batch measures plain greedy decode; it cannot be combined with --io-only, --generate, --speculate or "
-         "--replay-drafts");
+  if (r.batch > 0 && (r.io_only || r.generate || r.speculate || r.replay_wrong_every >= 0 || !r.draft_model.empty()))
+    fail("--batch measures plain greedy decode; it cannot be combined with --io-only, --generate, --speculate, "
+         "--replay-drafts or --draft-model");
+  if (!r.draft_model.empty() && r.replay_wrong_every >= 0)
+    fail("--draft-model and --replay-drafts are two drafters: give one of them");
+  if (r.draft_retokenize && r.draft_model.empty()) fail("--draft-retokenize is about a --draft-model: give one");
   const int64_t prompt_len = (r.prompt.empty() ? r.prompt_tokens : int64_t(r.prompt.size())) * r.repeat_prompt;
   if (r.mem.context_tokens == 0) r.mem.context_tokens = prompt_len + r.tokens + 1 + r.draft_max;
   Ticker tick(progress);
   tick.say(fmt::format("bench: opening {}", r.model), true);
   if (r.io_only) return io_only(r, tick);
-  if (r.generate || r.speculate || r.replay_wrong_every >= 0) return generation(r, tick);
+  if (r.generate || r.speculate || r.replay_wrong_every >= 0 || !r.draft_model.empty()) return generation(r, tick);
   if (r.batch > 0) return batched(r, tick);
   return decode(r, tick);
 }

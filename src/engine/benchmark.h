@@ -6,7 +6,9 @@
 // (the expert reader alone on random top-k requests), generate / speculate
 // (greedy generation timed as a whole, plain or n-gram speculative), and
 // replayed drafts (a plain run, then speculation fed that run's own tokens
-// with every K-th wrong, on a freshly opened model each), and batched decode
+// with every K-th wrong, on a freshly opened model each), a draft model
+// against plain generation (the same way; the draft model may have another
+// tokenizer), and batched decode
 // (B sequences with their own random prompts, prefilled one by one, then
 // decoded together: one forward pass per step for all B).
 #pragma once
@@ -31,7 +33,12 @@ struct BenchRequest {
   int64_t repeat_prompt = 1;    // the prompt this many times (copy-heavy input)
   bool io_only = false, generate = false, speculate = false;
   int64_t draft_max = 8;
+  bool no_draft_gate = false;  // draft draft_max tokens at every step (the gate off)
   int64_t replay_wrong_every = -1;  // >= 0: replayed-drafts mode
+  // Not empty: plain generation, then speculation with this draft model (its
+  // own tokenizer or the target's; retokenize: through text either way).
+  std::string draft_model;
+  bool draft_retokenize = false;
   int64_t batch = 0;  // >= 1: batched decode of this many sequences, one forward pass per step
   // Decode: after the decode, the drive's rate on the same files is probed for
   // this long (the floor's I/O rate); 0: no probe.

@@ -1,25 +1,114 @@
 #include "engine/drafter.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <unordered_set>
 
 #include "engine/engine.h"
 #include "runtime/model_drafter.h"
+#include "runtime/retokenizing_drafter.h"
+#include "text/tokenizer.h"
 #include "util/error.h"
 
 namespace sluice {
+
+namespace {
+
+bool has_tokenizer_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  return fs::exists(fs::path(dir) / "tokenizer.json") || fs::exists(fs::path(dir) / "tiktoken.model");
+}
+
+class TokenizerText : public TokenText {
+ public:
+  TokenizerText(std::unique_ptr<text::Tokenizer> tok, std::string dir) : tok_(std::move(tok)), dir_(std::move(dir)) {
+    for (const auto& a : tok_->added_tokens()) added_.insert(a.id);
+  }
+  std::vector<int32_t> encode(std::string_view text) const override { return tok_->encode(text); }
+  std::string bytes(int32_t id) const override {
+    return tok_->valid_id(id) ? std::string(tok_->token_bytes(id)) : std::string();
+  }
+  std::optional<int32_t> id_of(std::string_view bytes) const override { return tok_->token_id(bytes); }
+  bool merges() const override { return true; }
+  bool is_added(int32_t id) const override { return added_.count(id) > 0; }
+  std::string describe() const override { return fmt::format("{} of {}", tok_->kind(), dir_); }
+
+ private:
+  std::unique_ptr<text::Tokenizer> tok_;
+  std::string dir_;
+  std::unordered_set<int32_t> added_;
+};
+
+}  // namespace
 
 void check_draft_choice(const DraftChoice& c) {
   if (!c.kind.empty() && c.kind != "ngram" && c.kind != "suffix")
     fail("--draft must be ngram or suffix, got '{}'", c.kind);
   if (!c.kind.empty() && !c.model_dir.empty())
     fail("--draft {} and --draft-model are two drafters: give one of them", c.kind);
+  if (c.retokenize && c.model_dir.empty()) fail("--draft-retokenize is about a --draft-model: give one");
   if (c.ngram < 1) fail("--ngram must be >= 1, got {}", c.ngram);
   if (c.suffix.max_tokens < 1024) fail("--suffix-tokens must be >= 1024, got {}", c.suffix.max_tokens);
 }
 
+std::shared_ptr<const TokenText> model_token_text(const std::string& model_dir, int64_t model_vocab) {
+  if (has_tokenizer_files(model_dir)) return std::make_shared<TokenizerText>(text::Tokenizer::load(model_dir), model_dir);
+  if (model_vocab < 256)
+    fail("{} has no tokenizer files (tokenizer.json or tiktoken.model) and {} ids, fewer than the byte-level "
+         "codec's 256: its ids cannot be read as text",
+         model_dir, model_vocab);
+  return std::make_shared<ByteTokenText>();
+}
+
+bool same_token_text(const std::string& a_dir, const std::string& b_dir) {
+  const bool a_files = has_tokenizer_files(a_dir), b_files = has_tokenizer_files(b_dir);
+  if (!a_files || !b_files) return a_files == b_files;
+  const auto a = text::Tokenizer::load(a_dir), b = text::Tokenizer::load(b_dir);
+  if (a->vocab_size() != b->vocab_size() || a->added_tokens().size() != b->added_tokens().size()) return false;
+  for (size_t i = 0; i < a->added_tokens().size(); ++i) {
+    const auto &x = a->added_tokens()[i], &y = b->added_tokens()[i];
+    if (x.id != y.id || x.content != y.content || x.special != y.special) return false;
+  }
+  for (int32_t id = 0; id < int32_t(a->vocab_size()); ++id) {
+    if (a->valid_id(id) != b->valid_id(id)) return false;
+    if (a->valid_id(id) && a->token_bytes(id) != b->token_bytes(id)) return false;
+  }
+  return true;
+}
+
 std::shared_ptr<Drafter> choose_drafter(const DraftChoice& c, const Model& target) {
-  if (!c.model_dir.empty())
-    return std::make_shared<ModelDrafter>(Engine::open(c.model_dir), target.info().vocab);
+  if (c.model_dir.empty()) return choose_drafter(c, target, std::string());
+  const auto* engine = dynamic_cast<const Engine*>(&target);
+  if (!engine) fail("internal: --draft-model needs the target model's directory (for its tokenizer)");
+  return choose_drafter(c, target, engine->dir());
+}
+
+std::shared_ptr<Drafter> choose_drafter(const DraftChoice& c, const Model& target, const std::string& target_dir) {
+  if (!c.model_dir.empty()) {
+    bool same = false;
+    try {
+      same = !c.retokenize && same_token_text(c.model_dir, target_dir);
+    } catch (const Error& e) {
+      fail("--draft-model {}: comparing its tokenizer with the target's: {}", c.model_dir, e.what());
+    }
+    auto draft = Engine::open(c.model_dir);
+    const int64_t dv = draft->info().vocab, tv = target.info().vocab;
+    // Shared ids, unless the draft model's output names ids the target does not have (a larger padded vocabulary).
+    if (same && dv <= tv) return std::make_shared<ModelDrafter>(std::move(draft), tv);
+    // Another tokenizer: the draft model proposes in its own ids, which go through text.
+    std::shared_ptr<const TokenText> tt, dt;
+    try {
+      tt = model_token_text(target_dir, tv);
+      dt = model_token_text(c.model_dir, dv);
+    } catch (const Error& e) {
+      fail("--draft-model {} drafts through text ({}), which needs both models' ids read as text: {}", c.model_dir,
+           c.retokenize ? "--draft-retokenize"
+           : same       ? "the target's tokenizer, but a model with more ids than the target's"
+                        : "another tokenizer than the target's",
+           e.what());
+    }
+    return std::make_shared<RetokenizingDrafter>(tt, dt, std::make_unique<ModelDrafter>(std::move(draft), dv), tv);
+  }
   if (c.kind == "suffix") return std::make_shared<SuffixDrafter>(c.suffix);
   if (c.speculate || c.kind == "ngram") return std::make_shared<NgramDrafter>(c.ngram, std::min<int64_t>(2, c.ngram));
   return nullptr;

@@ -13,22 +13,35 @@ ModelDrafter::ModelDrafter(std::unique_ptr<Model> draft, int64_t target_vocab)
 
 ModelDrafter::ModelDrafter(const Model& draft, int64_t target_vocab) : draft_(draft) {
   if (draft.info().vocab > target_vocab)
-    fail("the draft model's vocabulary ({} ids) is larger than the target's ({}): they do not share a tokenizer",
+    fail("the draft model's vocabulary ({} ids) is larger than the target's ({}) although they share a tokenizer: "
+         "its proposals could name ids the target does not have",
          draft.info().vocab, target_vocab);
 }
 
 std::vector<int32_t> ModelDrafter::propose(const std::vector<int32_t>& history, int64_t max) {
+  return propose_after(history, history.size(), max);
+}
+
+std::vector<int32_t> ModelDrafter::propose_after(const std::vector<int32_t>& history, size_t settled, int64_t max) {
+  // Within the draft model's context (it may be shorter than the target's): fewer proposals, or none.
+  const int64_t ctx = draft_.info().max_positions;
+  if (ctx > 0) max = std::min<int64_t>(max, ctx - int64_t(history.size()) + 1);  // the last proposal is not fed
   if (max <= 0 || history.empty()) return {};
-  // The state holds the history of the previous call (its proposals rolled
-  // back), normally a prefix of this one. When they differ (the next turn of a
-  // chat re-tokenised, an edited conversation) it goes back to where they
-  // agree through the mark it keeps (KV caches drop rows, recurrent state feeds
-  // the common part again), or starts over when they agree on less than that.
+  settled = std::min(settled, history.size());
+  // What the state may keep: the settled part, less the last token when all
+  // of it is settled (that one is fed for its logits).
+  const size_t keep = settled == history.size() ? settled - 1 : settled;
+  // The state holds the settled part of the previous call's history (the
+  // rest and the proposals rolled back), normally a prefix of this one. When
+  // they differ (the next turn of a chat re-tokenised, an edited
+  // conversation, text tokenised again) it goes back to where they agree
+  // through the mark it keeps (KV caches drop rows, recurrent state feeds the
+  // common part again), or starts over when they agree on less than that.
   if (s_) {
     const auto& have = s_->tokens();
     size_t common = 0;
     while (common < have.size() && common < history.size() && have[common] == history[common]) ++common;
-    common = std::min(common, history.size() - 1);  // the last token is fed for its logits
+    common = std::min(common, keep);
     if (common < mark_at_) {
       s_.reset();
     } else if (common < have.size()) {
@@ -47,12 +60,23 @@ std::vector<int32_t> ModelDrafter::propose(const std::vector<int32_t>& history, 
   // Ids the draft model does not know cannot be continued from.
   for (size_t i = have; i < history.size(); ++i)
     if (history[i] < 0 || history[i] >= V) return {};
-  std::vector<float> logits = s_->feed(std::vector<int32_t>(history.begin() + std::ptrdiff_t(have), history.end()));
+  std::vector<float> logits;
+  if (settled > have) {
+    logits = s_->feed(std::vector<int32_t>(history.begin() + std::ptrdiff_t(have), history.begin() + std::ptrdiff_t(settled)));
+    fed_ += int64_t(settled - have);
+  }
   s_->checkpoint(/*record=*/false);  // only ever returned to exactly
+  if (settled < history.size()) {
+    logits = s_->feed(std::vector<int32_t>(history.begin() + std::ptrdiff_t(settled), history.end()));
+    fed_ += int64_t(history.size() - settled);
+  }
   std::vector<int32_t> out;
   for (int64_t i = 0; i < max; ++i) {
     out.push_back(argmax(logits.data(), V));
-    if (i + 1 < max) logits = s_->feed({out.back()});
+    if (i + 1 < max) {
+      logits = s_->feed({out.back()});
+      ++fed_;
+    }
   }
   s_->rollback(0);
   return out;

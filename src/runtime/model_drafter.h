@@ -1,6 +1,8 @@
-// A small model sharing the target's tokenizer as the drafter: it keeps its
-// own state in step with the conversation and proposes its greedy
-// continuation. Its quality only affects speed; the target verifies every token.
+// A small model as the drafter: it keeps its own state in step with the
+// conversation and proposes its greedy continuation. Its quality only affects
+// speed; the target verifies every token. Its ids are the target's when they
+// share a tokenizer; with another tokenizer it drafts through
+// runtime/retokenizing_drafter.h, which hands it the history in its own ids.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -15,18 +17,25 @@ namespace sluice {
 
 class ModelDrafter : public Drafter {
  public:
-  // target_vocab: the verifier's vocabulary size; the draft model's must not exceed it
-  // (token ids mean the same text in both).
+  // target_vocab: the ids of the history it is given (the verifier's vocabulary
+  // when they share a tokenizer); the draft model's must not exceed it.
   ModelDrafter(const Model& draft, int64_t target_vocab);
   // The same, owning the draft model.
   ModelDrafter(std::unique_ptr<Model> draft, int64_t target_vocab);
   std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) override;
+  bool costs_when_empty() const override { return true; }
+  // The state keeps history[0, settled); the rest is fed with the proposals and rolled back with them.
+  std::vector<int32_t> propose_after(const std::vector<int32_t>& history, size_t settled, int64_t max) override;
+  // Tokens fed to the draft model in all, starting over included (a rollback
+  // that recurrent state replays from its mark is not counted).
+  int64_t fed() const { return fed_; }
 
  private:
   std::unique_ptr<Model> owned_;
   const Model& draft_;
-  std::unique_ptr<Session> s_;  // holds a prefix of the last history seen
+  std::unique_ptr<Session> s_;  // holds a prefix of the settled part of the last history seen
   size_t mark_at_ = 0;          // tokens before s_'s open mark (where it can go back to)
+  int64_t fed_ = 0;
 };
 
 }  // namespace sluice

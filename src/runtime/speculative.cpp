@@ -93,7 +93,10 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
       const double dt = opts.pass_cost ? opts.pass_cost(1) : since(t0);
       ++st.plain;
       st.plain_seconds += dt;
-      gate.plain(dt);
+      if (want > 0 && drafter->costs_when_empty())
+        gate.pass(want, 0, dt);  // drafting cost time and gave nothing
+      else
+        gate.plain(dt);
       if (!emit(logits.data(), next)) return finish();
       continue;
     }

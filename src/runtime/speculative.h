@@ -25,7 +25,20 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) = 0;
+  // The same, told that only history[0, settled) is final: the rest was
+  // tokenised again from text (drafts across tokenizers,
+  // runtime/retokenizing_drafter.h) and may change at the next call. A
+  // drafter with state keeps only the final part; by default this is propose().
+  virtual std::vector<int32_t> propose_after(const std::vector<int32_t>& history, size_t /*settled*/, int64_t max) {
+    return propose(history, max);
+  }
   virtual DraftIndexSize index_size() const { return {}; }
+  // Whether asking costs time even when nothing comes back (a draft model runs
+  // before its draft is known to be usable): decode() then tells the gate of
+  // an empty draft as of a pass with nothing accepted, so a drafter that keeps
+  // coming back empty is paused like one whose drafts are rejected. Lookups
+  // (n-gram, suffix) that find nothing cost nothing and stay plain steps.
+  virtual bool costs_when_empty() const { return false; }
 };
 
 // Looks up the longest recent suffix (n down to min_n tokens) earlier in the

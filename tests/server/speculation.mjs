@@ -1,6 +1,7 @@
 // Speculative decoding in the server never changes a reply: servers on the
 // project's trained model, plain, with --speculate (n-gram drafts) and with
-// --draft-model (the model drafting for itself) and with --draft suffix, answer the same
+// --draft-model (the model drafting for itself, and a model with another tokenizer drafting
+// through text) and with --draft suffix, answer the same
 // requests (greedy and seeded sampling, logprobs, logit bias, stop strings,
 // JSON mode, streaming, follow-up turns that reuse or roll back the kept
 // conversation) with identical bodies, and the speculating one reports drafts
@@ -21,7 +22,11 @@ const spec = await startServer(binary, modelDir, ['--served-model-name', MODEL, 
 const drafted = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft-model', modelDir, '--no-draft-gate']);
 // Suffix drafts: an index of the conversation and of the earlier requests (this test's requests repeat themselves).
 const suffix = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft', 'suffix', '--suffix-tokens', '4096']);
-const clients = [plain, spec, drafted, suffix].map((s) => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 }));
+// A draft model with another tokenizer: a golden model without tokenizer files (ids 0-255 are
+// bytes, random weights) drafts through text; its drafts are mostly wrong, the replies the same.
+const bytesModel = new URL('../fixtures/golden/qwen3_moe_tiny', import.meta.url).pathname;
+const crossTok = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft-model', bytesModel, '--no-draft-gate', '--draft-max', '4']);
+const clients = [plain, spec, drafted, suffix, crossTok].map((s) => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 }));
 const t = runner();
 
 // A passage the model has seen, given twice and started a third time: n-gram
@@ -38,9 +43,10 @@ function comparable(r) {
 
 // The plain reply and the n-gram server's; the draft-model server's must equal them too.
 async function both(kind, params) {
-  const [a, b, c, d] = await Promise.all(clients.map((x) => (kind === 'chat' ? x.chat.completions : x.completions).create(params)));
+  const [a, b, c, d, e] = await Promise.all(clients.map((x) => (kind === 'chat' ? x.chat.completions : x.completions).create(params)));
   assert.deepEqual(comparable(c), comparable(a), 'draft-model server');
   assert.deepEqual(comparable(d), comparable(a), 'suffix-draft server');
+  assert.deepEqual(comparable(e), comparable(a), 'cross-tokenizer draft-model server');
   return [comparable(a), comparable(b)];
 }
 
@@ -75,6 +81,7 @@ await t.test('same streamed text with and without speculation', async () => {
   assert.equal(texts[1], texts[0]);
   assert.equal(texts[2], texts[0]);
   assert.equal(texts[3], texts[0]);
+  assert.equal(texts[4], texts[0]);
 });
 
 await t.test('follow-up turns (state kept, rolled back into the reply, or extended) give the same replies', async () => {
@@ -115,8 +122,9 @@ await t.test('/metrics counts drafts on the speculating server only', async () =
   assert.ok(await metric(suffix.url, 'sluice_speculation_plain_steps_total') >= 0);
   assert.ok(await metric(suffix.url, 'sluice_speculation_gate_acceptance') > 0);
   assert.equal(await metric(plain.url, 'sluice_suffix_index_tokens'), 0);
+  assert.ok(await metric(crossTok.url, 'sluice_speculation_draft_tokens_total') > 0, 'the cross-tokenizer draft model drafted');
 });
 
-const stops = await Promise.all([plain.stop(), spec.stop(), drafted.stop(), suffix.stop()]);
-await t.test('servers exit cleanly', async () => assert.deepEqual(stops.map((s) => s.code), [0, 0, 0, 0]));
+const stops = await Promise.all([plain.stop(), spec.stop(), drafted.stop(), suffix.stop(), crossTok.stop()]);
+await t.test('servers exit cleanly', async () => assert.deepEqual(stops.map((s) => s.code), [0, 0, 0, 0, 0]));
 t.finish();

@@ -152,6 +152,26 @@ TEST(Benchmark, ReplayedDraftsCompareWithPlain) {
   EXPECT_LT(res.json["speculative"]["forward_passes"].get<int64_t>(), res.json["plain"]["forward_passes"].get<int64_t>());
 }
 
+// --draft-model: plain, then the draft model; one with another tokenizer (the
+// shipped model for a golden model without tokenizer files) drafts through text.
+TEST(Benchmark, DraftModelComparesWithPlain) {
+  BenchRequest r = request();
+  r.model = test::fixture("golden/qwen3_moe_tiny");
+  r.tokens = 12;
+  r.no_draft_gate = true;
+  for (bool other : {true, false}) {
+    r.draft_model = other ? test::fixture("../../models/sluice-k3-mini") : test::fixture("golden/gpt_oss_tiny");
+    const BenchResult res = run_benchmark(r);
+    ASSERT_EQ(res.summary.size(), 3u);
+    EXPECT_NE(res.summary[2].find(other ? "another tokenizer" : "same tokenizer"), std::string::npos) << res.summary[2];
+    EXPECT_EQ(res.json["speculative"]["through_text"].get<bool>(), other);
+    EXPECT_EQ(res.json["plain"]["tokens"], res.json["speculative"]["tokens"]);
+    EXPECT_GT(res.json["speculative"]["proposed"].get<int64_t>(), 0);
+  }
+  r.replay_wrong_every = 0;
+  EXPECT_THROW(run_benchmark(r), Error);
+}
+
 // --trace: the decode's timeline as trace-event JSON, with a span per token,
 // MoE compute per layer, and a completed read for every read issued.
 TEST(Benchmark, DecodeTraceHasTokensComputeAndReads) {

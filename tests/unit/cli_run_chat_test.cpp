@@ -56,6 +56,33 @@ TEST(CliRun, SampledTextDependsOnTheSeedNotOnSpeculation) {
   EXPECT_NE(bad.err.find("--temperature"), std::string::npos) << bad.err;
 }
 
+// A draft model with another tokenizer drafts through text: the shipped
+// model (byte-level BPE) with a golden model that has no tokenizer files (ids
+// 0-255 are bytes), greedy and sampled, on text with multi-byte characters;
+// the shipped model through text as its own drafter has drafts accepted.
+TEST(CliRun, DraftModelWithAnotherTokenizerGivesTheSameText) {
+  const std::string prompt = "Grüße aus Köln — 日本語. And God said, Let there be";
+  auto generate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"run", prompt, "--max-new", "24", "--stats", "--no-draft-gate"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = test::run_sluice(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r;
+  };
+  const std::string bytes_model = test::fixture("golden/qwen3_moe_tiny");
+  auto greedy = generate({}), sampled = generate({"--temperature", "0.8", "--seed", "5"});
+  auto cross = generate({"--draft-model", bytes_model});
+  EXPECT_EQ(cross.out, greedy.out);
+  EXPECT_EQ(cross.err.find(" of 0 drafts"), std::string::npos) << "no draft proposed: " << cross.err;
+  EXPECT_EQ(generate({"--draft-model", bytes_model, "--temperature", "0.8", "--seed", "5"}).out, sampled.out);
+  auto self = generate({"--draft-model", test::fixture("../../models/sluice-k3-mini"), "--draft-retokenize"});
+  EXPECT_EQ(self.out, greedy.out);
+  EXPECT_EQ(self.err.find(" 0 of "), std::string::npos) << "no draft accepted: " << self.err;
+  auto alone = test::run_sluice({"run", "x", "--draft-retokenize"});
+  EXPECT_EQ(alone.exit_code, 1);
+  EXPECT_NE(alone.err.find("--draft-retokenize"), std::string::npos) << alone.err;
+}
+
 TEST(CliChat, AnswersEachLineAndEndsOnEof) {
   test::TempDir tmp;
   // run_sluice feeds no stdin; go through a shell for the piped conversation.
