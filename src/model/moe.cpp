@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "util/thread_pool.h"
 #include "util/trace.h"
 
 namespace sluice {
@@ -17,12 +18,16 @@ void MoeBlock::route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<flo
   be_.download(logits_dev, logits.data());
   ids.resize(size_t(T * K));
   weights.resize(size_t(T * K));
-  for (int64_t t = 0; t < T; ++t) {
-    float* lg = logits.data() + t * E;
-    if (router_bias_)
-      for (int64_t e = 0; e < E; ++e) lg[e] += router_bias_[e];
-    route(spec_, lg, ids.data() + t * K, weights.data() + t * K);
-  }
+  // Tokens are routed apart, so in parallel: a prefill chunk's 1,286 tokens took ~17 ms on one
+  // core (K3: top 16 of 896), with the GPU waiting.
+  ThreadPool::global().parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* lg = logits.data() + t * E;
+      if (router_bias_)
+        for (int64_t e = 0; e < E; ++e) lg[e] += router_bias_[e];
+      route(spec_, lg, ids.data() + t * K, weights.data() + t * K);
+    }
+  });
 }
 
 // Router logits (device and host), the latent input, the shared expert's
