@@ -522,11 +522,12 @@ void StreamingExperts::request(int32_t layer, const int32_t* experts, int64_t n)
   ++epoch_;
   wanted_.clear();
   for (int64_t i = 0; i < n; ++i) wanted_[key_of(layer, experts[i])] = epoch_;
-  // The router has run: this layer's guesses it did not choose stop reading.
+  // The router has run: this layer's guesses it did not choose stop reading
+  // (one whose reads are all out already finishes and stays cached, as before).
   for (int64_t s = 0; s < int64_t(slots_.size()); ++s) {
     const Slot& slot = slots_[size_t(s)];
-    if (slot.state == SlotState::Loading && slot.prefetched && !slot.cancelled && int32_t(slot.key >> 32) == layer &&
-        !wanted_.count(slot.key))
+    if (slot.state == SlotState::Loading && slot.prefetched && !slot.cancelled && slot.unsubmitted > 0 &&
+        int32_t(slot.key >> 32) == layer && !wanted_.count(slot.key))
       cancel(s);
   }
   // Every requested expert counts as a hit or a miss, also those after the
