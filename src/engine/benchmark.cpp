@@ -438,9 +438,10 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       d.right = g1[l].right - guesses0[l].right;
       d.issued = g1[l].issued - guesses0[l].issued;
       d.skipped = g1[l].skipped - guesses0[l].skipped;
+      d.cancelled = g1[l].cancelled - guesses0[l].cancelled;
       if (d.guessed == 0 && d.issued == 0) continue;
       guesses.push_back({{"layer", l}, {"guessed", d.guessed}, {"right", d.right}, {"precision", d.precision()},
-                         {"issued", d.issued}, {"skipped", d.skipped}});
+                         {"issued", d.issued}, {"skipped", d.skipped}, {"dropped", d.cancelled}});
       guess_line += fmt::format("{}L{} {:.0f}% of {} ({} read)", guess_line.empty() ? "" : ", ", l,
                                 100 * d.precision(), d.guessed, d.issued);
     }
