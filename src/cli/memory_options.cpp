@@ -75,6 +75,18 @@ void add_memory_options(CLI::App* cmd, MemoryRequest& r) {
       ->group(group);
   cmd->add_flag("--buffered", r.buffered, "Read through the page cache instead of O_DIRECT")->group(group);
   cmd->add_flag("--no-prefetch", r.no_prefetch, "Do not predict the next layer's experts")->group(group);
+  cmd->add_option("--prefetch-min-precision", r.prefetch_min_precision,
+                  "Read a layer's predicted experts only while at least this share of its recent predictions was "
+                  "right (every layer's predictions are scored, read or not); 0: always read them")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str()
+      ->group(group);
+  cmd->add_option("--prefetch-window", r.prefetch_window,
+                  "Predicted reads in flight at most per drive (the rest wait, and those the router does not "
+                  "choose are dropped); 0: all at once")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str()
+      ->group(group);
   cmd->add_flag("--no-prefault", r.no_prefault,
                 "Do not touch the expert cache's pages once at start-up (in the background); on VMs that charge "
                 "the first user-space access to a page, the first read of each freshly filled slot then pays it")

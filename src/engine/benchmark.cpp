@@ -405,6 +405,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const double prefill_verify = prev.verify_seconds - before_prefill.verify_seconds;
   const StreamingExperts* reader = model->streaming_experts();
   const std::vector<DriveStats> drives0 = reader ? reader->drive_stats() : std::vector<DriveStats>{};
+  const std::vector<LayerPrefetchStats> guesses0 = reader ? reader->prefetch_by_layer() : std::vector<LayerPrefetchStats>{};
   uint64_t io_prev = process_read_bytes();
   nlohmann::json per_token = nlohmann::json::array();
   std::vector<double> secs, ebytes, sbytes, need, dbytes;
@@ -452,6 +453,26 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const double hit_rate = st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0;
   const double recall = st.requests ? double(st.prefetch_used) / double(st.requests) : 0;
   const nlohmann::json drives = drives_json(drives0, reader ? reader->drive_stats() : std::vector<DriveStats>{}, decode_total);
+  // The next-layer guess per layer over the decode: experts guessed that the
+  // cache lacked, how many the router then chose, how many were read.
+  nlohmann::json guesses = nlohmann::json::array();
+  std::string guess_line;
+  if (reader) {
+    const std::vector<LayerPrefetchStats> g1 = reader->prefetch_by_layer();
+    for (size_t l = 0; l < g1.size() && l < guesses0.size(); ++l) {
+      LayerPrefetchStats d;
+      d.guessed = g1[l].guessed - guesses0[l].guessed;
+      d.right = g1[l].right - guesses0[l].right;
+      d.issued = g1[l].issued - guesses0[l].issued;
+      d.skipped = g1[l].skipped - guesses0[l].skipped;
+      d.cancelled = g1[l].cancelled - guesses0[l].cancelled;
+      if (d.guessed == 0 && d.issued == 0) continue;
+      guesses.push_back({{"layer", l}, {"guessed", d.guessed}, {"right", d.right}, {"precision", d.precision()},
+                         {"issued", d.issued}, {"skipped", d.skipped}, {"dropped", d.cancelled}});
+      guess_line += fmt::format("{}L{} {:.0f}% of {} ({} read)", guess_line.empty() ? "" : ", ", l,
+                                100 * d.precision(), d.guessed, d.issued);
+    }
+  }
   // What a user waiting for the tokens gets: the decode's wall time over the
   // tokens (the mean), then the spread of single steps.
   const double n = double(r.tokens);
@@ -515,6 +536,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"prefetch_recall", recall},
       {"prefetch_issued", st.prefetch_issued},
       {"prefetch_wasted_bytes", st.prefetch_wasted_bytes},
+      {"prefetch_by_layer", guesses},
       {"duplicate_loads", st.duplicate_loads},
       {"total_storage_bytes_read", process_read_bytes() - io0},
       {"peak_rss_bytes", process_peak_rss()},
@@ -560,6 +582,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       drive_part, prefill, prompt.size(), human_bytes(double(prefill_read)), human_bytes(double(prefill_distinct)),
       streamed_layers, human_bytes(double(process_peak_rss())), human_bytes(double(budget))));
   if (!drives_summary(drives).empty()) res.summary.push_back(drives_summary(drives));
+  if (!guess_line.empty()) res.summary.push_back("next-layer guesses right (of the experts the cache lacked): " + guess_line);
   res.summary.push_back(routing_summary(routing));
   if (cuda)
     res.summary.push_back(fmt::format("{}: {:.2f} tokens/s decode (mean), {:.1f} tokens/s prefill; experts copied to "

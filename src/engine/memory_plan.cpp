@@ -290,6 +290,8 @@ LoadOptions load_options(const MemoryPlan& plan, const MemoryRequest& r, const s
   so.queue_depth = r.queue_depth;
   so.chunk_bytes = uint32_t(r.read_kb * 1024);
   so.prefault = !r.no_prefault;
+  so.prefetch_min_precision = r.prefetch_min_precision;
+  so.prefetch_window_reads = r.prefetch_window;
   return lo;
 }
 

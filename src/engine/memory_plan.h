@@ -44,6 +44,8 @@ struct MemoryRequest {
   int64_t read_kb = 1024;      // largest single read, KiB
   bool buffered = false;       // page cache instead of O_DIRECT
   bool no_prefetch = false;    // do not predict the next layer's experts
+  double prefetch_min_precision = 0.5;  // StreamingOptions::prefetch_min_precision
+  int prefetch_window = 32;             // StreamingOptions::prefetch_window_reads
   bool no_prefault = false;    // do not touch the expert cache's pages at start-up (StreamingOptions::prefault)
   int64_t threads = 0;         // worker threads (0: one per hardware thread)
   std::string device = "auto";

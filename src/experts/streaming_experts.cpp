@@ -40,6 +40,12 @@ std::vector<ExpertExtent> expert_extents(const Checkpoint& ckpt, const ExpertWei
   return merge_extents(std::move(ex));
 }
 
+struct StreamingExperts::SlotHash {
+  XXH3_state_t* state = XXH3_createState();
+  ~SlotHash() { XXH3_freeState(state); }
+};
+void StreamingExperts::SlotHashFree::operator()(SlotHash* h) const { delete h; }
+
 StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& ckpt, StreamingOptions opts)
     : table_(table), ckpt_(ckpt), opts_(std::move(opts)), slot_table_(0, parse_eviction_policy(opts_.policy)) {
   // Read plans: aligned reads covering each expert's extents, laid out back to back in a slot.
@@ -74,6 +80,9 @@ StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& c
       for (const auto& x : extents) {
         p.payload.push_back({slot_offset(x.file, x.offset), x.length});
         p.bytes += x.length;
+        // Hashing while reads land walks the payload in slot order.
+        if (p.payload.size() > 1 && p.payload.back().first < p.payload[p.payload.size() - 2].first + p.payload[p.payload.size() - 2].second)
+          fail("internal: expert payload out of slot order in the read plan");
       }
       for (auto r : expert_byte_ranges(w)) {
         auto [f, off] = locate(ckpt, r.ptr);
@@ -91,7 +100,7 @@ StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& c
     const std::string dir = std::filesystem::path(f->path()).parent_path().string();
     auto it = std::find_if(drives_.begin(), drives_.end(), [&](const Drive& x) { return x.stats.dir == dir; });
     if (it == drives_.end()) {
-      drives_.push_back({});
+      drives_.emplace_back();
       drives_.back().stats.dir = dir;
       drives_.back().queue = ReadQueue::create(opts_.queue, opts_.queue_depth);
       it = drives_.end() - 1;
@@ -99,7 +108,7 @@ StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& c
     drive_of_file_.push_back(int32_t(it - drives_.begin()));
   }
   if (drives_.empty()) {  // no files: nothing is ever read, but queue_name() has a queue to name
-    drives_.push_back({});
+    drives_.emplace_back();
     drives_.back().queue = ReadQueue::create(opts_.queue, opts_.queue_depth);
   }
   const int64_t n = slot_bytes_ ? int64_t(opts_.cache_bytes / slot_bytes_) : 0;
@@ -238,22 +247,35 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
   slot.error = 0;
   slot.prefetched = prefetch;
   slot.used = false;
-  settle_touch(s);
-  uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
-  slot.pending_on.assign(drives_.size(), 0);
-  for (size_t r = 0; r < p.reads.size(); ++r) {
-    const Read& rd = p.reads[r];
-    const int32_t d = drive_of_file_[size_t(rd.file)];
-    Drive& drive = drives_[size_t(d)];
-    drive.queue->submit({fds_[size_t(rd.file)], rd.offset, uint32_t(rd.length), base + rd.slot_offset, (uint64_t(s) << 24) | r});
-    ++slot.pending_on[size_t(d)];
-    drive.stats.bytes_read += rd.length;
-    ++drive.stats.reads;
-    note_busy(drive);
+  slot.cancelled = false;
+  slot.unsubmitted = 0;
+  slot.read_state.assign(p.reads.size(), Slot::kNotSubmitted);
+  slot.verify = layer < int32_t(opts_.checksums.size()) && e < int32_t(opts_.checksums[size_t(layer)].size());
+  if (slot.verify) slot.want = opts_.checksums[size_t(layer)][size_t(e)];
+  else if (opts_.fetcher) slot.verify = opts_.fetcher->checksum(layer, e, &slot.want);
+  if (slot.verify) {
+    if (!slot.hash) slot.hash.reset(new SlotHash);
+    XXH3_64bits_reset(slot.hash->state);
+    slot.reads_prefix = 0;
+    slot.hashed_piece = 0;
+    slot.hashed_in_piece = 0;
   }
+  settle_touch(s);
+  const uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
+  slot.pending_on.assign(drives_.size(), 0);
   if (trace::enabled()) trace::async_begin(fmt::format("read L{} E{}", layer, e), prefetch ? "prefetch" : "read", slot.key);
+  // A guess's reads wait in their drives' backlogs (pump() submits them within
+  // the window); a real miss's go out at once.
+  const bool held = prefetch && opts_.prefetch_window_reads > 0;
+  for (size_t r = 0; r < p.reads.size(); ++r) {
+    if (held) {
+      drives_[size_t(drive_of_file_[size_t(p.reads[r].file)])].backlog.push_back({s, uint32_t(r)});
+      ++slot.unsubmitted;
+    } else {
+      submit_read(s, r);
+    }
+  }
   ++stats_.reads_submitted;
-  stats_.bytes_read += p.read_bytes;
   if (prefetch) {
     ++stats_.prefetch_issued;
     stats_.prefetch_bytes += p.read_bytes;
@@ -277,27 +299,139 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
   return s;
 }
 
-void StreamingExperts::finish_slot(int64_t s) {
+void StreamingExperts::submit_read(int64_t s, size_t r) {
+  Slot& slot = slots_[size_t(s)];
+  const Plan& p = plan(int32_t(slot.key >> 32), int32_t(uint32_t(slot.key)));
+  const Read& rd = p.reads[r];
+  const int32_t d = drive_of_file_[size_t(rd.file)];
+  Drive& drive = drives_[size_t(d)];
+  uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
+  drive.queue->submit({fds_[size_t(rd.file)], rd.offset, uint32_t(rd.length), base + rd.slot_offset, (uint64_t(s) << 24) | r});
+  slot.read_state[r] = Slot::kInFlight;
+  ++slot.pending_on[size_t(d)];
+  drive.stats.bytes_read += rd.length;
+  ++drive.stats.reads;
+  stats_.bytes_read += rd.length;
+  note_busy(drive);
+}
+
+void StreamingExperts::pump() {
+  const int64_t window = opts_.prefetch_window_reads;
+  for (auto& d : drives_) {
+    bool any = false;
+    // Real misses in flight count against the window too: guesses only use what they leave.
+    while (!d.backlog.empty() && d.queue->in_flight() < window) {
+      const auto [s, r] = d.backlog.front();
+      d.backlog.pop_front();
+      --slots_[size_t(s)].unsubmitted;
+      submit_read(s, r);
+      any = true;
+    }
+    if (any) d.queue->flush();
+  }
+}
+
+void StreamingExperts::promote(int64_t s) {
+  Slot& slot = slots_[size_t(s)];
+  if (slot.unsubmitted == 0) return;
+  for (auto& d : drives_) {
+    bool any = false;
+    for (auto it = d.backlog.begin(); it != d.backlog.end();) {
+      if (it->first != s) {
+        ++it;
+        continue;
+      }
+      const uint32_t r = it->second;
+      it = d.backlog.erase(it);
+      --slot.unsubmitted;
+      submit_read(s, r);
+      any = true;
+    }
+    if (any) d.queue->flush();
+  }
+}
+
+void StreamingExperts::cancel(int64_t s) {
+  Slot& slot = slots_[size_t(s)];
+  for (auto& d : drives_)
+    d.backlog.erase(std::remove_if(d.backlog.begin(), d.backlog.end(), [&](const auto& x) { return x.first == s; }),
+                    d.backlog.end());
+  slot.pending -= slot.unsubmitted;
+  slot.unsubmitted = 0;
+  slot.cancelled = true;
+  const int32_t layer = int32_t(slot.key >> 32);
+  if (layer >= 0 && size_t(layer) < guesses_.size()) ++guesses_[size_t(layer)].stats.cancelled;
+  if (slot.pending == 0) free_slot(s);
+}
+
+void StreamingExperts::uncancel(int64_t s) {
+  Slot& slot = slots_[size_t(s)];
+  if (!slot.cancelled) return;
+  slot.cancelled = false;
+  for (size_t r = 0; r < slot.read_state.size(); ++r)
+    if (slot.read_state[r] == Slot::kNotSubmitted) {
+      ++slot.pending;
+      submit_read(s, r);
+    }
+  flush_all();
+}
+
+void StreamingExperts::free_slot(int64_t s) {
   Slot& slot = slots_[size_t(s)];
   const int32_t layer = int32_t(slot.key >> 32), e = int32_t(uint32_t(slot.key));
+  if (trace::enabled()) trace::async_end(fmt::format("read L{} E{}", layer, e), "prefetch", slot.key);
+  const Plan& p = plan(layer, e);
+  ++stats_.prefetch_wasted;
+  for (size_t r = 0; r < p.reads.size(); ++r)
+    if (slot.read_state[r] == Slot::kDone) stats_.prefetch_wasted_bytes += p.reads[r].length;
+  slot_table_.release_slot(s);
+  slot.state = SlotState::Free;
+  slot.key = ~0ull;
+  slot.cancelled = false;
+}
+
+void StreamingExperts::hash_landed(int64_t s) {
+  Slot& slot = slots_[size_t(s)];
+  if (!slot.verify || slot.error) return;
+  const int32_t layer = int32_t(slot.key >> 32), e = int32_t(uint32_t(slot.key));
+  const Plan& p = plan(layer, e);
+  // The reads tile the slot from offset 0 in order: the bytes below the first
+  // unfinished read have all landed.
+  while (slot.reads_prefix < p.reads.size() && slot.read_state[slot.reads_prefix] == Slot::kDone) ++slot.reads_prefix;
+  const uint64_t landed = slot.reads_prefix == p.reads.size() ? p.read_bytes : p.reads[slot.reads_prefix].slot_offset;
+  const uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t hashed = 0;
+  while (slot.hashed_piece < p.payload.size()) {
+    const auto [off, len] = p.payload[slot.hashed_piece];
+    const uint64_t a = off + slot.hashed_in_piece, b = std::min(off + len, landed);
+    if (b <= a) break;
+    XXH3_64bits_update(slot.hash->state, base + a, b - a);
+    hashed += b - a;
+    slot.hashed_in_piece += b - a;
+    if (slot.hashed_in_piece < len) break;
+    ++slot.hashed_piece;
+    slot.hashed_in_piece = 0;
+  }
+  if (hashed == 0) return;
+  const auto t1 = std::chrono::steady_clock::now();
+  if (trace::enabled()) trace::span(fmt::format("verify L{} E{}", layer, e), "verify", t0, t1);
+  stats_.verify_seconds += std::chrono::duration<double>(t1 - t0).count();
+}
+
+void StreamingExperts::finish_slot(int64_t s) {
+  Slot& slot = slots_[size_t(s)];
+  if (slot.cancelled) {
+    free_slot(s);
+    return;
+  }
+  const int32_t layer = int32_t(slot.key >> 32), e = int32_t(uint32_t(slot.key));
   if (trace::enabled()) trace::async_end(fmt::format("read L{} E{}", layer, e), slot.prefetched ? "prefetch" : "read", slot.key);
-  uint64_t want = 0;
-  bool check = layer < int32_t(opts_.checksums.size()) && e < int32_t(opts_.checksums[size_t(layer)].size());
-  if (check) want = opts_.checksums[size_t(layer)][size_t(e)];
-  else if (opts_.fetcher) check = opts_.fetcher->checksum(layer, e, &want);
-  if (slot.error == 0 && check) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const Plan& p = plan(layer, e);
-    XXH3_state_t* st = XXH3_createState();
-    XXH3_64bits_reset(st);
-    const uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
-    for (auto [off, len] : p.payload) XXH3_64bits_update(st, base + off, len);
-    const uint64_t h = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
-    if (h != want) slot.error = -EBADMSG;
-    if (trace::enabled()) trace::span(fmt::format("verify L{} E{}", layer, e), "verify", t0, std::chrono::steady_clock::now());
+  if (slot.error == 0 && slot.verify) {
+    hash_landed(s);  // every read is done: the rest of the payload
+    if (slot.hashed_piece != plan(layer, e).payload.size()) fail("internal: {} not hashed to its end", describe(layer, e));
+    if (XXH3_64bits_digest(slot.hash->state) != slot.want) slot.error = -EBADMSG;
     ++stats_.verified;
-    stats_.verify_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   slot.state = SlotState::Ready;
 }
@@ -327,7 +461,7 @@ void StreamingExperts::flush_all() {
 
 int64_t StreamingExperts::in_flight() const {
   int64_t n = 0;
-  for (const auto& d : drives_) n += d.queue->in_flight();
+  for (const auto& d : drives_) n += d.queue->in_flight() + int64_t(d.backlog.size());
   return n;
 }
 
@@ -339,6 +473,7 @@ int32_t StreamingExperts::pending_drive(int64_t slot) const {
 }
 
 void StreamingExperts::drain(bool block, int32_t wait_on) {
+  pump();
   std::vector<ReadCompletion> done;
   for (auto& d : drives_) d.queue->reap(done, false);
   if (block && done.empty()) {
@@ -359,8 +494,11 @@ void StreamingExperts::drain(bool block, int32_t wait_on) {
     const uint64_t need = std::min<uint64_t>(rd.length, file_size > rd.offset ? file_size - rd.offset : 0);
     if (c.result < 0) slot.error = c.result;
     else if (uint64_t(c.result) < need && slot.error == 0) slot.error = -ENODATA;
+    slot.read_state[r] = Slot::kDone;
     if (--slot.pending == 0) finish_slot(s);
+    else if (!slot.cancelled) hash_landed(s);
   }
+  if (!done.empty()) pump();
 }
 
 void StreamingExperts::fetch_missing(int32_t layer, const int32_t* experts, int64_t n) {
@@ -379,16 +517,28 @@ void StreamingExperts::fetch_missing(int32_t layer, const int32_t* experts, int6
 }
 
 void StreamingExperts::request(int32_t layer, const int32_t* experts, int64_t n) {
+  score_guess(layer, experts, n);
   fetch_missing(layer, experts, n);
   ++epoch_;
   wanted_.clear();
   for (int64_t i = 0; i < n; ++i) wanted_[key_of(layer, experts[i])] = epoch_;
+  // The router has run: this layer's guesses it did not choose stop reading
+  // (one whose reads are all out already finishes and stays cached, as before).
+  for (int64_t s = 0; s < int64_t(slots_.size()); ++s) {
+    const Slot& slot = slots_[size_t(s)];
+    if (slot.state == SlotState::Loading && slot.prefetched && !slot.cancelled && slot.unsubmitted > 0 &&
+        int32_t(slot.key >> 32) == layer && !wanted_.count(slot.key))
+      cancel(s);
+  }
   // Every requested expert counts as a hit or a miss, also those after the
   // cache filled up with pinned or wanted experts (they load at acquire).
   bool full = false;
   for (int64_t i = 0; i < n; ++i) {
-    if (find(key_of(layer, experts[i])) >= 0) {
+    const int64_t s = find(key_of(layer, experts[i]));
+    if (s >= 0) {
       ++stats_.hits;
+      uncancel(s);  // guessed for an earlier token, dropped, chosen now
+      promote(s);   // a chosen guess: the rest of its reads go out with the misses
       continue;
     }
     ++stats_.misses;
@@ -397,7 +547,53 @@ void StreamingExperts::request(int32_t layer, const int32_t* experts, int64_t n)
   flush_all();
 }
 
+// A guess's precision is that of the layer's last several guesses (counts
+// decay by 0.85 per guess: about the last 7 tokens weigh), so a layer whose
+// guesses turn good again is read again: it is scored whether or not it was read.
+namespace {
+constexpr double kGuessDecay = 0.85;
+constexpr uint64_t kGuessWarmup = 8;  // guessed experts scored before the precision decides
+}  // namespace
+
+bool StreamingExperts::guess_reads(LayerGuess& g) const {
+  if (opts_.prefetch_min_precision <= 0 || g.stats.guessed < kGuessWarmup) return true;
+  return g.recent_right >= opts_.prefetch_min_precision * g.recent_guessed;
+}
+
+void StreamingExperts::score_guess(int32_t layer, const int32_t* experts, int64_t n) {
+  if (layer < 0 || size_t(layer) >= guesses_.size() || !guesses_[size_t(layer)].have) return;
+  LayerGuess& g = guesses_[size_t(layer)];
+  uint64_t right = 0;
+  for (const int32_t e : g.pending)
+    if (std::find(experts, experts + n, e) != experts + n) ++right;
+  g.stats.guessed += g.pending.size();
+  g.stats.right += right;
+  g.recent_guessed = g.recent_guessed * kGuessDecay + double(g.pending.size());
+  g.recent_right = g.recent_right * kGuessDecay + double(right);
+  g.pending.clear();
+  g.have = false;
+}
+
+std::vector<LayerPrefetchStats> StreamingExperts::prefetch_by_layer() const {
+  std::vector<LayerPrefetchStats> out(plans_.size());
+  for (size_t l = 0; l < guesses_.size() && l < out.size(); ++l) out[l] = guesses_[l].stats;
+  return out;
+}
+
 void StreamingExperts::prefetch(int32_t layer, const int32_t* experts, int64_t n) {
+  if (layer < 0 || layer >= int32_t(plans_.size())) return;
+  if (guesses_.size() < plans_.size()) guesses_.resize(plans_.size());
+  LayerGuess& g = guesses_[size_t(layer)];
+  g.pending.clear();
+  for (int64_t i = 0; i < n; ++i)
+    if (find(key_of(layer, experts[i])) < 0) g.pending.push_back(experts[i]);
+  g.have = true;
+  if (!guess_reads(g)) {
+    g.stats.skipped += g.pending.size();
+    return;
+  }
+  experts = g.pending.data();
+  n = int64_t(g.pending.size());
   std::vector<int32_t> local;  // stream mode: a guess never costs a download
   if (opts_.fetcher) {
     for (int64_t i = 0; i < n; ++i)
@@ -406,8 +602,14 @@ void StreamingExperts::prefetch(int32_t layer, const int32_t* experts, int64_t n
     experts = local.data();
     n = int64_t(local.size());
   }
+  int64_t issued = 0;
   for (int64_t i = 0; i < n; ++i)
-    if (find(key_of(layer, experts[i])) < 0 && start_load(layer, experts[i], true) < 0) break;
+    if (find(key_of(layer, experts[i])) < 0) {
+      if (start_load(layer, experts[i], true) < 0) break;
+      ++issued;
+    }
+  g.stats.issued += uint64_t(issued);
+  pump();
   flush_all();
 }
 
@@ -424,6 +626,10 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
   const double verify0 = stats_.verify_seconds;
   bool waited = false;
   if (s < 0) fetch_missing(layer, &e, 1);
+  if (s >= 0) {  // a guess (maybe dropped) that nobody requested: it is needed now
+    uncancel(s);
+    promote(s);
+  }
   while (s < 0) {  // not requested, or no slot was free at request time
     s = start_load(layer, e, false, /*allow_wanted=*/true);
     flush_all();

@@ -10,6 +10,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,6 +63,19 @@ struct StreamingOptions {
   // Without this, whatever first reads a freshly filled slot (the checksum)
   // pays it, in the decode's critical path. Reads only: it never changes bytes.
   bool prefault = true;
+  // Next-layer prediction is scored per layer in the background (each guess of
+  // experts the cache lacks against what the router then asked for), also
+  // while it is not acted on. A layer's guesses are read only while the share
+  // of them that was right is at least this: below it, the reads were mostly
+  // wasted bandwidth (and evictions) queued ahead of the layer's real misses.
+  // 0: always read them.
+  double prefetch_min_precision = 0.5;
+  // Guessed reads in flight at most, per drive (of chunk_bytes each). The rest
+  // of a guess waits here: when the router has run, the layer's real misses
+  // are submitted at once, the guesses it chose go out too, and the unread
+  // rest of the guesses it did not choose is dropped, so the real misses never
+  // queue behind more than this much guessing. 0: every guessed read at once.
+  int prefetch_window_reads = 32;
   // Stream mode: fetches experts missing from the local files on first use.
   // Null: every expert is read from the local files as they are.
   std::shared_ptr<ExpertFetcher> fetcher;
@@ -74,6 +88,16 @@ struct DriveStats {
   uint64_t bytes_read = 0;  // including alignment padding
   int64_t reads = 0;        // reads submitted (each at most StreamingOptions::chunk_bytes)
   double busy_seconds = 0;  // time with at least one of its reads in flight
+};
+
+// How the next-layer guess did for one layer: experts guessed that the cache
+// lacked, how many of them the router then chose, and what became of them.
+struct LayerPrefetchStats {
+  uint64_t guessed = 0, right = 0;  // every guess, read or not
+  uint64_t issued = 0;              // guessed experts actually read
+  uint64_t skipped = 0;             // guessed experts not read: the layer's precision was too low
+  uint64_t cancelled = 0;           // read, but dropped when the router chose otherwise (before all of it was read)
+  double precision() const { return guessed ? double(right) / double(guessed) : 0; }
 };
 
 // The extents of an expert's weight views, merged and sorted by file position.
@@ -101,6 +125,8 @@ class StreamingExperts : public ExpertSource {
   uint64_t cache_bytes() const { return slot_bytes_ * slots_.size(); }
   bool direct_io() const { return direct_; }
   std::string queue_name() const { return drives_.front().queue->name(); }
+  // Per layer: how the next-layer guess did (layers never guessed are zero).
+  std::vector<LayerPrefetchStats> prefetch_by_layer() const;
   // One entry per drive, in the order of the checkpoint files they hold.
   std::vector<DriveStats> drive_stats() const;
 
@@ -120,6 +146,10 @@ class StreamingExperts : public ExpertSource {
   // Which expert a slot holds, its pins, uses and eviction order are in
   // slot_table_; a slot's fill (reads in flight, errors, weight views) is here.
   enum class SlotState : uint8_t { Free, Loading, Ready };
+  struct SlotHash;  // an XXH3 streaming state
+  struct SlotHashFree {
+    void operator()(SlotHash* h) const;
+  };
   struct Slot {
     uint64_t key = ~0ull;
     SlotState state = SlotState::Free;
@@ -129,6 +159,20 @@ class StreamingExperts : public ExpertSource {
     int64_t error = 0;
     std::vector<int32_t> pending_on;  // reads still in flight, per drive
     ExpertWeights weights;
+    // A guess: reads wait in the drive's backlog until the window has room.
+    int32_t unsubmitted = 0;          // reads still in a backlog (counted in `pending`)
+    bool cancelled = false;           // a guess not chosen: freed when its reads in flight end
+    enum : uint8_t { kNotSubmitted = 0, kInFlight = 1, kDone = 2 };
+    std::vector<uint8_t> read_state;  // per read of the plan
+    // Verification while the reads land: the payload is hashed in order up to
+    // the end of the longest run of finished reads from the slot's start, so
+    // when the last read finishes only its own bytes are left to hash.
+    bool verify = false;
+    uint64_t want = 0;                // expected XXH3-64 of the payload
+    size_t reads_prefix = 0;          // reads [0, reads_prefix) are all done
+    size_t hashed_piece = 0;          // payload piece being hashed
+    uint64_t hashed_in_piece = 0;     // its bytes hashed so far
+    std::unique_ptr<SlotHash, SlotHashFree> hash;
   };
 
   static uint64_t key_of(int32_t layer, int32_t e) { return expert_key(layer, e); }
@@ -143,6 +187,13 @@ class StreamingExperts : public ExpertSource {
   void flush_all();
   int64_t in_flight() const;
   void finish_slot(int64_t s);
+  void hash_landed(int64_t s);  // hashes the payload the finished reads cover, in order
+  void submit_read(int64_t s, size_t r);  // read r of slot s's plan, to its drive's queue
+  void pump();                            // backlog reads into the queues, within the window
+  void promote(int64_t s);                // a guess was chosen: all its reads into the queues now
+  void cancel(int64_t s);                 // a guess was not chosen: drop its unsubmitted reads
+  void uncancel(int64_t s);               // chosen after all: submit what was dropped
+  void free_slot(int64_t s);              // a dropped guess whose reads have all ended
   void fetch_missing(int32_t layer, const int32_t* experts, int64_t n);  // stream mode
   std::string describe(int32_t layer, int32_t e) const;
 
@@ -155,6 +206,7 @@ class StreamingExperts : public ExpertSource {
   struct Drive {
     DriveStats stats;
     std::unique_ptr<ReadQueue> queue;
+    std::deque<std::pair<int64_t, uint32_t>> backlog;  // guessed reads (slot, read) not yet submitted
     bool busy = false;
     std::chrono::steady_clock::time_point busy_since;
   };
@@ -181,6 +233,15 @@ class StreamingExperts : public ExpertSource {
   std::unordered_set<uint64_t> refetched_;  // stream mode: corrupt local copies fetched again
   uint64_t epoch_ = 0;
   ExpertStats stats_;
+  struct LayerGuess {
+    LayerPrefetchStats stats;
+    std::vector<int32_t> pending;   // the last guess (experts the cache lacked), not yet scored
+    bool have = false;
+    double recent_guessed = 0, recent_right = 0;  // decayed counts: the precision now
+  };
+  std::vector<LayerGuess> guesses_;
+  bool guess_reads(LayerGuess& g) const;  // is the layer's guess worth its reads?
+  void score_guess(int32_t layer, const int32_t* experts, int64_t n);
   void load_heat();  // heat policy: slot_table_'s heat from opts_.heat_file (uses in earlier runs, decayed)
   void save_heat() const;
 };

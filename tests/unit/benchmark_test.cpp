@@ -30,9 +30,13 @@ TEST(Benchmark, DecodeMeasuresEveryToken) {
   const BenchResult res = run_benchmark(request(), [&](const std::string&) { ++progress; });
   const auto& j = res.json;
   EXPECT_GT(progress, 0);
-  ASSERT_EQ(res.summary.size(), 2u);  // the decode, then the routing statistics of the routes taken
+  // The decode, how each layer's next-layer guesses did, then the routing statistics of the routes taken.
+  ASSERT_EQ(res.summary.size(), 3u);
   EXPECT_NE(res.summary[0].find("s/token"), std::string::npos) << res.summary[0];
-  EXPECT_NE(res.summary[1].find("previous-token overlap"), std::string::npos) << res.summary[1];
+  EXPECT_NE(res.summary[1].find("next-layer guesses right"), std::string::npos) << res.summary[1];
+  EXPECT_NE(res.summary[2].find("previous-token overlap"), std::string::npos) << res.summary[2];
+  ASSERT_FALSE(j["prefetch_by_layer"].empty()) << j.dump();
+  for (const auto& g : j["prefetch_by_layer"]) EXPECT_LE(g["right"].get<uint64_t>(), g["guessed"].get<uint64_t>()) << g.dump();
   EXPECT_TRUE(j["routing"].contains("prev_token_overlap")) << j.dump();
   EXPECT_EQ(j["per_token"].size(), 4u);
   EXPECT_EQ(j["prompt_tokens"].get<int64_t>(), 6);

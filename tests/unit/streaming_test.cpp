@@ -283,3 +283,258 @@ TEST(Streaming, RequestCountsEveryExpertWhenTheCacheIsFull) {
 
 }  // namespace
 }  // namespace sluice
+
+#include <xxhash.h>
+
+#include <cstring>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "experts/routing_log.h"
+
+namespace sluice {
+namespace {
+
+// XXH3-64 of each routed expert's bytes in extent order (what `prepare` records).
+std::vector<std::vector<uint64_t>> expert_checksums(const Engine& m) {
+  ExpertTable& t = const_cast<Engine&>(m).experts();
+  std::vector<std::vector<uint64_t>> out(size_t(t.layers()));
+  for (int32_t l = 0; l < t.layers(); ++l)
+    for (int32_t e = 0; e < t.experts(l); ++e) {
+      XXH3_state_t* st = XXH3_createState();
+      XXH3_64bits_reset(st);
+      for (const ExpertExtent& x : expert_extents(m.checkpoint(), t.at(l, e)))
+        XXH3_64bits_update(st, m.checkpoint().files()[size_t(x.file)]->map_base() + x.offset, x.length);
+      out[size_t(l)].push_back(XXH3_64bits_digest(st));
+      XXH3_freeState(st);
+    }
+  return out;
+}
+
+// An expert is verified while its reads land (page-sized reads, completed in
+// any order by the thread-pool reader): with the right checksums the logits are
+// the resident model's; one flipped byte in the middle of an expert, in a read
+// that is neither its first nor its last, is caught before the expert is used,
+// naming it.
+TEST(Streaming, VerifiedWhileReadsLandAndCorruptionIsCaughtBeforeUse) {
+  const std::string name = "qwen3_moe_tiny";
+  test::TempDir tmp;
+  const std::string dir = test::copy_golden(tmp, name);
+  auto ids = golden_ids(name);
+  auto resident = load_model(dir);
+  const auto want = run(*resident, ids);
+  const std::vector<std::vector<uint64_t>> sums = expert_checksums(*resident);
+  // The expert the first decode step of layer `layer` asks for first.
+  RoutingLog log;
+  {
+    auto probe = load_model(dir);
+    probe->set_expert_source(std::make_unique<RecordingExperts>(probe->experts(), log));
+    Session s(*probe);
+    s.feed({ids[0]});
+  }
+  ASSERT_FALSE(log.steps.empty());
+  const int32_t layer = log.steps.front().first, victim = log.steps.front().second.front();
+  auto extents = expert_extents(resident->checkpoint(), resident->experts().at(layer, victim));
+  ASSERT_FALSE(extents.empty());
+  const ExpertExtent big = *std::max_element(extents.begin(), extents.end(),
+                                             [](const auto& a, const auto& b) { return a.length < b.length; });
+  ASSERT_GT(big.length, 3u * 4096) << "the expert must span several page-sized reads";
+  const std::string file = resident->checkpoint().files()[size_t(big.file)]->path();
+  const uint64_t at = big.offset + big.length / 2;
+  resident.reset();
+
+  for (bool corrupt : {false, true}) {
+    if (corrupt) {
+      std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(std::streamoff(at));
+      char c = 0;
+      f.read(&c, 1);
+      c = char(c ^ 0x10);
+      f.seekp(std::streamoff(at));
+      f.write(&c, 1);
+    }
+    LoadOptions o;
+    o.stream_experts = true;
+    o.streaming.cache_bytes = 1u << 20;
+    o.streaming.chunk_bytes = 4096;  // many reads per expert
+    o.streaming.queue = ReadQueue::Kind::Threads;
+    o.streaming.direct = false;
+    o.streaming.checksums = sums;
+    auto m = load_model(dir, o);
+    if (!corrupt) {
+      EXPECT_EQ(run(*m, ids), want);
+      EXPECT_GT(m->expert_stats().verified, 0u);
+      continue;
+    }
+    Session s(*m);
+    try {
+      s.feed({ids[0]});
+      ADD_FAILURE() << "the corrupt expert was used";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(fmt::format("expert {} of layer {}", victim, layer)), std::string::npos) << what;
+      EXPECT_NE(what.find("checksum"), std::string::npos) << what;
+    }
+  }
+}
+
+// Experts arriving in any order: the MoE block computes whatever is ready
+// first (in varying groups), and the weighted sum in expert-id order keeps the
+// logits bitwise those of the resident model.
+class ScrambledArrival : public ExpertSource {
+ public:
+  ScrambledArrival(ExpertSource& inner, uint32_t seed) : inner_(inner), rng_(seed) {}
+  void request(int32_t layer, const int32_t* e, int64_t n) override {
+    arrival_.assign(e, e + n);
+    std::shuffle(arrival_.begin(), arrival_.end(), rng_);
+    arrived_ = 0;
+    last_ = -1;
+    inner_.request(layer, e, n);
+  }
+  // Each poll lets the next expert of the shuffled order arrive, sometimes none.
+  bool ready(int32_t, int32_t e) override {
+    if (arrived_ < arrival_.size() && rng_() % 3 != 0) ++arrived_;
+    return std::find(arrival_.begin(), arrival_.begin() + long(arrived_), e) != arrival_.begin() + long(arrived_);
+  }
+  const ExpertWeights& acquire(int32_t l, int32_t e) override {
+    unordered_ |= e < last_;  // acquired after a higher id of the same request
+    last_ = e;
+    return inner_.acquire(l, e);
+  }
+  void release(int32_t l, int32_t e) override { inner_.release(l, e); }
+  ExpertStats stats() const override { return inner_.stats(); }
+  bool unordered_ = false;  // some request's experts were acquired out of id order
+
+ private:
+  ExpertSource& inner_;
+  std::mt19937 rng_;
+  std::vector<int32_t> arrival_;
+  size_t arrived_ = 0;
+  int32_t last_ = -1;
+};
+
+TEST(Streaming, OutOfOrderArrivalGivesIdenticalLogits) {
+  for (const std::string name : {"deepseek_v3_tiny_int4", "kimi_k3_tiny", "gpt_oss_tiny"}) {
+    const std::string dir = test::fixture("golden/" + name);
+    auto ids = golden_ids(name);
+    auto m = load_model(dir);
+    const auto want = run(*m, ids);
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      auto src = std::make_unique<ScrambledArrival>(m->experts(), seed);
+      ScrambledArrival* scrambled = src.get();
+      m->set_expert_source(std::move(src));
+      EXPECT_EQ(run(*m, ids), want) << name << " seed " << seed;
+      // The arrival order did change the order of computation.
+      EXPECT_TRUE(scrambled->unordered_) << name;
+      m->set_expert_source(nullptr);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// Bytes of an expert as a source serves it equal those of the checkpoint.
+bool same_bytes(const ExpertWeights& got, const ExpertWeights& want) {
+  const auto a = expert_byte_ranges(got), b = expert_byte_ranges(want);
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].len != b[i].len || std::memcmp(a[i].ptr, b[i].ptr, a[i].len) != 0) return false;
+  return true;
+}
+
+int32_t first_moe_layer(Engine& m, int32_t min_experts) {
+  for (int32_t l = 0; l < m.experts().layers(); ++l)
+    if (m.experts().experts(l) >= min_experts) return l;
+  return -1;
+}
+
+// Guessed reads wait behind a window; when the router has run, the guesses it
+// did not choose stop reading (their unsubmitted reads are dropped), the one it
+// chose and the real miss are read in full, and a dropped guess asked for
+// later still arrives with its own bytes.
+TEST(Streaming, UnchosenGuessesStopReadingAndChosenOnesArrive) {
+  const std::string dir = test::fixture("golden/deepseek_v3_tiny");
+  auto resident = load_model(dir);
+  const int32_t layer = first_moe_layer(*resident, 8);
+  ASSERT_GE(layer, 0);
+  LoadOptions o;
+  o.stream_experts = true;
+  o.streaming.cache_bytes = 8u << 20;  // room for every expert of the layer
+  o.streaming.chunk_bytes = 4096;      // many reads per expert
+  o.streaming.prefetch_window_reads = 1;
+  o.streaming.queue = ReadQueue::Kind::Threads;
+  o.streaming.direct = false;
+  o.streaming.checksums = expert_checksums(*resident);
+  auto m = load_model(dir, o);
+  StreamingExperts* se = const_cast<StreamingExperts*>(m->streaming_experts());
+  ASSERT_NE(se, nullptr);
+  uint64_t expert_read_bytes = 0;
+  for (const ExpertExtent& x : expert_extents(resident->checkpoint(), resident->experts().at(layer, 0)))
+    expert_read_bytes += x.length;
+  ASSERT_GT(expert_read_bytes, 4u * 4096) << "an expert must take several reads";
+
+  const std::vector<int32_t> guess = {0, 1, 2, 3}, chosen = {1, 5};
+  se->prefetch(layer, guess.data(), int64_t(guess.size()));
+  se->request(layer, chosen.data(), int64_t(chosen.size()));
+  // A dropped guess needed at once after all (no request): its dropped reads
+  // are submitted again (or, if its reads in flight ended, it is read anew).
+  EXPECT_TRUE(same_bytes(se->acquire(layer, 2), resident->experts().at(layer, 2)));
+  se->release(layer, 2);
+  for (int32_t e : chosen) {
+    EXPECT_TRUE(same_bytes(se->acquire(layer, e), resident->experts().at(layer, e))) << "expert " << e;
+    se->release(layer, e);
+  }
+  const LayerPrefetchStats g = se->prefetch_by_layer()[size_t(layer)];
+  EXPECT_EQ(g.guessed, 4u);
+  EXPECT_EQ(g.right, 1u);
+  EXPECT_EQ(g.issued, 4u);
+  EXPECT_EQ(g.cancelled, 3u);
+  // Three whole experts and a little: the other two dropped guesses stopped early.
+  EXPECT_LT(se->stats().bytes_read, 4 * expert_read_bytes);
+  // Later, the same once more (by then the dropped guess's reads have ended).
+  EXPECT_TRUE(same_bytes(se->acquire(layer, 0), resident->experts().at(layer, 0)));
+  se->release(layer, 0);
+}
+
+// A layer whose guesses keep missing stops being read (the guesses are still
+// scored); with the gate off (precision 0) every guess is read.
+TEST(Streaming, WrongGuessesOfALayerStopBeingRead) {
+  const std::string dir = test::fixture("golden/deepseek_v3_tiny");
+  auto probe = load_model(dir);
+  const int32_t layer = first_moe_layer(*probe, 8);
+  ASSERT_GE(layer, 0);
+  for (double min_precision : {0.5, 0.0}) {
+    LoadOptions o;
+    o.stream_experts = true;
+    o.streaming.cache_bytes = 512u << 10;  // a few experts: a guess is not cached when it comes back
+    o.streaming.prefetch_min_precision = min_precision;
+    auto m = load_model(dir, o);
+    StreamingExperts* se = const_cast<StreamingExperts*>(m->streaming_experts());
+    for (int i = 0; i < 20; ++i) {
+      const int32_t wrong[2] = {int32_t(2 * (i % 3)), int32_t(2 * (i % 3) + 1)}, right = 7;
+      se->prefetch(layer, wrong, 2);
+      se->request(layer, &right, 1);
+      se->acquire(layer, right);
+      se->release(layer, right);
+    }
+    const LayerPrefetchStats g = se->prefetch_by_layer()[size_t(layer)];
+    EXPECT_GE(g.guessed, 16u);
+    EXPECT_EQ(g.right, 0u);
+    if (min_precision > 0) {
+      EXPECT_LE(g.issued, 10u) << "guesses read after the warm-up";
+      EXPECT_GE(g.skipped, g.guessed - 10);
+    } else {
+      EXPECT_EQ(g.skipped, 0u);
+      EXPECT_GT(g.issued, 20u);  // all read but those that found the small cache busy
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sluice
