@@ -131,7 +131,18 @@ struct HttpServer::Impl {
     setup();
   }
 
+  // The routes and handlers, in the order setup() installs them.
   void setup();
+  void configure_sockets();      // the body limit, TCP_NODELAY, SO_REUSEADDR
+  void add_api_key_check();      // --api-key: 401 before any route but / and /health
+  void add_error_bodies();       // request counting; a JSON body for every error
+  void add_info_routes();        // the chat page, /health, /metrics, /v1/models
+  void add_generation_routes();  // the three APIs' POST routes, stored responses
+  void add_text_routes();        // /tokenize, /detokenize, /apply-template
+  void add_post_only_answers();  // 405 for GET on the generation routes
+  using BodyHandler = std::function<void(const std::string& body, httplib::Response& res)>;
+  // A POST handler: reads the body within --max-request-bytes (413 past it), then calls `handle`.
+  httplib::Server::HandlerWithContentReader post(BodyHandler handle);
   size_t http_backlog() const { return std::min<size_t>(4096, opts.transport.max_connections); }
   // A generation request: prepare (parse, render, check: errors before queueing),
   // wait for the turn, then stream the reply through the API's writer.
@@ -158,6 +169,16 @@ struct HttpServer::Impl {
 };
 
 void HttpServer::Impl::setup() {
+  configure_sockets();
+  add_api_key_check();
+  add_error_bodies();
+  add_info_routes();
+  add_generation_routes();
+  add_text_routes();
+  add_post_only_answers();
+}
+
+void HttpServer::Impl::configure_sockets() {
   // Twice the limit: the route handlers count the bytes themselves and answer 413 first.
   http.set_payload_max_length(opts.max_request_bytes * 2);
   http.set_tcp_nodelay(true);
@@ -167,7 +188,9 @@ void HttpServer::Impl::setup() {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof yes);
   });
+}
 
+void HttpServer::Impl::add_api_key_check() {
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     // The chat page needs no key (a browser cannot send one); with a key it shows no model card.
     if (opts.api_key.empty() || req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
@@ -184,6 +207,9 @@ void HttpServer::Impl::setup() {
       send_error(res, 401, error_body(msg, "authentication_error", "", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
+}
+
+void HttpServer::Impl::add_error_bodies() {
   // Every answered request is counted here, by route template.
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics.count_request(route_of(req.path), tls_outcome ? tls_outcome : res.status);
@@ -211,7 +237,9 @@ void HttpServer::Impl::setup() {
       send_error(res, 500, error_body("internal error", "server_error"));
     }
   });
+}
 
+void HttpServer::Impl::add_info_routes() {
   http.Get("/", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(chat_page(chat_page_card(model, codec, opts)), "text/html; charset=utf-8");
   });
@@ -234,42 +262,45 @@ void HttpServer::Impl::setup() {
     res.set_content(
         to_text({{"id", opts.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "sluice"}}), kJson);
   });
-  // Bodies are read here rather than by httplib so that the size limit holds for
-  // chunked uploads too (httplib checks only Content-Length).
-  using BodyHandler = std::function<void(const std::string& body, httplib::Response& res)>;
-  auto post = [this](BodyHandler handle) {
-    return [this, handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-      std::string body;
-      bool too_big = false;
-      if (req.has_header("Content-Length")) {
-        const std::string cl = req.get_header_value("Content-Length");
-        uint64_t n = 0;
-        for (char c : cl) n = (c >= '0' && c <= '9' && n < (uint64_t(1) << 60)) ? n * 10 + uint64_t(c - '0') : n;
-        too_big = n > opts.max_request_bytes;
+}
+
+// Bodies are read here rather than by httplib so that the size limit holds for
+// chunked uploads too (httplib checks only Content-Length).
+httplib::Server::HandlerWithContentReader HttpServer::Impl::post(BodyHandler handle) {
+  return [this, handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+    std::string body;
+    bool too_big = false;
+    if (req.has_header("Content-Length")) {
+      const std::string cl = req.get_header_value("Content-Length");
+      uint64_t n = 0;
+      for (char c : cl) n = (c >= '0' && c <= '9' && n < (uint64_t(1) << 60)) ? n * 10 + uint64_t(c - '0') : n;
+      too_big = n > opts.max_request_bytes;
+    }
+    const bool complete = !too_big && reader([&](const char* data, size_t len) {
+      if (body.size() + len > opts.max_request_bytes) {
+        too_big = true;
+        return false;
       }
-      const bool complete = !too_big && reader([&](const char* data, size_t len) {
-        if (body.size() + len > opts.max_request_bytes) {
-          too_big = true;
-          return false;
-        }
-        body.append(data, len);
-        return true;
-      });
-      if (!complete && !too_big) {
-        send_error(res, 400, error_body("the request body could not be read (cut short or broken chunked encoding)",
-                                        "invalid_request_error"));
-        return;
-      }
-      if (too_big) {
-        send_error(res, 413,
-                   error_body(fmt::format("request body is larger than the server's limit of {} bytes",
-                                          opts.max_request_bytes),
-                              "invalid_request_error"));
-        return;
-      }
-      handle(body, res);
-    };
+      body.append(data, len);
+      return true;
+    });
+    if (!complete && !too_big) {
+      send_error(res, 400, error_body("the request body could not be read (cut short or broken chunked encoding)",
+                                      "invalid_request_error"));
+      return;
+    }
+    if (too_big) {
+      send_error(res, 413,
+                 error_body(fmt::format("request body is larger than the server's limit of {} bytes",
+                                        opts.max_request_bytes),
+                            "invalid_request_error"));
+      return;
+    }
+    handle(body, res);
   };
+}
+
+void HttpServer::Impl::add_generation_routes() {
   auto openai = [this](Request::Kind kind) {
     return [this, kind](const std::string& body, httplib::Response& res) { openai_route(body, res, kind); };
   };
@@ -293,6 +324,9 @@ void HttpServer::Impl::setup() {
       res.set_content(to_text({{"id", id}, {"object", "response.deleted"}, {"deleted", true}}), kJson);
     else not_held(res, id);
   });
+}
+
+void HttpServer::Impl::add_text_routes() {
   // Text utilities: answered at once, never queued behind a generation.
   auto text_route = [](std::function<json(const json&)> reply) {
     return [reply](const std::string& body, httplib::Response& res) {
@@ -311,6 +345,9 @@ void HttpServer::Impl::setup() {
               limits.vocab = model.info().vocab;
               return apply_template_reply(codec, b, limits, opts.model_name);
             })));
+}
+
+void HttpServer::Impl::add_post_only_answers() {
   for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/responses"})
     http.Get(path, [](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Allow", "POST");
