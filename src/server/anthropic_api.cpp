@@ -15,7 +15,7 @@ using chat::ApiError;
 using chat::LogprobEntry;
 using chat::Outcome;
 using chat::ReplyDelta;
-using chat::Request;
+using chat::GenerationRequest;
 using chat::bad_field;
 using fields::array_at;
 using fields::boolean_at;
@@ -467,7 +467,7 @@ void context_edits(const json& cm, json& messages, RequestNotes* notes) {
 
 }  // namespace
 
-Request parse_anthropic_request(const json& body, const RequestLimits& limits, bool count_tokens, RequestNotes* notes) {
+GenerationRequest parse_anthropic_request(const json& body, const RequestLimits& limits, bool count_tokens, RequestNotes* notes) {
   RequestNotes scratch;
   if (!notes) notes = &scratch;
   // Fields about provider features this server does not have: accepted, without effect.
@@ -482,8 +482,8 @@ Request parse_anthropic_request(const json& body, const RequestLimits& limits, b
   for (const auto& k : ignored)
     if (present(body, k.c_str())) notes->ignore(k);
   if (present(body, "thread")) bad_field("thread", "'thread' is not supported: this server keeps no threads");
-  Request r;
-  r.kind = Request::Kind::Chat;
+  GenerationRequest r;
+  r.kind = GenerationRequest::Kind::Chat;
   r.sampling = limits.defaults;
   r.sampling.seed = limits.default_seed;
   if (!present(body, "model")) bad_field("model", "'model' is required");
@@ -595,7 +595,7 @@ Request parse_anthropic_request(const json& body, const RequestLimits& limits, b
     bad_field("output_config.format", "a JSON output format and tools cannot both be used (set tool_choice none)");
   if (choice == "any" || choice == "tool") {
     if (!r.tools.is_array()) bad_field("tool_choice", "tool_choice '{}' needs 'tools'", choice);
-    r.tool_choice = choice == "any" ? Request::ToolChoice::Required : Request::ToolChoice::Named;
+    r.tool_choice = choice == "any" ? GenerationRequest::ToolChoice::Required : GenerationRequest::ToolChoice::Named;
     if (choice == "tool" &&
         std::none_of(r.tools.begin(), r.tools.end(), [&](const json& t) { return t["function"]["name"] == r.tool_choice_name; }))
       bad_field("tool_choice.name", "'tool_choice.name' '{}' is not one of 'tools'", r.tool_choice_name);
@@ -634,7 +634,7 @@ const char* stop_reason(const Outcome& o, bool stop_sequence) {
 
 class AnthropicWriter : public ReplyWriter {
  public:
-  AnthropicWriter(const Request& req, std::string id, std::string model, int64_t prompt_tokens)
+  AnthropicWriter(const GenerationRequest& req, std::string id, std::string model, int64_t prompt_tokens)
       : req_(req), id_(std::move(id)), model_(std::move(model)), prompt_tokens_(prompt_tokens) {}
   bool streaming() const override { return req_.stream; }
   std::string keep_alive() override { return streaming() ? event("ping", {{"type", "ping"}}) : " "; }
@@ -752,7 +752,7 @@ class AnthropicWriter : public ReplyWriter {
     return out + event("content_block_stop", {{"type", "content_block_stop"}, {"index", blocks_.size() - 1}});
   }
 
-  const Request& req_;
+  const GenerationRequest& req_;
   std::string id_, model_;
   int64_t prompt_tokens_;
   std::vector<json> blocks_;
@@ -763,7 +763,7 @@ class AnthropicWriter : public ReplyWriter {
 
 }  // namespace
 
-std::unique_ptr<ReplyWriter> make_anthropic_writer(const Request& req, std::string id, std::string model,
+std::unique_ptr<ReplyWriter> make_anthropic_writer(const GenerationRequest& req, std::string id, std::string model,
                                                    int64_t prompt_tokens) {
   return std::make_unique<AnthropicWriter>(req, std::move(id), std::move(model), prompt_tokens);
 }

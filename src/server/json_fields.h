@@ -1,5 +1,5 @@
 // The field checks the three API parsers share (Chat Completions and Completions
-// in server/request.cpp, Anthropic Messages in server/anthropic_api.cpp, Responses
+// in server/api_request.cpp, Anthropic Messages in server/anthropic_api.cpp, Responses
 // in server/responses_api.cpp): whether a field is there, which fields an object
 // may have, and a field's JSON type. Each refusal is a 400 invalid_request_error
 // (chat::bad_field) whose param is the field's path, e.g. "messages[2].content".

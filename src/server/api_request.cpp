@@ -1,4 +1,4 @@
-#include "server/request.h"
+#include "server/api_request.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "chat/output_grammar.h"
 #include "format/generation_config.h"
-#include "server/api_error.h"
+#include "server/error_body.h"
 #include "server/freeform_tools.h"
 #include "server/json_fields.h"
 #include "util/json_depth.h"
@@ -15,7 +15,7 @@
 namespace sluice::server {
 
 using chat::ApiError;
-using chat::Request;
+using chat::GenerationRequest;
 using chat::bad_field;
 using chat::json_object_grammar;
 using chat::json_schema_grammar;
@@ -37,7 +37,7 @@ namespace {
 constexpr auto kGot = fields::Wording::WithGot;
 
 // Fields shared by both endpoints.
-void parse_common(const json& body, Request& r, const RequestLimits& limits) {
+void parse_common(const json& body, GenerationRequest& r, const RequestLimits& limits) {
   if (!body.contains("model")) bad_field("model", "'model' is required");
   r.model = string_at(body["model"], "model", kGot);
 
@@ -248,7 +248,7 @@ bool valid_function_name(const std::string& s) {
   return true;
 }
 
-json parse_tools(const json& body, Request& r) {
+json parse_tools(const json& body, GenerationRequest& r) {
   const json& ts = body["tools"];
   array_at(ts, "tools", kGot);
   json out = json::array();
@@ -336,7 +336,7 @@ json parse_json_body(std::string_view body) {
   return j;
 }
 
-Request parse_chat_request(const json& body, const RequestLimits& limits, RequestNotes* notes) {
+GenerationRequest parse_chat_request(const json& body, const RequestLimits& limits, RequestNotes* notes) {
   RequestNotes scratch;
   if (!notes) notes = &scratch;
   // Fields about provider features this server does not have: accepted, without effect
@@ -358,8 +358,8 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
   if (present(body, "audio")) bad_field("audio", "'audio' output is not supported: this model writes text");
   // Web search is the provider's hosted tool: the model gets no search results here.
   if (present(body, "web_search_options")) notes->dropped_tools.push_back("web_search");
-  Request r;
-  r.kind = Request::Kind::Chat;
+  GenerationRequest r;
+  r.kind = GenerationRequest::Kind::Chat;
   parse_common(body, r, limits);
   if (present(body, "stream_options") && present(body["stream_options"], "include_obfuscation"))
     notes->ignore("stream_options.include_obfuscation");
@@ -420,7 +420,7 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
       if (choice != "auto" && choice != "none" && choice != "required")
         bad_field("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or a function, got \"{}\"",
                   choice);
-      if (choice == "required") r.tool_choice = Request::ToolChoice::Required;
+      if (choice == "required") r.tool_choice = GenerationRequest::ToolChoice::Required;
     } else if (tc.is_object()) {
       const std::string type = present(tc, "type") ? string_at(tc["type"], "tool_choice.type", kGot) : "";
       if (type == "allowed_tools") {
@@ -447,7 +447,7 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
         }
         restrict_tools = true;
         choice = mode;
-        if (mode == "required") r.tool_choice = Request::ToolChoice::Required;
+        if (mode == "required") r.tool_choice = GenerationRequest::ToolChoice::Required;
       } else {
         if (type != "function" && type != "custom")
           bad_field("tool_choice.type", "'tool_choice.type' must be \"function\", \"custom\" or \"allowed_tools\"");
@@ -457,7 +457,7 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
         only_known(tc[type], {"name"}, "tool_choice." + type + ".");
         if (!present(tc[type], "name"))
           bad_field("tool_choice." + type + ".name", "'tool_choice.{}.name' is required", type);
-        r.tool_choice = Request::ToolChoice::Named;
+        r.tool_choice = GenerationRequest::ToolChoice::Named;
         r.tool_choice_name = string_at(tc[type]["name"], "tool_choice." + type + ".name", kGot);
       }
     } else {
@@ -485,10 +485,10 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
     }
     if (!tools.empty() && choice != "none") r.tools = std::move(tools);
   }
-  if (r.tool_choice != Request::ToolChoice::Auto) {
+  if (r.tool_choice != GenerationRequest::ToolChoice::Auto) {
     if (!r.tools.is_array())
       bad_field("tool_choice", "'tool_choice' {} needs 'tools'", choice == "required" ? "\"required\"" : "a function");
-    if (r.tool_choice == Request::ToolChoice::Named &&
+    if (r.tool_choice == GenerationRequest::ToolChoice::Named &&
         std::none_of(r.tools.begin(), r.tools.end(), [&](const json& t) { return t["function"]["name"] == r.tool_choice_name; }))
       bad_field("tool_choice.function.name", "'tool_choice.function.name' '{}' is not one of 'tools'", r.tool_choice_name);
     if (r.grammar)
@@ -497,14 +497,14 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
   return r;
 }
 
-Request parse_completion_request(const json& body, const RequestLimits& limits) {
+GenerationRequest parse_completion_request(const json& body, const RequestLimits& limits) {
   only_known(body,
              {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "best_of",
               "stream", "stream_options", "logprobs", "echo", "suffix", "frequency_penalty", "presence_penalty",
               "logit_bias", "user", "metadata", "store"},
              "");
-  Request r;
-  r.kind = Request::Kind::Completion;
+  GenerationRequest r;
+  r.kind = GenerationRequest::Kind::Completion;
   parse_common(body, r, limits);
   if (!body.contains("prompt")) bad_field("prompt", "'prompt' is required");
   const json& p = body["prompt"];
