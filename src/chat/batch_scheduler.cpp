@@ -39,7 +39,7 @@ void BatchScheduler::finish(Running& r) {
 void BatchScheduler::admit(Job job) {
   auto r = std::make_unique<Running>();
   r->job = std::move(job);
-  const Request& req = *r->job.req;
+  const GenerationRequest& req = *r->job.req;
   Outcome& out = r->out;
   out.prompt_tokens = int64_t(r->job.prompt.size());
   try {

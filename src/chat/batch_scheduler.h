@@ -47,7 +47,7 @@ namespace sluice::chat {
 class BatchScheduler {
  public:
   struct Job {
-    const Request* req = nullptr;  // outlives the job (until done)
+    const GenerationRequest* req = nullptr;  // outlives the job (until done)
     std::vector<int32_t> prompt;
     EmitFn emit;                    // released text, on the scheduler's thread
     std::function<bool()> alive;    // polled per prefill chunk and per token; false cancels

@@ -40,12 +40,12 @@ void Generator::report_cache(int64_t running, uint64_t running_bytes) {
   counters_.set_prompt_checkpoints(cache_.checkpoints(), cache_.checkpoint_bytes());
 }
 
-int64_t Generator::max_new_tokens(const Request& req, int64_t prompt_tokens) const {
+int64_t Generator::max_new_tokens(const GenerationRequest& req, int64_t prompt_tokens) const {
   const int64_t ctx = context_;
-  if (prompt_tokens <= 0) bad_field(req.kind == Request::Kind::Chat ? "messages" : "prompt", "the prompt is empty");
+  if (prompt_tokens <= 0) bad_field(req.kind == GenerationRequest::Kind::Chat ? "messages" : "prompt", "the prompt is empty");
   if (ctx <= 0) return req.max_tokens.value_or(int64_t(1) << 20);
   // OpenAI's wording (the Anthropic route words these its own way before they get here).
-  const bool chat = req.kind == Request::Kind::Chat;
+  const bool chat = req.kind == GenerationRequest::Kind::Chat;
   if (prompt_tokens >= ctx)
     throw ApiError(400, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded",
                    fmt::format("This model's maximum context length is {} tokens. However, your {} resulted in {} "
@@ -171,7 +171,7 @@ std::vector<LogprobEntry> Generator::score(const std::vector<int32_t>& prompt, i
   return entries;
 }
 
-Outcome Generator::run(const Request& req, const std::vector<int32_t>& prompt, const EmitFn& emit,
+Outcome Generator::run(const GenerationRequest& req, const std::vector<int32_t>& prompt, const EmitFn& emit,
                        const std::function<bool()>& alive, const Progress& progress) {
   Outcome out;
   out.prompt_tokens = int64_t(prompt.size());

@@ -16,7 +16,7 @@
 #include "chat/generation_counters.h"
 #include "chat/prefill_pacer.h"
 #include "chat/reply_stream.h"
-#include "chat/request.h"
+#include "chat/generation_request.h"
 #include "model/model.h"
 #include "runtime/prompt_cache.h"
 #include "runtime/session.h"
@@ -39,14 +39,14 @@ class Generator {
             PromptCacheOptions cache = {}, int64_t prefill_chunk = 64, double prefill_slice_seconds = 0);
 
   // Context budget checks before queueing: throws ApiError(400) when the prompt does not fit.
-  int64_t max_new_tokens(const Request& req, int64_t prompt_tokens) const;
+  int64_t max_new_tokens(const GenerationRequest& req, int64_t prompt_tokens) const;
 
   // Not thread-safe: one call at a time (the queue sees to it). `alive` is polled
   // before each prefill chunk, between the layers of each prefill pass and once
   // per token; false cancels.
   // `progress` (optional) hears the prompt positions in the state after each prefill chunk.
   using Progress = std::function<void(int64_t done, int64_t total)>;
-  Outcome run(const Request& req, const std::vector<int32_t>& prompt, const EmitFn& emit,
+  Outcome run(const GenerationRequest& req, const std::vector<int32_t>& prompt, const EmitFn& emit,
               const std::function<bool()>& alive = {}, const Progress& progress = {});
 
   // The first half of run(): the prompt in a session that reuses the longest
@@ -54,7 +54,7 @@ class Generator {
   // the last position's logits; with a prompt cache directory the state
   // before the last token is saved there. Sets out.cached_tokens;
   // out.cancelled when `alive` said stop.
-  // `boundaries`: prompt positions worth a checkpoint (Request::prompt_boundaries).
+  // `boundaries`: prompt positions worth a checkpoint (GenerationRequest::prompt_boundaries).
   std::vector<float> prefill(const std::vector<int32_t>& prompt, const std::function<bool()>& alive, Outcome& out,
                              const Progress& progress = {}, const std::vector<int64_t>& boundaries = {});
 

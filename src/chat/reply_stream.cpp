@@ -4,7 +4,7 @@
 
 namespace sluice::chat {
 
-ReplyStream::ReplyStream(const Request& req, const ChatCodec& codec, const std::vector<int32_t>& prompt,
+ReplyStream::ReplyStream(const GenerationRequest& req, const ChatCodec& codec, const std::vector<int32_t>& prompt,
                          std::vector<int32_t> stop_ids, int64_t vocab, GenerationCounters& counters, EmitFn emit,
                          std::function<bool()> alive)
     : req_(req),
@@ -19,13 +19,13 @@ ReplyStream::ReplyStream(const Request& req, const ChatCodec& codec, const std::
       stops_(req.stop),
       parser_(
           [&] {
-            if (req.kind == Request::Kind::Chat) return codec.reply_syntax(prompt);
+            if (req.kind == GenerationRequest::Kind::Chat) return codec.reply_syntax(prompt);
             ReplySyntax s;  // completions return the raw text
             s.think_begin.clear();
             s.think_end.clear();
             return s;
           }(),
-          req.kind == Request::Kind::Chat && req.tools.is_array()),
+          req.kind == GenerationRequest::Kind::Chat && req.tools.is_array()),
       last_(std::chrono::steady_clock::now()) {
   if (req.grammar) grammar_.emplace(req.grammar);
 }

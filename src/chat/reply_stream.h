@@ -18,7 +18,7 @@
 #include "chat/grammar.h"
 #include "chat/reply_parser.h"
 #include "chat/reply_replay.h"
-#include "chat/request.h"
+#include "chat/generation_request.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_strings.h"
 
@@ -51,7 +51,7 @@ using EmitFn = std::function<bool(const ReplyDelta& delta, const std::vector<Log
 class ReplyStream {
  public:
   // stop_ids: ids that end the reply (never shown). `alive` is polled once per token; false cancels.
-  ReplyStream(const Request& req, const ChatCodec& codec, const std::vector<int32_t>& prompt,
+  ReplyStream(const GenerationRequest& req, const ChatCodec& codec, const std::vector<int32_t>& prompt,
               std::vector<int32_t> stop_ids, int64_t vocab, GenerationCounters& counters, EmitFn emit,
               std::function<bool()> alive);
 
@@ -67,7 +67,7 @@ class ReplyStream {
   bool is_stop(int32_t t) const;
   bool allowed(int32_t t) const;
 
-  const Request& req_;
+  const GenerationRequest& req_;
   const ChatCodec& codec_;
   std::vector<int32_t> stop_ids_;
   int64_t vocab_;

@@ -65,7 +65,7 @@ void add_chat_command(CLI::App& app, Action& action) {
         if (!std::getline(std::cin, line) || line == "/exit") break;
         if (line.empty()) continue;
         messages.push_back({{"role", "user"}, {"content", line}});
-        chat::Request req;  // tools off: a chat on the terminal calls nothing
+        chat::GenerationRequest req;  // tools off: a chat on the terminal calls nothing
         req.messages = messages;
         req.max_tokens = o->gen.max_new;
         req.sampling = o->gen.sampling;

@@ -13,7 +13,7 @@
 #include "engine/model_identity.h"
 #include "runtime/retokenizing_drafter.h"
 #include "server/http_server.h"
-#include "server/request.h"
+#include "server/api_request.h"
 #include "server/stop_signals.h"
 #include "util/checked_number.h"
 #include "util/error.h"

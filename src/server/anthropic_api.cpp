@@ -5,6 +5,7 @@
 
 #include "chat/output_grammar.h"
 
+#include "server/json_fields.h"
 #include "server/response.h"
 #include "util/json_depth.h"
 
@@ -14,29 +15,18 @@ using chat::ApiError;
 using chat::LogprobEntry;
 using chat::Outcome;
 using chat::ReplyDelta;
-using chat::Request;
+using chat::GenerationRequest;
 using chat::bad_field;
+using fields::array_at;
+using fields::boolean_at;
+using fields::object_at;
+using fields::only_known;
+using fields::present;
+using fields::string_at;
 
 using nlohmann::json;
 
 namespace {
-
-bool present(const json& b, const char* k) { return b.contains(k) && !b[k].is_null(); }
-
-void only_known(const json& obj, const std::set<std::string>& known, const std::string& prefix) {
-  for (const auto& [k, v] : obj.items())
-    if (!known.count(k)) bad_field(prefix + k, "unknown field '{}{}': this server does not support it", prefix, k);
-}
-
-std::string str(const json& v, const std::string& where) {
-  if (!v.is_string()) bad_field(where, "'{}' must be a string", where);
-  return v.get<std::string>();
-}
-
-const json& object(const json& v, const std::string& where) {
-  if (!v.is_object()) bad_field(where, "'{}' must be an object", where);
-  return v;
-}
 
 void refuse_images(const std::string& type, const std::string& where) {
   bad_field(where + ".type", "'{}': {} blocks are not supported: this model takes text only", where, type);
@@ -45,13 +35,13 @@ void refuse_images(const std::string& type, const std::string& where) {
 // A document block: plain text sources are read as text; PDFs, URLs and files are refused.
 std::string document_text(const json& b, const std::string& w) {
   only_known(b, {"type", "source", "cache_control", "citations", "context", "title"}, w + ".");
-  const json src = object(b.value("source", json()), w + ".source");
-  const std::string type = str(src.value("type", json()), w + ".source.type");
+  const json src = object_at(b.value("source", json()), w + ".source");
+  const std::string type = string_at(src.value("type", json()), w + ".source.type");
   std::string text;
-  if (present(b, "title")) text += str(b["title"], w + ".title") + "\n";
+  if (present(b, "title")) text += string_at(b["title"], w + ".title") + "\n";
   if (type == "text") {
     only_known(src, {"type", "data", "media_type"}, w + ".source.");
-    text += str(src.value("data", json()), w + ".source.data");
+    text += string_at(src.value("data", json()), w + ".source.data");
   } else if (type == "content") {
     only_known(src, {"type", "content"}, w + ".source.");
     const json& c = src["content"];
@@ -63,27 +53,27 @@ std::string document_text(const json& b, const std::string& w) {
         const std::string pw = fmt::format("{}.source.content[{}]", w, i);
         if (!c[i].is_object() || c[i].value("type", json()) != "text") refuse_images("non-text", pw);
         only_known(c[i], {"type", "text", "cache_control", "citations"}, pw + ".");
-        text += str(c[i].value("text", json()), pw + ".text");
+        text += string_at(c[i].value("text", json()), pw + ".text");
       }
     }
   } else {
     bad_field(w + ".source.type", "'{}.source.type' '{}' is not supported: only text documents are read", w, type);
   }
-  if (present(b, "context")) text += "\n" + str(b["context"], w + ".context");
+  if (present(b, "context")) text += "\n" + string_at(b["context"], w + ".context");
   return text;
 }
 
 // A search_result block as text: its title, source and text blocks.
 std::string search_result_text(const json& b, const std::string& w) {
   only_known(b, {"type", "content", "source", "title", "cache_control", "citations"}, w + ".");
-  std::string text = str(b.value("title", json()), w + ".title") + "\n" + str(b.value("source", json()), w + ".source");
+  std::string text = string_at(b.value("title", json()), w + ".title") + "\n" + string_at(b.value("source", json()), w + ".source");
   const json& c = b.value("content", json());
   if (!c.is_array()) bad_field(w + ".content", "'{}.content' must be an array of text blocks", w);
   for (size_t i = 0; i < c.size(); ++i) {
     const std::string pw = fmt::format("{}.content[{}]", w, i);
     if (!c[i].is_object() || c[i].value("type", json()) != "text") bad_field(pw + ".type", "'{}' must be a text block", pw);
     only_known(c[i], {"type", "text", "cache_control", "citations"}, pw + ".");
-    text += "\n" + str(c[i].value("text", json()), pw + ".text");
+    text += "\n" + string_at(c[i].value("text", json()), pw + ".text");
   }
   return text;
 }
@@ -97,10 +87,10 @@ std::string text_content(const json& c, const std::string& where) {
   for (size_t i = 0; i < c.size(); ++i) {
     const std::string w = fmt::format("{}[{}]", where, i);
     if (!c[i].is_object() || !c[i].contains("type")) bad_field(w + ".type", "'{}' needs a type", w);
-    const std::string type = str(c[i]["type"], w + ".type");
+    const std::string type = string_at(c[i]["type"], w + ".type");
     if (type == "text") {
       only_known(c[i], {"type", "text", "cache_control", "citations"}, w + ".");
-      s += str(c[i].value("text", json()), w + ".text");
+      s += string_at(c[i].value("text", json()), w + ".text");
     } else if (type == "document") {
       s += document_text(c[i], w);
     } else if (type == "search_result") {
@@ -222,8 +212,8 @@ bool valid_tool_name(const std::string& s) {
 // One entry of `tools` -> the function declared to the model, or null when the tool
 // is a server tool this server cannot run (recorded in notes).
 json parse_tool(const json& t, const std::string& w, RequestNotes* notes, std::set<std::string>* strict) {
-  object(t, w);
-  const std::string type = present(t, "type") ? str(t["type"], w + ".type") : "custom";
+  object_at(t, w);
+  const std::string type = present(t, "type") ? string_at(t["type"], w + ".type") : "custom";
   // Fields every tool may carry: caching and tool search are provider features;
   // eager_input_streaming asks for what every call gets here (input streamed as generated).
   auto common = [&](std::set<std::string> known) {
@@ -233,17 +223,17 @@ json parse_tool(const json& t, const std::string& w, RequestNotes* notes, std::s
     if (notes && present(t, "cache_control")) notes->ignore("cache_control");
     if (notes && present(t, "defer_loading")) notes->ignore("tools.defer_loading");
     if (notes && present(t, "allowed_callers")) notes->ignore("tools.allowed_callers");
-    if (present(t, "strict") && !t["strict"].is_boolean()) bad_field(w + ".strict", "'{}.strict' must be a boolean", w);
+    if (present(t, "strict")) boolean_at(t["strict"], w + ".strict");
   };
   json f;
   if (type == "custom") {
     common({"description", "input_schema"});
-    const std::string name = str(t.value("name", json()), w + ".name");
+    const std::string name = string_at(t.value("name", json()), w + ".name");
     if (!valid_tool_name(name)) bad_field(w + ".name", "'{}.name' must be 1-128 characters of a-z, A-Z, 0-9, _ and -", w);
     if (!present(t, "input_schema") || !t["input_schema"].is_object())
       bad_field(w + ".input_schema", "'{}.input_schema' must be a JSON Schema object", w);
     f = {{"name", name}, {"parameters", t["input_schema"]}};
-    if (present(t, "description")) f["description"] = str(t["description"], w + ".description");
+    if (present(t, "description")) f["description"] = string_at(t["description"], w + ".description");
   } else if (type.rfind("bash_", 0) == 0 || type.rfind("text_editor_", 0) == 0 || type == "memory_20250818") {
     common({"max_characters"});
     f = builtin_client_tool(type, w, notes);
@@ -258,8 +248,7 @@ json parse_tool(const json& t, const std::string& w, RequestNotes* notes, std::s
   }
   if (strict && t.value("strict", json()) == true) strict->insert(f["name"].get<std::string>());
   if (present(t, "input_examples")) {
-    const json& ex = t["input_examples"];
-    if (!ex.is_array()) bad_field(w + ".input_examples", "'{}.input_examples' must be an array", w);
+    const json& ex = array_at(t["input_examples"], w + ".input_examples");
     std::string d = f.value("description", "");
     d += d.empty() ? "Input examples:" : "\n\nInput examples:";
     for (const auto& e : ex) d += "\n" + e.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -273,7 +262,7 @@ void system_message(const json& m, const std::string& w, json& out, json& tools,
   only_known(m, {"role", "content", "clear_at", "output_config"}, w + ".");
   if (present(m, "output_config") && notes) notes->ignore("messages.output_config");
   if (present(m, "clear_at")) {
-    const std::string c = str(m["clear_at"], w + ".clear_at");
+    const std::string c = string_at(m["clear_at"], w + ".clear_at");
     if (c != "next_user_message" && c != "never") bad_field(w + ".clear_at", "'{}.clear_at' must be next_user_message or never", w);
     if (c == "next_user_message" && later_user) return;  // cleared by a user message after it
   }
@@ -287,23 +276,23 @@ void system_message(const json& m, const std::string& w, json& out, json& tools,
   std::string text;
   for (size_t j = 0; j < c.size(); ++j) {
     const std::string bw = fmt::format("{}.content[{}]", w, j);
-    const json& b = object(c[j], bw);
-    const std::string type = str(b.value("type", json()), bw + ".type");
+    const json& b = object_at(c[j], bw);
+    const std::string type = string_at(b.value("type", json()), bw + ".type");
     if (type == "text") {
       only_known(b, {"type", "text", "cache_control", "citations"}, bw + ".");
-      text += str(b.value("text", json()), bw + ".text");
+      text += string_at(b.value("text", json()), bw + ".text");
       continue;
     }
     if (type != "tool_addition" && type != "tool_removal")
       bad_field(bw + ".type", "content block type '{}' is not supported in a system message", type);
     only_known(b, {"type", "tool", "cache_control"}, bw + ".");
-    const json tool = object(b.value("tool", json()), bw + ".tool");
-    const std::string kind = str(tool.value("type", json()), bw + ".tool.type");
+    const json tool = object_at(b.value("tool", json()), bw + ".tool");
+    const std::string kind = string_at(tool.value("type", json()), bw + ".tool.type");
     if (type == "tool_addition" && kind == "tool_definition") {
       json f = parse_tool(tool.value("definition", json()), bw + ".tool.definition", notes, nullptr);
       if (!f.is_null()) tools.push_back(std::move(f));
     } else if (type == "tool_removal" && kind == "tool_reference") {
-      const std::string name = str(tool.value("name", json()), bw + ".tool.name");
+      const std::string name = string_at(tool.value("name", json()), bw + ".tool.name");
       for (size_t k = 0; k < tools.size(); ++k)
         if (tools[k]["function"]["name"] == name) tools.erase(k--);
     }
@@ -322,8 +311,8 @@ json parse_messages(const json& body, const json& system, json& tools, RequestNo
   for (size_t i = 0; i < ms.size(); ++i) {
     const std::string w = fmt::format("messages[{}]", i);
     const json& m = ms[i];
-    if (!m.is_object()) bad_field(w, "'{}' must be an object", w);
-    const std::string role = str(m.value("role", json()), w + ".role");
+    object_at(m, w);
+    const std::string role = string_at(m.value("role", json()), w + ".role");
     if (role == "system") {
       bool later_user = false;
       for (size_t k = i + 1; k < ms.size() && !later_user; ++k) later_user = ms[k].is_object() && ms[k].value("role", json()) == "user";
@@ -346,10 +335,10 @@ json parse_messages(const json& body, const json& system, json& tools, RequestNo
       const std::string bw = fmt::format("{}.content[{}]", w, j);
       const json& b = c[j];
       if (!b.is_object() || !b.contains("type")) bad_field(bw + ".type", "'{}' needs a type", bw);
-      const std::string type = str(b["type"], bw + ".type");
+      const std::string type = string_at(b["type"], bw + ".type");
       if (type == "text") {
         only_known(b, {"type", "text", "cache_control", "citations"}, bw + ".");
-        text += str(b.value("text", json()), bw + ".text");
+        text += string_at(b.value("text", json()), bw + ".text");
       } else if (type == "document" && role == "user") {
         text += document_text(b, bw);
       } else if (type == "search_result" && role == "user") {
@@ -358,7 +347,7 @@ json parse_messages(const json& body, const json& system, json& tools, RequestNo
         refuse_images(type, bw);
       } else if (type == "thinking" && role == "assistant") {
         only_known(b, {"type", "thinking", "signature"}, bw + ".");
-        std::string t = str(b.value("thinking", json()), bw + ".thinking");
+        std::string t = string_at(b.value("thinking", json()), bw + ".thinking");
         // Reasoning sent with display "omitted" comes back in its signature.
         if (t.empty() && b.value("signature", json()).is_string()) {
           const std::string sig = b["signature"].get<std::string>();
@@ -371,9 +360,9 @@ json parse_messages(const json& body, const json& system, json& tools, RequestNo
       } else if ((type == "tool_use" || type == "mcp_tool_use") && role == "assistant") {
         only_known(b, {"type", "id", "name", "input", "cache_control", "caller", "toolset_name", "server_name"}, bw + ".");
         if (!present(b, "input") || !b["input"].is_object()) bad_field(bw + ".input", "'{}.input' must be an object", bw);
-        calls.push_back({{"id", str(b.value("id", json()), bw + ".id")},
+        calls.push_back({{"id", string_at(b.value("id", json()), bw + ".id")},
                          {"type", "function"},
-                         {"function", {{"name", str(b.value("name", json()), bw + ".name")}, {"arguments", b["input"].dump()}}}});
+                         {"function", {{"name", string_at(b.value("name", json()), bw + ".name")}, {"arguments", b["input"].dump()}}}});
       } else if ((type == "tool_result" || type == "mcp_tool_result") && role == "user") {
         only_known(b, {"type", "tool_use_id", "content", "is_error", "cache_control", "toolset_name"}, bw + ".");
         if (!text.empty()) {
@@ -382,7 +371,7 @@ json parse_messages(const json& body, const json& system, json& tools, RequestNo
         }
         std::string result = b.contains("content") && !b["content"].is_null() ? text_content(b["content"], bw + ".content") : "";
         if (present(b, "is_error") && b["is_error"] == true) result = "Error: " + result;
-        out.push_back({{"role", "tool"}, {"tool_call_id", str(b.value("tool_use_id", json()), bw + ".tool_use_id")},
+        out.push_back({{"role", "tool"}, {"tool_call_id", string_at(b.value("tool_use_id", json()), bw + ".tool_use_id")},
                        {"content", result}});
       } else if (role == "assistant" &&
                  (type == "server_tool_use" || type == "fallback" ||
@@ -408,7 +397,7 @@ json parse_messages(const json& body, const json& system, json& tools, RequestNo
 
 // output_config.effort / thinking -> the reasoning effort (none, low, medium, high, max; "" the model's default).
 std::string effort_of(const json& e, const std::string& where) {
-  const std::string v = str(e, where);
+  const std::string v = string_at(e, where);
   if (v == "low" || v == "medium" || v == "high" || v == "max") return v;
   if (v == "xhigh") return "max";
   bad_field(where, "'{}' must be low, medium, high, xhigh or max, got '{}'", where, v);
@@ -417,21 +406,21 @@ std::string effort_of(const json& e, const std::string& where) {
 // context_management.edits: clearing thinking is done here; clearing tool results
 // and compaction act only from a prompt size on (recorded: a longer prompt is refused).
 void context_edits(const json& cm, json& messages, RequestNotes* notes) {
-  object(cm, "context_management");
+  object_at(cm, "context_management");
   only_known(cm, {"edits"}, "context_management.");
   if (!present(cm, "edits")) return;
   const json& edits = cm["edits"];
-  if (!edits.is_array()) bad_field("context_management.edits", "'context_management.edits' must be an array");
+  array_at(edits, "context_management.edits");
   for (size_t i = 0; i < edits.size(); ++i) {
     const std::string w = fmt::format("context_management.edits[{}]", i);
-    const json& e = object(edits[i], w);
-    const std::string type = str(e.value("type", json()), w + ".type");
+    const json& e = object_at(edits[i], w);
+    const std::string type = string_at(e.value("type", json()), w + ".type");
     if (type == "clear_thinking_20251015") {
       only_known(e, {"type", "keep"}, w + ".");
       int64_t keep = -1;  // all
       if (present(e, "keep") && e["keep"] != "all") {
-        const json& k = object(e["keep"], w + ".keep");
-        const std::string kt = str(k.value("type", json()), w + ".keep.type");
+        const json& k = object_at(e["keep"], w + ".keep");
+        const std::string kt = string_at(k.value("type", json()), w + ".keep.type");
         if (kt == "thinking_turns") {
           if (!k.value("value", json()).is_number_integer() || k["value"].get<int64_t>() < 0)
             bad_field(w + ".keep.value", "'{}.keep.value' must be a non-negative integer", w);
@@ -453,7 +442,7 @@ void context_edits(const json& cm, json& messages, RequestNotes* notes) {
                  w + ".");
       int64_t trigger = clear ? 100000 : 150000;  // the API's defaults, in input tokens
       if (present(e, "trigger")) {
-        const json& t = object(e["trigger"], w + ".trigger");
+        const json& t = object_at(e["trigger"], w + ".trigger");
         if (t.value("type", json()) == "input_tokens" && t.value("value", json()).is_number_integer()) trigger = t["value"].get<int64_t>();
         else if (t.value("type", json()) == "tool_uses" && t.value("value", json()).is_number_integer()) {
           int64_t uses = 0;
@@ -478,7 +467,7 @@ void context_edits(const json& cm, json& messages, RequestNotes* notes) {
 
 }  // namespace
 
-Request parse_anthropic_request(const json& body, const RequestLimits& limits, bool count_tokens, RequestNotes* notes) {
+GenerationRequest parse_anthropic_request(const json& body, const RequestLimits& limits, bool count_tokens, RequestNotes* notes) {
   RequestNotes scratch;
   if (!notes) notes = &scratch;
   // Fields about provider features this server does not have: accepted, without effect.
@@ -493,16 +482,16 @@ Request parse_anthropic_request(const json& body, const RequestLimits& limits, b
   for (const auto& k : ignored)
     if (present(body, k.c_str())) notes->ignore(k);
   if (present(body, "thread")) bad_field("thread", "'thread' is not supported: this server keeps no threads");
-  Request r;
-  r.kind = Request::Kind::Chat;
+  GenerationRequest r;
+  r.kind = GenerationRequest::Kind::Chat;
   r.sampling = limits.defaults;
   r.sampling.seed = limits.default_seed;
   if (!present(body, "model")) bad_field("model", "'model' is required");
-  r.model = str(body["model"], "model");
+  r.model = string_at(body["model"], "model");
   json tools = json::array();
   if (present(body, "tools")) {
     const json& ts = body["tools"];
-    if (!ts.is_array()) bad_field("tools", "'tools' must be an array");
+    array_at(ts, "tools");
     for (size_t i = 0; i < ts.size(); ++i) {
       json f = parse_tool(ts[i], fmt::format("tools[{}]", i), notes, &r.strict_tools);
       if (!f.is_null()) tools.push_back(std::move(f));
@@ -510,7 +499,7 @@ Request parse_anthropic_request(const json& body, const RequestLimits& limits, b
   }
   if (present(body, "mcp_servers")) {
     const json& ms = body["mcp_servers"];
-    if (!ms.is_array()) bad_field("mcp_servers", "'mcp_servers' must be an array");
+    array_at(ms, "mcp_servers");
     for (const auto& s : ms) notes->dropped_tools.push_back("mcp:" + (s.is_object() && s.value("name", json()).is_string() ? s["name"].get<std::string>() : "?"));
   }
   r.messages = parse_messages(body, present(body, "system") ? body["system"] : json(), tools, notes);
@@ -537,24 +526,20 @@ Request parse_anthropic_request(const json& body, const RequestLimits& limits, b
       const json& s = body["stop_sequences"];
       if (!s.is_array() || s.size() > 16) bad_field("stop_sequences", "'stop_sequences' must be an array of at most 16 strings");
       for (size_t i = 0; i < s.size(); ++i) {
-        r.stop.push_back(str(s[i], fmt::format("stop_sequences[{}]", i)));
+        r.stop.push_back(string_at(s[i], fmt::format("stop_sequences[{}]", i)));
         if (r.stop.back().empty()) bad_field(fmt::format("stop_sequences[{}]", i), "stop sequences must not be empty");
       }
     }
     if (present(body, "metadata")) {
-      if (!body["metadata"].is_object()) bad_field("metadata", "'metadata' must be an object");
-      only_known(body["metadata"], {"user_id"}, "metadata.");
+      only_known(object_at(body["metadata"], "metadata"), {"user_id"}, "metadata.");
     }
-    if (present(body, "stream")) {
-      if (!body["stream"].is_boolean()) bad_field("stream", "'stream' must be a boolean");
-      r.stream = body["stream"].get<bool>();
-    }
-    if (present(body, "service_tier")) str(body["service_tier"], "service_tier");
+    if (present(body, "stream")) r.stream = boolean_at(body["stream"], "stream");
+    if (present(body, "service_tier")) string_at(body["service_tier"], "service_tier");
   }
   std::string effort;
   json format;
   if (present(body, "output_config")) {
-    const json& oc = object(body["output_config"], "output_config");
+    const json& oc = object_at(body["output_config"], "output_config");
     only_known(oc, {"effort", "format", "task_budget"}, "output_config.");
     if (present(oc, "effort")) effort = effort_of(oc["effort"], "output_config.effort");
     if (present(oc, "format")) format = oc["format"];
@@ -562,7 +547,7 @@ Request parse_anthropic_request(const json& body, const RequestLimits& limits, b
   }
   if (present(body, "output_format")) format = body["output_format"];
   if (!format.is_null()) {
-    object(format, "output_config.format");
+    object_at(format, "output_config.format");
     only_known(format, {"type", "schema"}, "output_config.format.");
     if (format.value("type", json()) != "json_schema")
       bad_field("output_config.format.type", "'output_config.format.type' must be json_schema");
@@ -571,9 +556,9 @@ Request parse_anthropic_request(const json& body, const RequestLimits& limits, b
   }
   r.reasoning_effort = effort;
   if (present(body, "thinking")) {
-    const json& t = object(body["thinking"], "thinking");
+    const json& t = object_at(body["thinking"], "thinking");
     only_known(t, {"type", "budget_tokens", "display", "block_binding"}, "thinking.");
-    const std::string type = str(t.value("type", json()), "thinking.type");
+    const std::string type = string_at(t.value("type", json()), "thinking.type");
     if (type != "enabled" && type != "disabled" && type != "adaptive" && type != "between_tools")
       bad_field("thinking.type", "'thinking.type' must be enabled, disabled, adaptive or between_tools");
     if (present(t, "budget_tokens")) {
@@ -583,7 +568,7 @@ Request parse_anthropic_request(const json& body, const RequestLimits& limits, b
     }
     if (present(t, "block_binding")) notes->ignore("thinking.block_binding");
     if (present(t, "display")) {
-      const std::string d = str(t["display"], "thinking.display");
+      const std::string d = string_at(t["display"], "thinking.display");
       if (d != "summarized" && d != "omitted" && d != "updates")
         bad_field("thinking.display", "'thinking.display' must be summarized, omitted or updates");
       r.reasoning_hidden = d == "omitted";
@@ -595,17 +580,14 @@ Request parse_anthropic_request(const json& body, const RequestLimits& limits, b
   bool parallel = true;
   if (present(body, "tool_choice")) {
     const json& tc = body["tool_choice"];
-    if (!tc.is_object()) bad_field("tool_choice", "'tool_choice' must be an object");
+    object_at(tc, "tool_choice");
     only_known(tc, {"type", "name", "disable_parallel_tool_use"}, "tool_choice.");
-    choice = str(tc.value("type", json()), "tool_choice.type");
+    choice = string_at(tc.value("type", json()), "tool_choice.type");
     if (choice != "auto" && choice != "any" && choice != "tool" && choice != "none")
       bad_field("tool_choice.type", "'tool_choice.type' must be auto, any, tool or none");
-    if (choice == "tool") r.tool_choice_name = str(tc.value("name", json()), "tool_choice.name");
-    if (present(tc, "disable_parallel_tool_use")) {
-      if (!tc["disable_parallel_tool_use"].is_boolean())
-        bad_field("tool_choice.disable_parallel_tool_use", "'tool_choice.disable_parallel_tool_use' must be a boolean");
-      parallel = !tc["disable_parallel_tool_use"].get<bool>();
-    }
+    if (choice == "tool") r.tool_choice_name = string_at(tc.value("name", json()), "tool_choice.name");
+    if (present(tc, "disable_parallel_tool_use"))
+      parallel = !boolean_at(tc["disable_parallel_tool_use"], "tool_choice.disable_parallel_tool_use");
   }
   r.parallel_tool_calls = parallel;
   if (!tools.empty() && choice != "none") r.tools = std::move(tools);
@@ -613,7 +595,7 @@ Request parse_anthropic_request(const json& body, const RequestLimits& limits, b
     bad_field("output_config.format", "a JSON output format and tools cannot both be used (set tool_choice none)");
   if (choice == "any" || choice == "tool") {
     if (!r.tools.is_array()) bad_field("tool_choice", "tool_choice '{}' needs 'tools'", choice);
-    r.tool_choice = choice == "any" ? Request::ToolChoice::Required : Request::ToolChoice::Named;
+    r.tool_choice = choice == "any" ? GenerationRequest::ToolChoice::Required : GenerationRequest::ToolChoice::Named;
     if (choice == "tool" &&
         std::none_of(r.tools.begin(), r.tools.end(), [&](const json& t) { return t["function"]["name"] == r.tool_choice_name; }))
       bad_field("tool_choice.name", "'tool_choice.name' '{}' is not one of 'tools'", r.tool_choice_name);
@@ -652,7 +634,7 @@ const char* stop_reason(const Outcome& o, bool stop_sequence) {
 
 class AnthropicWriter : public ReplyWriter {
  public:
-  AnthropicWriter(const Request& req, std::string id, std::string model, int64_t prompt_tokens)
+  AnthropicWriter(const GenerationRequest& req, std::string id, std::string model, int64_t prompt_tokens)
       : req_(req), id_(std::move(id)), model_(std::move(model)), prompt_tokens_(prompt_tokens) {}
   bool streaming() const override { return req_.stream; }
   std::string keep_alive() override { return streaming() ? event("ping", {{"type", "ping"}}) : " "; }
@@ -770,7 +752,7 @@ class AnthropicWriter : public ReplyWriter {
     return out + event("content_block_stop", {{"type", "content_block_stop"}, {"index", blocks_.size() - 1}});
   }
 
-  const Request& req_;
+  const GenerationRequest& req_;
   std::string id_, model_;
   int64_t prompt_tokens_;
   std::vector<json> blocks_;
@@ -781,7 +763,7 @@ class AnthropicWriter : public ReplyWriter {
 
 }  // namespace
 
-std::unique_ptr<ReplyWriter> make_anthropic_writer(const Request& req, std::string id, std::string model,
+std::unique_ptr<ReplyWriter> make_anthropic_writer(const GenerationRequest& req, std::string id, std::string model,
                                                    int64_t prompt_tokens) {
   return std::make_unique<AnthropicWriter>(req, std::move(id), std::move(model), prompt_tokens);
 }

@@ -1,5 +1,5 @@
 // The Anthropic Messages API (/v1/messages, /v1/messages/count_tokens) on the
-// same generation path: a body becomes the internal Request (OpenAI-shaped
+// same generation path: a body becomes the internal GenerationRequest (OpenAI-shaped
 // messages: system, user text, assistant text / thinking / tool_use as
 // reasoning_content and tool_calls, tool_result blocks as tool messages), and
 // its reply is written as a Message or as message_start, content_block_start /
@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_codec.h"
-#include "server/api_error.h"
+#include "server/error_body.h"
 #include "server/reply_writer.h"
-#include "server/request.h"
+#include "server/api_request.h"
 
 namespace sluice::server {
 
@@ -24,12 +24,12 @@ namespace sluice::server {
 // enabled / disabled (as reasoning_effort max / none). count_tokens: only the fields that shape the prompt.
 // Fields of the current reference that concern provider features are ignored and
 // listed in `notes`; server tools are left out and named there.
-chat::Request parse_anthropic_request(const nlohmann::json& body, const RequestLimits& limits, bool count_tokens = false,
+chat::GenerationRequest parse_anthropic_request(const nlohmann::json& body, const RequestLimits& limits, bool count_tokens = false,
                                       RequestNotes* notes = nullptr);
 
 nlohmann::json anthropic_error_body(const chat::ApiError& e);
 
-std::unique_ptr<ReplyWriter> make_anthropic_writer(const chat::Request& req, std::string id, std::string model,
+std::unique_ptr<ReplyWriter> make_anthropic_writer(const chat::GenerationRequest& req, std::string id, std::string model,
                                                    int64_t prompt_tokens);
 
 }  // namespace sluice::server

@@ -16,7 +16,7 @@
 #include "chat/output_grammar.h"
 #include "server/anthropic_api.h"
 #include "server/batch_runner.h"
-#include "server/api_error.h"
+#include "server/error_body.h"
 #include "server/chat_page.h"
 #include "server/heartbeat.h"
 #include "server/http_transport.h"
@@ -24,7 +24,7 @@
 #include "server/openai_writer.h"
 #include "server/peer_socket.h"
 #include "server/queue.h"
-#include "server/request.h"
+#include "server/api_request.h"
 #include "server/response.h"
 #include "server/response_store.h"
 #include "server/responses_api.h"
@@ -42,7 +42,7 @@ using chat::Generator;
 using chat::LogprobEntry;
 using chat::Outcome;
 using chat::ReplyDelta;
-using chat::Request;
+using chat::GenerationRequest;
 using chat::tool_call_grammar;
 
 using nlohmann::json;
@@ -131,19 +131,30 @@ struct HttpServer::Impl {
     setup();
   }
 
+  // The routes and handlers, in the order setup() installs them.
   void setup();
+  void configure_sockets();      // the body limit, TCP_NODELAY, SO_REUSEADDR
+  void add_api_key_check();      // --api-key: 401 before any route but / and /health
+  void add_error_bodies();       // request counting; a JSON body for every error
+  void add_info_routes();        // the chat page, /health, /metrics, /v1/models
+  void add_generation_routes();  // the three APIs' POST routes, stored responses
+  void add_text_routes();        // /tokenize, /detokenize, /apply-template
+  void add_post_only_answers();  // 405 for GET on the generation routes
+  using BodyHandler = std::function<void(const std::string& body, httplib::Response& res)>;
+  // A POST handler: reads the body within --max-request-bytes (413 past it), then calls `handle`.
+  httplib::Server::HandlerWithContentReader post(BodyHandler handle);
   size_t http_backlog() const { return std::min<size_t>(4096, opts.transport.max_connections); }
   // A generation request: prepare (parse, render, check: errors before queueing),
   // wait for the turn, then stream the reply through the API's writer.
   struct Job;
-  std::shared_ptr<Job> prepare_openai(const std::string& body, Request::Kind kind) const;
+  std::shared_ptr<Job> prepare_openai(const std::string& body, GenerationRequest::Kind kind) const;
   std::shared_ptr<Job> new_job() const;  // its deadline counts from now
   bool wait_for_turn(Job& job, httplib::Response& res);  // false: the client left while waiting
   bool stream_reply(Job& job, httplib::DataSink& sink);   // the content provider's body
   // --parallel > 1: the generation on the scheduler's thread; this worker writes what it
   // releases and watches the client. `write` returns false once the client is gone.
   Outcome run_batched(Job& job, const std::function<bool(const std::string&)>& write);
-  void openai_route(const std::string& body, httplib::Response& res, Request::Kind kind);
+  void openai_route(const std::string& body, httplib::Response& res, GenerationRequest::Kind kind);
   void anthropic_route(const std::string& body, httplib::Response& res, bool count_tokens);
   void responses_route(const std::string& body, httplib::Response& res);
   void finish_preparation(Job& job) const;  // the forced-call grammar, the context check
@@ -158,6 +169,16 @@ struct HttpServer::Impl {
 };
 
 void HttpServer::Impl::setup() {
+  configure_sockets();
+  add_api_key_check();
+  add_error_bodies();
+  add_info_routes();
+  add_generation_routes();
+  add_text_routes();
+  add_post_only_answers();
+}
+
+void HttpServer::Impl::configure_sockets() {
   // Twice the limit: the route handlers count the bytes themselves and answer 413 first.
   http.set_payload_max_length(opts.max_request_bytes * 2);
   http.set_tcp_nodelay(true);
@@ -167,7 +188,9 @@ void HttpServer::Impl::setup() {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof yes);
   });
+}
 
+void HttpServer::Impl::add_api_key_check() {
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     // The chat page needs no key (a browser cannot send one); with a key it shows no model card.
     if (opts.api_key.empty() || req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
@@ -184,6 +207,9 @@ void HttpServer::Impl::setup() {
       send_error(res, 401, error_body(msg, "authentication_error", "", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
+}
+
+void HttpServer::Impl::add_error_bodies() {
   // Every answered request is counted here, by route template.
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics.count_request(route_of(req.path), tls_outcome ? tls_outcome : res.status);
@@ -211,7 +237,9 @@ void HttpServer::Impl::setup() {
       send_error(res, 500, error_body("internal error", "server_error"));
     }
   });
+}
 
+void HttpServer::Impl::add_info_routes() {
   http.Get("/", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(chat_page(chat_page_card(model, codec, opts)), "text/html; charset=utf-8");
   });
@@ -234,47 +262,50 @@ void HttpServer::Impl::setup() {
     res.set_content(
         to_text({{"id", opts.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "sluice"}}), kJson);
   });
-  // Bodies are read here rather than by httplib so that the size limit holds for
-  // chunked uploads too (httplib checks only Content-Length).
-  using BodyHandler = std::function<void(const std::string& body, httplib::Response& res)>;
-  auto post = [this](BodyHandler handle) {
-    return [this, handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-      std::string body;
-      bool too_big = false;
-      if (req.has_header("Content-Length")) {
-        const std::string cl = req.get_header_value("Content-Length");
-        uint64_t n = 0;
-        for (char c : cl) n = (c >= '0' && c <= '9' && n < (uint64_t(1) << 60)) ? n * 10 + uint64_t(c - '0') : n;
-        too_big = n > opts.max_request_bytes;
+}
+
+// Bodies are read here rather than by httplib so that the size limit holds for
+// chunked uploads too (httplib checks only Content-Length).
+httplib::Server::HandlerWithContentReader HttpServer::Impl::post(BodyHandler handle) {
+  return [this, handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+    std::string body;
+    bool too_big = false;
+    if (req.has_header("Content-Length")) {
+      const std::string cl = req.get_header_value("Content-Length");
+      uint64_t n = 0;
+      for (char c : cl) n = (c >= '0' && c <= '9' && n < (uint64_t(1) << 60)) ? n * 10 + uint64_t(c - '0') : n;
+      too_big = n > opts.max_request_bytes;
+    }
+    const bool complete = !too_big && reader([&](const char* data, size_t len) {
+      if (body.size() + len > opts.max_request_bytes) {
+        too_big = true;
+        return false;
       }
-      const bool complete = !too_big && reader([&](const char* data, size_t len) {
-        if (body.size() + len > opts.max_request_bytes) {
-          too_big = true;
-          return false;
-        }
-        body.append(data, len);
-        return true;
-      });
-      if (!complete && !too_big) {
-        send_error(res, 400, error_body("the request body could not be read (cut short or broken chunked encoding)",
-                                        "invalid_request_error"));
-        return;
-      }
-      if (too_big) {
-        send_error(res, 413,
-                   error_body(fmt::format("request body is larger than the server's limit of {} bytes",
-                                          opts.max_request_bytes),
-                              "invalid_request_error"));
-        return;
-      }
-      handle(body, res);
-    };
+      body.append(data, len);
+      return true;
+    });
+    if (!complete && !too_big) {
+      send_error(res, 400, error_body("the request body could not be read (cut short or broken chunked encoding)",
+                                      "invalid_request_error"));
+      return;
+    }
+    if (too_big) {
+      send_error(res, 413,
+                 error_body(fmt::format("request body is larger than the server's limit of {} bytes",
+                                        opts.max_request_bytes),
+                            "invalid_request_error"));
+      return;
+    }
+    handle(body, res);
   };
-  auto openai = [this](Request::Kind kind) {
+}
+
+void HttpServer::Impl::add_generation_routes() {
+  auto openai = [this](GenerationRequest::Kind kind) {
     return [this, kind](const std::string& body, httplib::Response& res) { openai_route(body, res, kind); };
   };
-  http.Post("/v1/chat/completions", post(openai(Request::Kind::Chat)));
-  http.Post("/v1/completions", post(openai(Request::Kind::Completion)));
+  http.Post("/v1/chat/completions", post(openai(GenerationRequest::Kind::Chat)));
+  http.Post("/v1/completions", post(openai(GenerationRequest::Kind::Completion)));
   http.Post("/v1/messages", post([this](const std::string& b, httplib::Response& res) { anthropic_route(b, res, false); }));
   http.Post("/v1/messages/count_tokens",
             post([this](const std::string& b, httplib::Response& res) { anthropic_route(b, res, true); }));
@@ -293,6 +324,9 @@ void HttpServer::Impl::setup() {
       res.set_content(to_text({{"id", id}, {"object", "response.deleted"}, {"deleted", true}}), kJson);
     else not_held(res, id);
   });
+}
+
+void HttpServer::Impl::add_text_routes() {
   // Text utilities: answered at once, never queued behind a generation.
   auto text_route = [](std::function<json(const json&)> reply) {
     return [reply](const std::string& body, httplib::Response& res) {
@@ -311,6 +345,9 @@ void HttpServer::Impl::setup() {
               limits.vocab = model.info().vocab;
               return apply_template_reply(codec, b, limits, opts.model_name);
             })));
+}
+
+void HttpServer::Impl::add_post_only_answers() {
   for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/responses"})
     http.Get(path, [](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Allow", "POST");
@@ -323,7 +360,7 @@ struct HttpServer::Impl::Job {
   // From arrival: past it the generation stops (ServerOptions::request_timeout).
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   bool past_deadline() const { return std::chrono::steady_clock::now() >= deadline; }
-  Request req;
+  GenerationRequest req;
   std::vector<int32_t> prompt;
   std::unique_ptr<ReplyWriter> writer;  // set before the reply starts
   std::shared_ptr<GenerationQueue::Turn> turn;
@@ -344,21 +381,21 @@ std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::new_job() const {
 }
 
 std::shared_ptr<HttpServer::Impl::Job> HttpServer::Impl::prepare_openai(const std::string& raw_body,
-                                                                        Request::Kind kind) const {
+                                                                        GenerationRequest::Kind kind) const {
   json body = parse_json_body(raw_body);
   RequestLimits limits;
   limits.vocab = model.info().vocab;
   limits.default_seed = std::random_device{}();
   limits.defaults = opts.sampling_defaults;
   auto job = new_job();
-  job->route = kind == Request::Kind::Chat ? Route::ChatCompletions : Route::Completions;
-  job->req = kind == Request::Kind::Chat ? parse_chat_request(body, limits, &job->notes)
+  job->route = kind == GenerationRequest::Kind::Chat ? Route::ChatCompletions : Route::Completions;
+  job->req = kind == GenerationRequest::Kind::Chat ? parse_chat_request(body, limits, &job->notes)
                                          : parse_completion_request(body, limits);
-  Request& req = job->req;
+  GenerationRequest& req = job->req;
   if (req.model != opts.model_name)
     throw ApiError(404, "invalid_request_error", "model", "model_not_found",
                    fmt::format("model '{}' does not exist; this server serves '{}'", req.model, opts.model_name));
-  if (kind == Request::Kind::Chat) {
+  if (kind == GenerationRequest::Kind::Chat) {
     job->prompt = codec.render_chat(req.messages, req.tools, ChatOptions{req.reasoning_effort});
     replay_prompt(*job);
   } else if (req.prompt_is_ids) {
@@ -387,17 +424,17 @@ void HttpServer::Impl::replay_prompt(Job& job) const {
 }
 
 void HttpServer::Impl::finish_preparation(Job& job) const {
-  Request& req = job.req;
-  if (req.tool_choice != Request::ToolChoice::Auto) {
+  GenerationRequest& req = job.req;
+  if (req.tool_choice != GenerationRequest::ToolChoice::Auto) {
     std::vector<std::string> allowed;
-    if (req.tool_choice == Request::ToolChoice::Named) allowed.push_back(req.tool_choice_name);
+    if (req.tool_choice == GenerationRequest::ToolChoice::Named) allowed.push_back(req.tool_choice_name);
     else
       for (const auto& t : req.tools) allowed.push_back(t["function"]["name"].get<std::string>());
     req.grammar = tool_call_grammar(codec.reply_syntax(job.prompt), req.tools, allowed, req.parallel_tool_calls,
                                     req.strict_tools);
   }
   generator.max_new_tokens(req, int64_t(job.prompt.size()));  // 400 now rather than after queueing
-  if (req.kind == Request::Kind::Chat && job.route != Route::CountTokens)
+  if (req.kind == GenerationRequest::Kind::Chat && job.route != Route::CountTokens)
     req.prompt_boundaries = boundaries.find(req.messages, req.tools, ChatOptions{req.reasoning_effort}, job.prompt);
 }
 
@@ -693,7 +730,7 @@ bool HttpServer::Impl::stream_reply(Job& job, httplib::DataSink& sink) {
     log_request(job, o, "client gone");
     return false;
   }
-  if (job.req.kind == Request::Kind::Chat &&
+  if (job.req.kind == GenerationRequest::Kind::Chat &&
       replay.record(job.req.messages, job.req.tools, ChatOptions{job.req.reasoning_effort}, job.prompt, o.generated))
     metrics.set_replay_store(int64_t(replay.size()), uint64_t(replay.bytes()));
   write(w.end(o));
@@ -772,11 +809,11 @@ Outcome HttpServer::Impl::run_batched(Job& job, const std::function<bool(const s
   return ch->outcome;
 }
 
-void HttpServer::Impl::openai_route(const std::string& raw_body, httplib::Response& res, Request::Kind kind) {
+void HttpServer::Impl::openai_route(const std::string& raw_body, httplib::Response& res, GenerationRequest::Kind kind) {
   try {
     auto job = prepare_openai(raw_body, kind);
     note(*job, res);
-    job->id = new_response_id(kind == Request::Kind::Chat ? "chatcmpl-" : "cmpl-");
+    job->id = new_response_id(kind == GenerationRequest::Kind::Chat ? "chatcmpl-" : "cmpl-");
     const ResponseMeta meta{job->id, unix_now(), opts.model_name};
     job->writer = make_openai_writer(job->req, meta, codec, job->echo_text);
     if (!wait_for_turn(*job, res)) return;

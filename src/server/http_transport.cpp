@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-#include "server/api_error.h"
+#include "server/error_body.h"
 #include "server/http_head.h"
 #include "server/peer_socket.h"
 

@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "server/api_error.h"
+#include "server/error_body.h"
 #include "server/freeform_tools.h"
 
 namespace sluice::server {
@@ -11,7 +11,7 @@ using chat::ChatCodec;
 using chat::LogprobEntry;
 using chat::Outcome;
 using chat::ReplyDelta;
-using chat::Request;
+using chat::GenerationRequest;
 
 using nlohmann::json;
 
@@ -43,7 +43,7 @@ json tool_call_delta_json(const chat::ToolCallPart& p, const std::string& name, 
 // and model, the codec, the whole reply for a body, and the API's error shape.
 class OpenAiWriter : public ReplyWriter {
  public:
-  OpenAiWriter(const Request& req, ResponseMeta meta, const ChatCodec& codec)
+  OpenAiWriter(const GenerationRequest& req, ResponseMeta meta, const ChatCodec& codec)
       : req_(req), meta_(std::move(meta)), codec_(codec) {}
   bool streaming() const override { return req_.stream; }
   std::string error(const std::string& message, const std::string& type, const std::string& code) override {
@@ -59,7 +59,7 @@ class OpenAiWriter : public ReplyWriter {
     return s + kSseDone;
   }
 
-  const Request& req_;
+  const GenerationRequest& req_;
   ResponseMeta meta_;
   const ChatCodec& codec_;
   ReplyAccumulator acc_;
@@ -117,7 +117,7 @@ class ChatWriter : public OpenAiWriter {
 
 class CompletionWriter : public OpenAiWriter {
  public:
-  CompletionWriter(const Request& req, ResponseMeta meta, const ChatCodec& codec, std::string echo)
+  CompletionWriter(const GenerationRequest& req, ResponseMeta meta, const ChatCodec& codec, std::string echo)
       : OpenAiWriter(req, std::move(meta), codec), echo_(std::move(echo)), text_bytes_(echo_.size()) {}
   std::string begin() override {
     if (!req_.stream || echo_.empty()) return "";
@@ -148,9 +148,9 @@ class CompletionWriter : public OpenAiWriter {
 
 }  // namespace
 
-std::unique_ptr<ReplyWriter> make_openai_writer(const Request& req, const ResponseMeta& meta, const ChatCodec& codec,
+std::unique_ptr<ReplyWriter> make_openai_writer(const GenerationRequest& req, const ResponseMeta& meta, const ChatCodec& codec,
                                                 std::string echo_text) {
-  if (req.kind == Request::Kind::Chat) return std::make_unique<ChatWriter>(req, meta, codec);
+  if (req.kind == GenerationRequest::Kind::Chat) return std::make_unique<ChatWriter>(req, meta, codec);
   return std::make_unique<CompletionWriter>(req, meta, codec, std::move(echo_text));
 }
 

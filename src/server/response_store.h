@@ -24,7 +24,7 @@ class ResponseStore {
 
   struct Entry {
     nlohmann::json response;      // the Response object as returned
-    nlohmann::json conversation;  // chat messages (server/request.h's normalised form)
+    nlohmann::json conversation;  // chat messages (server/api_request.h's normalised form)
   };
   // Keeps `e` under `id`, dropping the oldest entries while over either bound
   // (an entry larger than max_bytes alone is not kept).

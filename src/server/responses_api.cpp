@@ -7,31 +7,21 @@
 
 #include "chat/api_error.h"
 #include "server/freeform_tools.h"
+#include "server/json_fields.h"
 #include "server/response.h"
 
 namespace sluice::server {
 
 using chat::bad_field;
+using fields::array_at;
+using fields::boolean_at;
+using fields::object_at;
+using fields::only_known;
+using fields::present;
+using fields::string_at;
 using nlohmann::json;
 
 namespace {
-
-bool present(const json& o, const char* key) { return o.contains(key) && !o[key].is_null(); }
-
-void only_known(const json& obj, const std::set<std::string>& known, const std::string& prefix) {
-  for (const auto& [k, v] : obj.items())
-    if (!known.count(k)) bad_field(prefix + k, "unknown field '{}{}': this server does not support it", prefix, k);
-}
-
-std::string string_at(const json& v, const std::string& where) {
-  if (!v.is_string()) bad_field(where, "'{}' must be a string", where);
-  return v.get<std::string>();
-}
-
-const json& object_at(const json& v, const std::string& where) {
-  if (!v.is_object()) bad_field(where, "'{}' must be an object", where);
-  return v;
-}
 
 // Text parts -> one string. `types`: the part types this role may send.
 std::string flatten_parts(const json& c, const std::string& where, const std::set<std::string>& types) {
@@ -69,8 +59,7 @@ std::string reasoning_text(const json& item, const std::string& w) {
   std::string text;
   auto collect = [&](const char* key, const char* part_type) {
     if (!present(item, key)) return;
-    const json& a = item[key];
-    if (!a.is_array()) bad_field(w + "." + key, "'{}.{}' must be an array", w, key);
+    const json& a = array_at(item[key], w + "." + key);
     for (size_t i = 0; i < a.size(); ++i) {
       const std::string pw = fmt::format("{}.{}[{}]", w, key, i);
       const json& p = object_at(a[i], pw);
@@ -176,7 +165,7 @@ void convert_input(const json& input, json& out, RequestNotes* notes) {
 // hosted tools (web search, file search, code interpreter, MCP connectors, ...) are
 // left out and named in `notes`.
 json convert_tools(const json& ts, RequestNotes* notes, std::set<std::string>& namespaces) {
-  if (!ts.is_array()) bad_field("tools", "'tools' must be an array");
+  array_at(ts, "tools");
   json out = json::array();
   std::function<void(const json&, const std::string&, const std::string&, const std::string&)> one =
       [&](const json& t, const std::string& w, const std::string& ns, const std::string& ns_desc) {
@@ -297,8 +286,7 @@ ResponsesRequest parse_responses_request(const json& body, const RequestLimits& 
   if (present(body, "truncation") && body["truncation"] != json("disabled"))
     bad_field("truncation", "'truncation' must be \"disabled\": this server never drops input");
   if (present(body, "include")) {
-    const json& inc = body["include"];
-    if (!inc.is_array()) bad_field("include", "'include' must be an array");
+    const json& inc = array_at(body["include"], "include");
     for (size_t i = 0; i < inc.size(); ++i) {
       const std::string w = fmt::format("include[{}]", i);
       const std::string v = string_at(inc[i], w);
@@ -308,15 +296,11 @@ ResponsesRequest parse_responses_request(const json& body, const RequestLimits& 
       if (v != "reasoning.encrypted_content") notes->ignore("include");
     }
   }
-  if (present(body, "store")) {
-    if (!body["store"].is_boolean()) bad_field("store", "'store' must be a boolean");
-    rr.store = body["store"].get<bool>();
-  }
+  if (present(body, "store")) rr.store = boolean_at(body["store"], "store");
   if (present(body, "stream_options")) {
     const json& so = object_at(body["stream_options"], "stream_options");
     only_known(so, {"include_obfuscation"}, "stream_options.");
-    if (present(so, "include_obfuscation") && !so["include_obfuscation"].is_boolean())
-      bad_field("stream_options.include_obfuscation", "'stream_options.include_obfuscation' must be a boolean");
+    if (present(so, "include_obfuscation")) boolean_at(so["include_obfuscation"], "stream_options.include_obfuscation");
     if (body.value("stream", json(false)) != json(true))
       bad_field("stream_options", "'stream_options' is only allowed when 'stream' is true");
   }

@@ -3,7 +3,7 @@
 // message; input as a string or items: messages, function_call,
 // function_call_output and reasoning items; function tools; tool_choice;
 // text.format; reasoning.effort; max_output_tokens) and goes through
-// server/request.h's chat parser, so every field is checked exactly as there
+// server/api_request.h's chat parser, so every field is checked exactly as there
 // and an error names the Responses field. previous_response_id continues a
 // response the server still holds (server/response_store.h). The reply is a
 // Response object, or the stream of response.created, response.in_progress,
@@ -21,15 +21,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chat/request.h"
+#include "chat/generation_request.h"
 #include "server/reply_writer.h"
-#include "server/request.h"
+#include "server/api_request.h"
 #include "server/response_store.h"
 
 namespace sluice::server {
 
 struct ResponsesRequest {
-  chat::Request req;
+  chat::GenerationRequest req;
   // The conversation as chat messages without the instructions (stored for a follow-up).
   nlohmann::json conversation = nlohmann::json::array();
   // Request fields the Response object repeats (instructions, tools, tool_choice, text,

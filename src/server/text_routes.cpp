@@ -2,14 +2,14 @@
 
 #include <algorithm>
 
-#include "server/api_error.h"
+#include "server/error_body.h"
 #include "text/utf8.h"
 
 namespace sluice::server {
 
 using chat::ChatCodec;
 using chat::ChatOptions;
-using chat::Request;
+using chat::GenerationRequest;
 using chat::bad_field;
 
 using nlohmann::json;
@@ -65,7 +65,7 @@ json detokenize_reply(const ChatCodec& codec, const json& body, int64_t vocab) {
 
 json apply_template_reply(const ChatCodec& codec, json body, const RequestLimits& limits, const std::string& model_name) {
   if (!body.contains("model")) body["model"] = model_name;
-  const Request r = parse_chat_request(body, limits);
+  const GenerationRequest r = parse_chat_request(body, limits);
   const auto ids = codec.render_chat(r.messages, r.tools, ChatOptions{r.reasoning_effort});
   return {{"prompt", text_of(codec, ids)}, {"tokens", ids.size()}, {"ids", ids}};
 }

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_codec.h"
-#include "server/request.h"
+#include "server/api_request.h"
 
 namespace sluice::server {
 

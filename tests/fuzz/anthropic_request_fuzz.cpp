@@ -6,7 +6,7 @@
 
 #include "chat/api_error.h"
 #include "server/anthropic_api.h"
-#include "server/request.h"
+#include "server/api_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "chat/api_error.h"
-#include "server/request.h"
+#include "server/api_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "chat/api_error.h"
-#include "server/request.h"
+#include "server/api_request.h"
 #include "server/responses_api.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

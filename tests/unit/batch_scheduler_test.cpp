@@ -44,7 +44,7 @@ class IdCodec : public ChatCodec {
 };
 
 struct Case {
-  Request req;
+  GenerationRequest req;
   std::vector<int32_t> prompt;
   int64_t join = 0;        // step at which it is added
   int64_t cancel_at = -1;  // its client leaves after this many released pieces (-1: never)
@@ -153,7 +153,7 @@ void check_every_reply_as_alone(const Model& m, const ChatCodec& codec, const st
     cases[5].req.logit_bias[ids[2]] = 3.5f;
     uint64_t seed = 11;
     for (Case& c : cases) {
-      c.req.kind = Request::Kind::Completion;
+      c.req.kind = GenerationRequest::Kind::Completion;
       c.req.prompt_is_ids = true;
       c.req.prompt_ids = c.prompt;
       c.req.sampling.temperature = temperature;
@@ -238,7 +238,7 @@ TEST(BatchSchedulingFairness, AShortRequestDoesNotWaitForALongPrefill) {
   cases[0].prompt = slice(ids, 0, 64), cases[0].req.max_tokens = 3;
   cases[1].prompt = slice(ids, 5, 3), cases[1].req.max_tokens = 1, cases[1].join = 2;
   for (Case& c : cases) {
-    c.req.kind = Request::Kind::Completion;
+    c.req.kind = GenerationRequest::Kind::Completion;
     c.req.prompt_is_ids = true;
     c.req.prompt_ids = c.prompt;
     c.req.sampling.temperature = 0;
@@ -261,7 +261,7 @@ TEST(ServerQueue, BatchRunnerServesRequestsFromManyThreads) {
   for (size_t i = 0; i < cases.size(); ++i) {
     Case& c = cases[i];
     c.prompt = {int32_t(5 + i), int32_t(40 + 3 * i), 7};
-    c.req.kind = Request::Kind::Completion;
+    c.req.kind = GenerationRequest::Kind::Completion;
     c.req.max_tokens = 4 + int64_t(i);
     c.req.sampling.temperature = i % 2 ? 0.8 : 0;
     c.req.sampling.seed = 100 + i;
@@ -316,15 +316,15 @@ TEST(BatchSchedulingErrors, ARequestBeyondTheContextFailsAlone) {
   GenerationCounters counters;
   Generator g(*model, codec, counters, /*context_length=*/16);
   BatchScheduler sched(*model, codec, g, counters, 2);
-  Request ok, too_long;
-  ok.kind = too_long.kind = Request::Kind::Completion;
+  GenerationRequest ok, too_long;
+  ok.kind = too_long.kind = GenerationRequest::Kind::Completion;
   ok.sampling.temperature = too_long.sampling.temperature = 0;
   ok.max_tokens = 4;
   too_long.max_tokens = 40;
   int done = 0;
   bool failed = false;
   Outcome ok_out;
-  auto add = [&](const Request& r, std::function<void(const Outcome&, std::exception_ptr)> d) {
+  auto add = [&](const GenerationRequest& r, std::function<void(const Outcome&, std::exception_ptr)> d) {
     BatchScheduler::Job j;
     j.req = &r;
     j.prompt = {5, 6, 7};

@@ -312,7 +312,7 @@ TEST(ReplyReplay, NoReplayWhereWhatFollowsDependsOnTheReplysShape) {
 
 TEST(ReplyReplay, ReplyStreamRecordsWhatItGenerated) {
   ByteCodec codec(300);
-  Request req;
+  GenerationRequest req;
   req.messages = json::array({{{"role", "user"}, {"content", "hi"}}});
   req.tools = kTools;
   const auto prompt = codec.render_chat(req.messages, req.tools);

@@ -7,7 +7,7 @@
 
 #include "chat/chat_codec.h"
 #include "chat/reply_stream.h"
-#include "chat/request.h"
+#include "chat/generation_request.h"
 
 namespace sluice::chat {
 namespace {
@@ -19,7 +19,7 @@ struct Fed {
 
 Fed feed_reply(const std::string& reply) {
   ByteCodec codec(300);
-  Request req;
+  GenerationRequest req;
   req.messages = nlohmann::json::array({{{"role", "user"}, {"content", "hi"}}});
   const auto prompt = codec.render_chat(req.messages, nullptr);
   GenerationCounters counters;

@@ -14,7 +14,7 @@
 #include "server/anthropic_api.h"
 #include "server/freeform_tools.h"
 #include "server/openai_writer.h"
-#include "server/request.h"
+#include "server/api_request.h"
 #include "server/responses_api.h"
 
 namespace sluice::server {
@@ -69,7 +69,7 @@ json claude_code_request() {
 
 TEST(AgentApis, ClaudeCodesRequestIsAccepted) {
   RequestNotes notes;
-  const chat::Request r = parse_anthropic_request(claude_code_request(), kLimits, false, &notes);
+  const chat::GenerationRequest r = parse_anthropic_request(claude_code_request(), kLimits, false, &notes);
   EXPECT_EQ(r.reasoning_effort, "high");
   EXPECT_TRUE(r.reasoning_hidden);  // display "omitted"
   ASSERT_EQ(r.tools.size(), 2u);  // web_search is the provider's
@@ -88,7 +88,7 @@ TEST(AgentApis, ClaudeCodesRequestIsAccepted) {
   // ...and refused for a strict tool, naming the keyword.
   json strict = claude_code_request();
   strict["tools"][0]["strict"] = true;
-  const chat::Request s = parse_anthropic_request(strict, kLimits);
+  const chat::GenerationRequest s = parse_anthropic_request(strict, kLimits);
   try {
     chat::tool_call_grammar(chat::qwen3_syntax(), s.tools, {"Bash"}, true, s.strict_tools);
     ADD_FAILURE() << "a strict tool's unenforceable keyword was accepted";
@@ -117,7 +117,7 @@ TEST(AgentApis, AnthropicThinkingModesAndContextEdits) {
               {"role": "assistant", "content": [{"type": "thinking", "thinking": "t2", "signature": ""}, {"type": "text", "text": "y"}]},
               {"role": "user", "content": "c"}])")},
             {"context_management", {{"edits", {{{"type", "clear_thinking_20251015"}, {"keep", {{"type", "thinking_turns"}, {"value", 1}}}}}}}}};
-  chat::Request r = parse_anthropic_request(h, kLimits);
+  chat::GenerationRequest r = parse_anthropic_request(h, kLimits);
   EXPECT_FALSE(r.messages[1].contains("reasoning_content"));
   EXPECT_EQ(r.messages[3]["reasoning_content"], "t2");
   // Clearing tool uses acts only past its trigger: noted, and refused by the route beyond it.
@@ -146,7 +146,7 @@ TEST(AgentApis, AnthropicBuiltInClientToolsAndToolChanges) {
                                       {"type": "code_execution_20250825", "name": "code_execution"},
                                       {"type": "mcp_toolset", "mcp_server_name": "s"}])")}};
   RequestNotes notes;
-  chat::Request r = parse_anthropic_request(b, kLimits, false, &notes);
+  chat::GenerationRequest r = parse_anthropic_request(b, kLimits, false, &notes);
   ASSERT_EQ(r.tools.size(), 2u);
   EXPECT_EQ(r.tools[0]["function"]["name"], "bash");
   EXPECT_EQ(r.tools[0]["function"]["parameters"]["properties"]["command"]["type"], "string");
@@ -171,7 +171,7 @@ TEST(AgentApis, AnthropicBuiltInClientToolsAndToolChanges) {
 TEST(AgentApis, OmittedThinkingRoundTripsThroughItsSignature) {
   json b = claude_code_request();
   b["stream"] = false;
-  const chat::Request r = parse_anthropic_request(b, kLimits);
+  const chat::GenerationRequest r = parse_anthropic_request(b, kLimits);
   auto w = make_anthropic_writer(r, "msg_x", "m", 5);
   chat::ReplyDelta d;
   d.reasoning = "private steps";
@@ -189,7 +189,7 @@ TEST(AgentApis, OmittedThinkingRoundTripsThroughItsSignature) {
   json next = {{"model", "m"}, {"max_tokens", 10},
                {"messages", {{{"role", "user"}, {"content", "x"}}, {{"role", "assistant"}, {"content", m["content"]}},
                              {{"role", "user"}, {"content", "y"}}}}};
-  const chat::Request again = parse_anthropic_request(next, kLimits);
+  const chat::GenerationRequest again = parse_anthropic_request(next, kLimits);
   EXPECT_EQ(again.messages[1]["reasoning_content"], "private steps");
 }
 
@@ -308,16 +308,16 @@ TEST(AgentApis, ChatCompletionsCustomToolsAllowedToolsAndIgnoredFields) {
     "prompt_cache_key": "k", "safety_identifier": "u", "service_tier": "flex", "store": true, "verbosity": "low",
     "web_search_options": {}})");
   RequestNotes notes;
-  const chat::Request r = parse_chat_request(b, kLimits, &notes);
+  const chat::GenerationRequest r = parse_chat_request(b, kLimits, &notes);
   ASSERT_EQ(r.tools.size(), 2u);  // g is not allowed: not declared
-  EXPECT_EQ(r.tool_choice, chat::Request::ToolChoice::Required);
+  EXPECT_EQ(r.tool_choice, chat::GenerationRequest::ToolChoice::Required);
   EXPECT_TRUE(r.freeform_tools.count("patch"));
   EXPECT_EQ(r.messages[1]["tool_calls"][0]["function"]["arguments"], freeform_arguments("diff"));
   for (const char* f : {"prompt_cache_key", "safety_identifier", "service_tier", "store", "verbosity"}) EXPECT_TRUE(has(notes.ignored, f)) << f;
   EXPECT_EQ(notes.dropped_tools, std::vector<std::string>{"web_search"});
   // A freeform call comes back as {type: custom, custom: {name, input}}, also streamed.
   for (bool stream : {false, true}) {
-    chat::Request q = r;
+    chat::GenerationRequest q = r;
     q.stream = stream;
     auto w = make_openai_writer(q, {"chatcmpl-x", 0, "m"}, kCodec, "");
     std::string out = w->begin();
@@ -360,7 +360,7 @@ TEST(AgentApis, ACutOffCallEndsTheSameWayOnEveryApi) {
   for (bool stream : {false, true}) {
     SCOPED_TRACE(stream ? "streamed" : "whole");
     // Chat completions.
-    chat::Request c;
+    chat::GenerationRequest c;
     c.stream = stream;
     c.tools = tools;
     auto cw = make_openai_writer(c, {"chatcmpl-x", 0, "m"}, kCodec, "");
@@ -376,7 +376,7 @@ TEST(AgentApis, ACutOffCallEndsTheSameWayOnEveryApi) {
       EXPECT_EQ(m["message"]["content"], "Let me check.");
     }
     // Anthropic Messages: stop_reason max_tokens; the tool_use block never gets content_block_stop.
-    chat::Request a = c;
+    chat::GenerationRequest a = c;
     auto aw = make_anthropic_writer(a, "msg_x", "m", 1);
     out = aw->begin();
     for (auto& d : deltas()) out += aw->delta(d, {});

@@ -1,9 +1,9 @@
 // Request validation: accepted shapes, and a 400 naming the field for the rest.
 #include <gtest/gtest.h>
 
-#include "server/api_error.h"
+#include "server/error_body.h"
 #include "server/queue.h"
-#include "server/request.h"
+#include "server/api_request.h"
 
 namespace sluice::server {
 namespace {
@@ -30,7 +30,7 @@ std::string bad_param(const json& body, bool completion = false) {
 }
 
 TEST(ServerRequest, ParsesAFullChatRequest) {
-  chat::Request r = parse_chat_request(
+  chat::GenerationRequest r = parse_chat_request(
       chat({{"max_completion_tokens", 9},
             {"temperature", 0.5},
             {"top_p", 0.9},
@@ -60,7 +60,7 @@ TEST(ServerRequest, ParsesAFullChatRequest) {
 }
 
 TEST(ServerRequest, FlattensContentPartsAndMapsDeveloper) {
-  chat::Request r = parse_chat_request(
+  chat::GenerationRequest r = parse_chat_request(
       chat({{"messages",
              {{{"role", "developer"}, {"content", "be brief"}},
               {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}},
@@ -81,10 +81,10 @@ TEST(ServerRequest, FlattensContentPartsAndMapsDeveloper) {
 TEST(ServerRequest, ForcedToolCallsAndSchemas) {
   const json tools = json::parse(R"([{"type": "function", "function": {"name": "f", "strict": true,
       "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}}])");
-  chat::Request r = parse_chat_request(chat({{"tools", tools}, {"tool_choice", "required"}}), kLimits);
-  EXPECT_EQ(r.tool_choice, chat::Request::ToolChoice::Required);
+  chat::GenerationRequest r = parse_chat_request(chat({{"tools", tools}, {"tool_choice", "required"}}), kLimits);
+  EXPECT_EQ(r.tool_choice, chat::GenerationRequest::ToolChoice::Required);
   r = parse_chat_request(chat({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}), kLimits);
-  EXPECT_EQ(r.tool_choice, chat::Request::ToolChoice::Named);
+  EXPECT_EQ(r.tool_choice, chat::GenerationRequest::ToolChoice::Named);
   EXPECT_EQ(r.tool_choice_name, "f");
   EXPECT_EQ(bad_param(chat({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}})),
             "tool_choice.function.name");
@@ -145,7 +145,7 @@ TEST(ServerRequest, TypesAndRanges) {
 }
 
 TEST(ServerRequest, CompletionPrompts) {
-  chat::Request r = parse_completion_request({{"model", "m"}, {"prompt", {"abc"}}}, kLimits);
+  chat::GenerationRequest r = parse_completion_request({{"model", "m"}, {"prompt", {"abc"}}}, kLimits);
   EXPECT_EQ(r.prompt_text, "abc");
   EXPECT_EQ(*r.max_tokens, 16);
   r = parse_completion_request({{"model", "m"}, {"prompt", {{1, 2, 3}}}, {"logprobs", 0}}, kLimits);

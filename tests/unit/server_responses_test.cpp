@@ -47,7 +47,7 @@ TEST(ServerResponses, StringInputAndInstructions) {
   ResponsesRequest rr = parse_responses_request(
       body({{"instructions", "be brief"}, {"max_output_tokens", 9}, {"temperature", 0}, {"store", false}}), kLimits,
       nullptr);
-  EXPECT_EQ(rr.req.kind, chat::Request::Kind::Chat);
+  EXPECT_EQ(rr.req.kind, chat::GenerationRequest::Kind::Chat);
   EXPECT_EQ(rr.req.messages, json::parse(R"([{"role":"system","content":"be brief"},{"role":"user","content":"hi"}])"));
   EXPECT_EQ(rr.conversation, json::parse(R"([{"role":"user","content":"hi"}])"));  // instructions are not kept
   EXPECT_EQ(*rr.req.max_tokens, 9);
@@ -97,7 +97,7 @@ TEST(ServerResponses, ToolChoiceFormatAndReasoning) {
   ResponsesRequest rr = parse_responses_request(
       body({{"tools", {kTool}}, {"tool_choice", {{"type", "function"}, {"name", "get_weather"}}}, {"parallel_tool_calls", false}}),
       kLimits, nullptr);
-  EXPECT_EQ(rr.req.tool_choice, chat::Request::ToolChoice::Named);
+  EXPECT_EQ(rr.req.tool_choice, chat::GenerationRequest::ToolChoice::Named);
   EXPECT_EQ(rr.req.tool_choice_name, "get_weather");
   EXPECT_FALSE(rr.req.parallel_tool_calls);
   rr = parse_responses_request(body({{"tools", {kTool}}, {"tool_choice", "none"}}), kLimits, nullptr);

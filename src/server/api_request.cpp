@@ -1,4 +1,4 @@
-#include "server/request.h"
+#include "server/api_request.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,77 +7,39 @@
 
 #include "chat/output_grammar.h"
 #include "format/generation_config.h"
-#include "server/api_error.h"
+#include "server/error_body.h"
 #include "server/freeform_tools.h"
+#include "server/json_fields.h"
 #include "util/json_depth.h"
 
 namespace sluice::server {
 
 using chat::ApiError;
-using chat::Request;
+using chat::GenerationRequest;
 using chat::bad_field;
 using chat::json_object_grammar;
 using chat::json_schema_grammar;
+using fields::array_at;
+using fields::boolean_at;
+using fields::integer_in;
+using fields::number_in;
+using fields::object_at;
+using fields::only_known;
+using fields::present;
+using fields::string_at;
+using fields::type_name;
 
 using nlohmann::json;
 
 namespace {
 
-const char* type_name(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number";
-    default: return "an unsupported value";
-  }
-}
-
-bool present(const json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
-
-// Refuses fields other than `known` (which may be absent).
-void only_known(const json& obj, const std::set<std::string>& known, const std::string& prefix) {
-  for (const auto& [k, v] : obj.items())
-    if (!known.count(k)) bad_field(prefix + k, "unknown field '{}{}': this server does not support it", prefix, k);
-}
-
-double number_in(const json& body, const char* key, double lo, double hi) {
-  const json& v = body[key];
-  if (!v.is_number()) bad_field(key, "'{}' must be a number, got {}", key, type_name(v));
-  const double d = v.get<double>();
-  if (!std::isfinite(d) || d < lo || d > hi) bad_field(key, "'{}' must be between {} and {}, got {}", key, lo, hi, v.dump());
-  return d;
-}
-
-int64_t integer_in(const json& body, const char* key, int64_t lo, int64_t hi) {
-  const json& v = body[key];
-  if (!v.is_number_integer()) bad_field(key, "'{}' must be an integer, got {}", key, type_name(v));
-  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-    bad_field(key, "'{}' must be between {} and {}, got {}", key, lo, hi, v.dump());
-  const int64_t i = v.get<int64_t>();
-  if (i < lo || i > hi) bad_field(key, "'{}' must be between {} and {}, got {}", key, lo, hi, i);
-  return i;
-}
-
-bool boolean(const json& body, const char* key) {
-  const json& v = body[key];
-  if (!v.is_boolean()) bad_field(key, "'{}' must be a boolean, got {}", key, type_name(v));
-  return v.get<bool>();
-}
-
-std::string string_field(const json& v, const std::string& name) {
-  if (!v.is_string()) bad_field(name, "'{}' must be a string, got {}", name, type_name(v));
-  return v.get<std::string>();
-}
+// This parser's type errors name what came: "'stream' must be a boolean, got a string".
+constexpr auto kGot = fields::Wording::WithGot;
 
 // Fields shared by both endpoints.
-void parse_common(const json& body, Request& r, const RequestLimits& limits) {
+void parse_common(const json& body, GenerationRequest& r, const RequestLimits& limits) {
   if (!body.contains("model")) bad_field("model", "'model' is required");
-  r.model = string_field(body["model"], "model");
+  r.model = string_at(body["model"], "model", kGot);
 
   r.sampling = limits.defaults;
   if (present(body, "n") && integer_in(body, "n", 1, std::numeric_limits<int64_t>::max()) != 1)
@@ -106,7 +68,7 @@ void parse_common(const json& body, Request& r, const RequestLimits& limits) {
       bad_field(k, "'{}' is not supported: only 0 is accepted", k);
   if (present(body, "logit_bias")) {
     const json& lb = body["logit_bias"];
-    if (!lb.is_object()) bad_field("logit_bias", "'logit_bias' must be an object, got {}", type_name(lb));
+    object_at(lb, "logit_bias", kGot);
     for (const auto& [k, v] : lb.items()) {
       const std::string name = "logit_bias." + k;
       size_t used = 0;
@@ -129,28 +91,23 @@ void parse_common(const json& body, Request& r, const RequestLimits& limits) {
       r.stop.push_back(s.get<std::string>());
     } else if (s.is_array()) {
       if (s.size() > 4) bad_field("stop", "'stop' takes at most 4 strings, got {}", s.size());
-      for (size_t i = 0; i < s.size(); ++i) r.stop.push_back(string_field(s[i], fmt::format("stop[{}]", i)));
+      for (size_t i = 0; i < s.size(); ++i) r.stop.push_back(string_at(s[i], fmt::format("stop[{}]", i), kGot));
     } else {
       bad_field("stop", "'stop' must be a string or an array of strings, got {}", type_name(s));
     }
     for (size_t i = 0; i < r.stop.size(); ++i)
       if (r.stop[i].empty()) bad_field("stop", "stop strings must not be empty");
   }
-  if (present(body, "stream")) r.stream = boolean(body, "stream");
+  if (present(body, "stream")) r.stream = boolean_at(body["stream"], "stream", kGot);
   if (present(body, "stream_options")) {
     const json& so = body["stream_options"];
-    if (!so.is_object()) bad_field("stream_options", "'stream_options' must be an object, got {}", type_name(so));
+    object_at(so, "stream_options", kGot);
     if (!r.stream) bad_field("stream_options", "'stream_options' is only allowed when 'stream' is true");
     only_known(so, {"include_usage", "include_obfuscation"}, "stream_options.");
-    if (present(so, "include_usage")) {
-      if (!so["include_usage"].is_boolean())
-        bad_field("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
-      r.include_usage = so["include_usage"].get<bool>();
-    }
+    if (present(so, "include_usage")) r.include_usage = boolean_at(so["include_usage"], "stream_options.include_usage");
   }
-  if (present(body, "user")) string_field(body["user"], "user");
-  if (present(body, "metadata") && !body["metadata"].is_object())
-    bad_field("metadata", "'metadata' must be an object, got {}", type_name(body["metadata"]));
+  if (present(body, "user")) string_at(body["user"], "user", kGot);
+  if (present(body, "metadata")) object_at(body["metadata"], "metadata", kGot);
 }
 
 int64_t token_limit(const json& body, const char* key) {
@@ -169,12 +126,12 @@ json flatten_content(const json& c, const std::string& where, bool null_ok, bool
   for (size_t i = 0; i < c.size(); ++i) {
     const std::string pw = fmt::format("{}[{}]", where, i);
     const json& p = c[i];
-    if (!p.is_object()) bad_field(pw, "'{}' must be an object, got {}", pw, type_name(p));
+    object_at(p, pw, kGot);
     if (!p.contains("type")) bad_field(pw + ".type", "'{}.type' is required", pw);
-    const std::string type = string_field(p["type"], pw + ".type");
+    const std::string type = string_at(p["type"], pw + ".type", kGot);
     if (type == "refusal" && assistant) {  // an assistant's refusal replays as its text
       only_known(p, {"type", "refusal"}, pw + ".");
-      text += string_field(p.value("refusal", json()), pw + ".refusal");
+      text += string_at(p.value("refusal", json()), pw + ".refusal", kGot);
       continue;
     }
     if (type != "text")
@@ -188,7 +145,7 @@ json flatten_content(const json& c, const std::string& where, bool null_ok, bool
       if (k != "type" && k != "text" && k != "cache_control" && !(assistant && echoed.count(k)))
         bad_field(pw + "." + k, "unknown field '{}.{}': this server does not support it", pw, k);
     if (!p.contains("text")) bad_field(pw + ".text", "'{}.text' is required", pw);
-    text += string_field(p["text"], pw + ".text");
+    text += string_at(p["text"], pw + ".text", kGot);
   }
   return text;
 }
@@ -196,15 +153,15 @@ json flatten_content(const json& c, const std::string& where, bool null_ok, bool
 json parse_messages(const json& body) {
   if (!body.contains("messages")) bad_field("messages", "'messages' is required");
   const json& ms = body["messages"];
-  if (!ms.is_array()) bad_field("messages", "'messages' must be an array, got {}", type_name(ms));
+  array_at(ms, "messages", kGot);
   if (ms.empty()) bad_field("messages", "'messages' must not be empty");
   json out = json::array();
   for (size_t i = 0; i < ms.size(); ++i) {
     const std::string w = fmt::format("messages[{}]", i);
     const json& m = ms[i];
-    if (!m.is_object()) bad_field(w, "'{}' must be an object, got {}", w, type_name(m));
+    object_at(m, w, kGot);
     if (!m.contains("role")) bad_field(w + ".role", "'{}.role' is required", w);
-    std::string role = string_field(m["role"], w + ".role");
+    std::string role = string_at(m["role"], w + ".role", kGot);
     json o;
     if (role == "system" || role == "developer" || role == "user") {
       only_known(m, {"role", "content", "name"}, w + ".");
@@ -223,30 +180,30 @@ json parse_messages(const json& body) {
       o["content"] = flatten_content(m.value("content", json()), w + ".content", true, true);
       // A refusal replays as the turn's text.
       if (present(m, "refusal") && (o["content"].is_null() || o["content"] == ""))
-        o["content"] = string_field(m["refusal"], w + ".refusal");
+        o["content"] = string_at(m["refusal"], w + ".refusal", kGot);
       if (present(m, "reasoning_content"))
-        o["reasoning_content"] = string_field(m["reasoning_content"], w + ".reasoning_content");
+        o["reasoning_content"] = string_at(m["reasoning_content"], w + ".reasoning_content", kGot);
       if (present(m, "tool_calls")) {
         const json& tc = m["tool_calls"];
-        if (!tc.is_array()) bad_field(w + ".tool_calls", "'{}.tool_calls' must be an array", w);
+        array_at(tc, w + ".tool_calls");
         json calls = json::array();
         for (size_t j = 0; j < tc.size(); ++j) {
           const std::string cw = fmt::format("{}.tool_calls[{}]", w, j);
           const json& c = tc[j];
-          if (!c.is_object()) bad_field(cw, "'{}' must be an object", cw);
+          object_at(c, cw);
           only_known(c, {"id", "type", "function", "custom"}, cw + ".");
           if (!c.contains("id")) bad_field(cw + ".id", "'{}.id' is required", cw);
-          const std::string ctype = present(c, "type") ? string_field(c["type"], cw + ".type") : "function";
+          const std::string ctype = present(c, "type") ? string_at(c["type"], cw + ".type", kGot) : "function";
           if (ctype == "custom") {  // a freeform tool's call: its input text as the {"input"} argument
             if (!present(c, "custom") || !c["custom"].is_object())
               bad_field(cw + ".custom", "'{}.custom' must be an object", cw);
             only_known(c["custom"], {"name", "input"}, cw + ".custom.");
-            calls.push_back({{"id", string_field(c["id"], cw + ".id")},
+            calls.push_back({{"id", string_at(c["id"], cw + ".id", kGot)},
                              {"type", "function"},
                              {"function",
-                              {{"name", string_field(c["custom"].value("name", json()), cw + ".custom.name")},
-                               {"arguments", freeform_arguments(string_field(c["custom"].value("input", json()),
-                                                                              cw + ".custom.input"))}}}});
+                              {{"name", string_at(c["custom"].value("name", json()), cw + ".custom.name", kGot)},
+                               {"arguments", freeform_arguments(string_at(c["custom"].value("input", json()),
+                                                                              cw + ".custom.input", kGot))}}}});
             continue;
           }
           if (ctype != "function") bad_field(cw + ".type", "'{}.type' must be \"function\" or \"custom\"", cw);
@@ -256,11 +213,11 @@ json parse_messages(const json& body) {
           only_known(f, {"name", "arguments"}, cw + ".function.");
           if (!f.contains("name")) bad_field(cw + ".function.name", "'{}.function.name' is required", cw);
           if (!f.contains("arguments")) bad_field(cw + ".function.arguments", "'{}.function.arguments' is required", cw);
-          calls.push_back({{"id", string_field(c["id"], cw + ".id")},
+          calls.push_back({{"id", string_at(c["id"], cw + ".id", kGot)},
                            {"type", "function"},
                            {"function",
-                            {{"name", string_field(f["name"], cw + ".function.name")},
-                             {"arguments", string_field(f["arguments"], cw + ".function.arguments")}}}});
+                            {{"name", string_at(f["name"], cw + ".function.name", kGot)},
+                             {"arguments", string_at(f["arguments"], cw + ".function.arguments", kGot)}}}});
         }
         if (!calls.empty()) o["tool_calls"] = calls;
       }
@@ -270,7 +227,7 @@ json parse_messages(const json& body) {
       only_known(m, {"role", "content", "tool_call_id", "name"}, w + ".");
       if (!m.contains("tool_call_id")) bad_field(w + ".tool_call_id", "'{}.tool_call_id' is required", w);
       o["role"] = role;
-      o["tool_call_id"] = string_field(m["tool_call_id"], w + ".tool_call_id");
+      o["tool_call_id"] = string_at(m["tool_call_id"], w + ".tool_call_id", kGot);
       if (!m.contains("content")) bad_field(w + ".content", "'{}.content' is required", w);
       o["content"] = flatten_content(m["content"], w + ".content", false);
     } else if (role == "function") {
@@ -278,7 +235,7 @@ json parse_messages(const json& body) {
     } else {
       bad_field(w + ".role", "'{}.role' must be system, developer, user, assistant or tool, got '{}'", w, role);
     }
-    if (present(m, "name")) o["name"] = string_field(m["name"], w + ".name");
+    if (present(m, "name")) o["name"] = string_at(m["name"], w + ".name", kGot);
     out.push_back(std::move(o));
   }
   return out;
@@ -291,21 +248,21 @@ bool valid_function_name(const std::string& s) {
   return true;
 }
 
-json parse_tools(const json& body, Request& r) {
+json parse_tools(const json& body, GenerationRequest& r) {
   const json& ts = body["tools"];
-  if (!ts.is_array()) bad_field("tools", "'tools' must be an array, got {}", type_name(ts));
+  array_at(ts, "tools", kGot);
   json out = json::array();
   for (size_t i = 0; i < ts.size(); ++i) {
     const std::string w = fmt::format("tools[{}]", i);
     const json& t = ts[i];
-    if (!t.is_object()) bad_field(w, "'{}' must be an object", w);
-    const std::string type = t.contains("type") ? string_field(t["type"], w + ".type") : "";
+    object_at(t, w);
+    const std::string type = t.contains("type") ? string_at(t["type"], w + ".type", kGot) : "";
     if (type == "custom") {  // a freeform tool: its input is text
       only_known(t, {"type", "custom"}, w + ".");
       if (!present(t, "custom") || !t["custom"].is_object()) bad_field(w + ".custom", "'{}.custom' must be an object", w);
       const json& c = t["custom"];
       only_known(c, {"name", "description", "format"}, w + ".custom.");
-      const std::string name = string_field(c.value("name", json()), w + ".custom.name");
+      const std::string name = string_at(c.value("name", json()), w + ".custom.name", kGot);
       if (!valid_function_name(name))
         bad_field(w + ".custom.name", "'{}.custom.name' must be 1-128 characters of a-z, A-Z, 0-9, _, - and .", w);
       if (present(c, "format")) {
@@ -313,7 +270,7 @@ json parse_tools(const json& body, Request& r) {
         if (!f.is_object() || !f.contains("type") || (f["type"] != "text" && f["type"] != "grammar"))
           bad_field(w + ".custom.format", "'{}.custom.format' must be {{type: text}} or {{type: grammar, ...}}", w);
       }
-      out.push_back(freeform_function(name, present(c, "description") ? string_field(c["description"], w + ".custom.description") : "",
+      out.push_back(freeform_function(name, present(c, "description") ? string_at(c["description"], w + ".custom.description", kGot) : "",
                                       c.value("format", json())));
       r.freeform_tools.insert(name);
       continue;
@@ -325,16 +282,15 @@ json parse_tools(const json& body, Request& r) {
     const json& f = t["function"];
     only_known(f, {"name", "description", "parameters", "strict"}, w + ".function.");
     if (!f.contains("name")) bad_field(w + ".function.name", "'{}.function.name' is required", w);
-    const std::string name = string_field(f["name"], w + ".function.name");
+    const std::string name = string_at(f["name"], w + ".function.name", kGot);
     if (!valid_function_name(name))
       bad_field(w + ".function.name", "'{}.function.name' must be 1-128 characters of a-z, A-Z, 0-9, _, - and .", w);
-    if (present(f, "description")) string_field(f["description"], w + ".function.description");
+    if (present(f, "description")) string_at(f["description"], w + ".function.description", kGot);
     if (present(f, "parameters") && !f["parameters"].is_object())
       bad_field(w + ".function.parameters", "'{}.function.parameters' must be a JSON Schema object", w);
     // strict: the arguments are enforced against the whole schema when the call is forced
     // (tool_choice required or named); under "auto" a call is parsed, not constrained.
-    if (present(f, "strict") && !f["strict"].is_boolean())
-      bad_field(w + ".function.strict", "'{}.function.strict' must be a boolean", w);
+    if (present(f, "strict")) boolean_at(f["strict"], w + ".function.strict");
     if (f.value("strict", json()) == true) r.strict_tools.insert(name);
     json fo = {{"name", name}};
     if (present(f, "description")) fo["description"] = f["description"];
@@ -380,7 +336,7 @@ json parse_json_body(std::string_view body) {
   return j;
 }
 
-Request parse_chat_request(const json& body, const RequestLimits& limits, RequestNotes* notes) {
+GenerationRequest parse_chat_request(const json& body, const RequestLimits& limits, RequestNotes* notes) {
   RequestNotes scratch;
   if (!notes) notes = &scratch;
   // Fields about provider features this server does not have: accepted, without effect
@@ -402,8 +358,8 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
   if (present(body, "audio")) bad_field("audio", "'audio' output is not supported: this model writes text");
   // Web search is the provider's hosted tool: the model gets no search results here.
   if (present(body, "web_search_options")) notes->dropped_tools.push_back("web_search");
-  Request r;
-  r.kind = Request::Kind::Chat;
+  GenerationRequest r;
+  r.kind = GenerationRequest::Kind::Chat;
   parse_common(body, r, limits);
   if (present(body, "stream_options") && present(body["stream_options"], "include_obfuscation"))
     notes->ignore("stream_options.include_obfuscation");
@@ -415,7 +371,7 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
       bad_field("max_completion_tokens", "'max_tokens' and 'max_completion_tokens' disagree; send one of them");
     r.max_tokens = m;
   }
-  if (present(body, "logprobs")) r.logprobs = boolean(body, "logprobs");
+  if (present(body, "logprobs")) r.logprobs = boolean_at(body["logprobs"], "logprobs", kGot);
   if (present(body, "top_logprobs")) {
     r.top_logprobs = int(integer_in(body, "top_logprobs", 0, 20));
     if (!r.logprobs) bad_field("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
@@ -437,10 +393,9 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
       const json& js = rf["json_schema"];
       only_known(js, {"name", "description", "schema", "strict"}, "response_format.json_schema.");
       if (!present(js, "name")) bad_field("response_format.json_schema.name", "'response_format.json_schema.name' is required");
-      string_field(js["name"], "response_format.json_schema.name");
-      if (present(js, "description")) string_field(js["description"], "response_format.json_schema.description");
-      if (present(js, "strict") && !js["strict"].is_boolean())
-        bad_field("response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean");
+      string_at(js["name"], "response_format.json_schema.name", kGot);
+      if (present(js, "description")) string_at(js["description"], "response_format.json_schema.description", kGot);
+      if (present(js, "strict")) boolean_at(js["strict"], "response_format.json_schema.strict");
       // Enforced whether or not strict is set: the reply always matches the schema.
       r.grammar = json_schema_grammar(present(js, "schema") ? js["schema"] : json::object(),
                                       "response_format.json_schema.schema");
@@ -465,9 +420,9 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
       if (choice != "auto" && choice != "none" && choice != "required")
         bad_field("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or a function, got \"{}\"",
                   choice);
-      if (choice == "required") r.tool_choice = Request::ToolChoice::Required;
+      if (choice == "required") r.tool_choice = GenerationRequest::ToolChoice::Required;
     } else if (tc.is_object()) {
-      const std::string type = present(tc, "type") ? string_field(tc["type"], "tool_choice.type") : "";
+      const std::string type = present(tc, "type") ? string_at(tc["type"], "tool_choice.type", kGot) : "";
       if (type == "allowed_tools") {
         // Only these tools may be called: the others are not declared to the model;
         // mode "required" forces a call of one of them.
@@ -476,7 +431,7 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
           bad_field("tool_choice.allowed_tools", "'tool_choice.allowed_tools' must be an object");
         const json& at = tc["allowed_tools"];
         only_known(at, {"mode", "tools"}, "tool_choice.allowed_tools.");
-        const std::string mode = string_field(at.value("mode", json()), "tool_choice.allowed_tools.mode");
+        const std::string mode = string_at(at.value("mode", json()), "tool_choice.allowed_tools.mode", kGot);
         if (mode != "auto" && mode != "required")
           bad_field("tool_choice.allowed_tools.mode", "'tool_choice.allowed_tools.mode' must be auto or required");
         if (!present(at, "tools") || !at["tools"].is_array())
@@ -484,15 +439,15 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
         for (size_t i = 0; i < at["tools"].size(); ++i) {
           const std::string w = fmt::format("tool_choice.allowed_tools.tools[{}]", i);
           const json& e = at["tools"][i];
-          if (!e.is_object()) bad_field(w, "'{}' must be an object", w);
-          const std::string et = string_field(e.value("type", json()), w + ".type");
+          object_at(e, w);
+          const std::string et = string_at(e.value("type", json()), w + ".type", kGot);
           if ((et != "function" && et != "custom") || !present(e, et.c_str()) || !e[et].is_object())
             bad_field(w, "'{}' must be {{type: function, function: {{name}}}} or {{type: custom, custom: {{name}}}}", w);
-          allowed_names.insert(string_field(e[et].value("name", json()), w + "." + et + ".name"));
+          allowed_names.insert(string_at(e[et].value("name", json()), w + "." + et + ".name", kGot));
         }
         restrict_tools = true;
         choice = mode;
-        if (mode == "required") r.tool_choice = Request::ToolChoice::Required;
+        if (mode == "required") r.tool_choice = GenerationRequest::ToolChoice::Required;
       } else {
         if (type != "function" && type != "custom")
           bad_field("tool_choice.type", "'tool_choice.type' must be \"function\", \"custom\" or \"allowed_tools\"");
@@ -502,16 +457,16 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
         only_known(tc[type], {"name"}, "tool_choice." + type + ".");
         if (!present(tc[type], "name"))
           bad_field("tool_choice." + type + ".name", "'tool_choice.{}.name' is required", type);
-        r.tool_choice = Request::ToolChoice::Named;
-        r.tool_choice_name = string_field(tc[type]["name"], "tool_choice." + type + ".name");
+        r.tool_choice = GenerationRequest::ToolChoice::Named;
+        r.tool_choice_name = string_at(tc[type]["name"], "tool_choice." + type + ".name", kGot);
       }
     } else {
       bad_field("tool_choice", "'tool_choice' must be a string, got {}", type_name(tc));
     }
   }
-  if (present(body, "parallel_tool_calls")) r.parallel_tool_calls = boolean(body, "parallel_tool_calls");
+  if (present(body, "parallel_tool_calls")) r.parallel_tool_calls = boolean_at(body["parallel_tool_calls"], "parallel_tool_calls", kGot);
   if (present(body, "reasoning_effort")) {
-    r.reasoning_effort = string_field(body["reasoning_effort"], "reasoning_effort");
+    r.reasoning_effort = string_at(body["reasoning_effort"], "reasoning_effort", kGot);
     static const std::set<std::string> efforts = {"none", "low", "medium", "high", "max"};
     if (!efforts.count(r.reasoning_effort))
       bad_field("reasoning_effort", "'reasoning_effort' must be none, low, medium, high or max, got '{}'",
@@ -530,10 +485,10 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
     }
     if (!tools.empty() && choice != "none") r.tools = std::move(tools);
   }
-  if (r.tool_choice != Request::ToolChoice::Auto) {
+  if (r.tool_choice != GenerationRequest::ToolChoice::Auto) {
     if (!r.tools.is_array())
       bad_field("tool_choice", "'tool_choice' {} needs 'tools'", choice == "required" ? "\"required\"" : "a function");
-    if (r.tool_choice == Request::ToolChoice::Named &&
+    if (r.tool_choice == GenerationRequest::ToolChoice::Named &&
         std::none_of(r.tools.begin(), r.tools.end(), [&](const json& t) { return t["function"]["name"] == r.tool_choice_name; }))
       bad_field("tool_choice.function.name", "'tool_choice.function.name' '{}' is not one of 'tools'", r.tool_choice_name);
     if (r.grammar)
@@ -542,14 +497,14 @@ Request parse_chat_request(const json& body, const RequestLimits& limits, Reques
   return r;
 }
 
-Request parse_completion_request(const json& body, const RequestLimits& limits) {
+GenerationRequest parse_completion_request(const json& body, const RequestLimits& limits) {
   only_known(body,
              {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "best_of",
               "stream", "stream_options", "logprobs", "echo", "suffix", "frequency_penalty", "presence_penalty",
               "logit_bias", "user", "metadata", "store"},
              "");
-  Request r;
-  r.kind = Request::Kind::Completion;
+  GenerationRequest r;
+  r.kind = GenerationRequest::Kind::Completion;
   parse_common(body, r, limits);
   if (!body.contains("prompt")) bad_field("prompt", "'prompt' is required");
   const json& p = body["prompt"];
@@ -590,7 +545,7 @@ Request parse_completion_request(const json& body, const RequestLimits& limits) 
     r.top_logprobs = int(integer_in(body, "logprobs", 0, 5));
     r.sampling.top_logprobs = r.top_logprobs;
   }
-  if (present(body, "echo")) r.echo = boolean(body, "echo");
+  if (present(body, "echo")) r.echo = boolean_at(body["echo"], "echo", kGot);
   if (*r.max_tokens == 0 && !r.echo)
     bad_field("max_tokens", "'max_tokens' 0 returns nothing without 'echo' (prompt scoring is echo + logprobs + max_tokens 0)");
   if (*r.max_tokens == 0 && r.stream && r.logprobs)

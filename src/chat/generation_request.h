@@ -1,6 +1,6 @@
 // One generation request, whichever API it came in through: the conversation
 // (or completion prompt), sampling, stop rules and the structure the reply
-// must keep. The server's parsers fill it in (server/request.h, the Anthropic
+// must keep. The server's parsers fill it in (server/api_request.h, the Anthropic
 // and Responses parsers); `sluice chat` fills it in directly.
 #pragma once
 #include <cstdint>
@@ -18,7 +18,7 @@
 
 namespace sluice::chat {
 
-struct Request {
+struct GenerationRequest {
   enum class Kind { Chat, Completion };
   Kind kind = Kind::Chat;
   std::string model;

@@ -1,4 +1,4 @@
-// OpenAI request bodies -> validated generation requests (chat::Request). Every field is
+// OpenAI request bodies -> validated generation requests (chat::GenerationRequest). Every field is
 // either honoured or refused with a 400 that names it; unknown fields are refused.
 #pragma once
 #include <algorithm>
@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chat/request.h"
+#include "chat/generation_request.h"
 #include "runtime/sampler.h"
 
 namespace sluice::server {
@@ -48,7 +48,7 @@ struct RequestNotes {
 // Parses a body; 400 for malformed JSON, a non-object, or nesting deeper than 64.
 nlohmann::json parse_json_body(std::string_view body);
 
-chat::Request parse_chat_request(const nlohmann::json& body, const RequestLimits& limits, RequestNotes* notes = nullptr);
-chat::Request parse_completion_request(const nlohmann::json& body, const RequestLimits& limits);
+chat::GenerationRequest parse_chat_request(const nlohmann::json& body, const RequestLimits& limits, RequestNotes* notes = nullptr);
+chat::GenerationRequest parse_completion_request(const nlohmann::json& body, const RequestLimits& limits);
 
 }  // namespace sluice::server
