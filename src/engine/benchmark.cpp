@@ -122,8 +122,13 @@ class RoutingOverride {
     if (r.routing_trace.empty() && r.routing_synthetic.empty()) return;
     std::vector<int32_t> experts;
     for (int32_t l = 0; l < e_.expert_index().layers(); ++l) experts.push_back(e_.expert_index().experts(l));
-    src_ = !r.routing_trace.empty() ? routing_trace(r.routing_trace, experts)
-                                    : synthetic_routing(parse_synthetic_routing(r.routing_synthetic), experts);
+    if (!r.routing_trace.empty()) {
+      src_ = routing_trace(r.routing_trace, experts);
+    } else {
+      SyntheticRoutingSpec spec = parse_synthetic_routing(r.routing_synthetic);
+      spec.calibration_tokens = r.tokens;  // next_layer as the statistic over this decode will measure it
+      src_ = synthetic_routing(spec, experts);
+    }
     RouteOverride* s = src_.get();
     e_.set_route_override([s](int32_t layer, int64_t T, int64_t k, int32_t* ids, bool hint) {
       if (hint) return s->hint(layer, T, k, ids);

@@ -212,7 +212,7 @@ class SyntheticRoutes : public RouteOverride {
 
   // The q at which bench's next-layer statistic (experts/routing_stats.h: an online co-occurrence
   // predictor, which learns the mapping only as it sees it) comes out at `next_layer`, on a two-layer
-  // simulation of 1000 tokens (bisection; deterministic: its own seed).
+  // simulation of calibration_tokens tokens (bisection; deterministic: its own seed).
   double calibrate(int32_t E, int64_t k) const {
     auto share = [&](double q) {
       SyntheticRoutingSpec s = spec_;
@@ -221,7 +221,8 @@ class SyntheticRoutes : public RouteOverride {
       sim.layers_[0].q = sim.layers_[1].q = q;
       std::vector<int32_t> ids(static_cast<size_t>(k));
       RoutingLog log;
-      for (int t = 0; t < 1000; ++t)
+      const int64_t n = std::clamp<int64_t>(spec_.calibration_tokens, 100, 4000);
+      for (int64_t t = 0; t < n; ++t)
         for (int32_t l = 0; l < 2; ++l) {
           sim.route(l, 1, k, ids.data());
           std::vector<int32_t> sorted = ids;

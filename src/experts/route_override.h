@@ -40,6 +40,10 @@ struct SyntheticRoutingSpec {
   double hot = 0.86;         // share of picks taken by the hottest 30% of each layer's experts
   double next_layer = 0.5;   // share of a layer's picks predictable from the previous MoE layer's
   uint64_t seed = 1;
+  // The run length next_layer is calibrated for: the statistic's online predictor learns the
+  // layer-to-layer mapping as it goes, so a short run scores lower than a long one at the same
+  // construction (bench sets its decode length; clamped to [100, 4000]).
+  int64_t calibration_tokens = 1000;
   std::string describe() const;
 };
 // "overlap=0.31,hot=0.86,next_layer=0.5[,seed=N]" (any subset; the rest as above; "k3": all defaults).

@@ -27,7 +27,9 @@ RoutingLog drive(RouteOverride& src, const std::vector<int32_t>& experts, int64_
   for (int t = 0; t < tokens; ++t)
     for (int32_t l = 0; l < int32_t(experts.size()); ++l) {
       if (experts[size_t(l)] == 0) continue;
-      if (hints) EXPECT_TRUE(src.hint(l, 1, k, guess.data()));
+      if (hints) {
+        EXPECT_TRUE(src.hint(l, 1, k, guess.data()));
+      }
       src.route(l, 1, k, ids.data());
       std::set<int32_t> distinct(ids.begin(), ids.end());
       EXPECT_EQ(int64_t(distinct.size()), k) << "layer " << l << " token " << t;
