@@ -236,3 +236,33 @@ TEST(RouteOverride, BenchRejectsOverrideOutsideDecode) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// The whole path on the command line: routing-report records a trace while streaming experts under
+// --ram (it crashed there: its recorder wrapped a source that installing the recorder freed), and
+// bench replays it, saying so on its first and last lines and in its JSON. run takes no such flag.
+TEST(RouteOverride, CliRecordsUnderStreamingAndBenchReplays) {
+  test::TempDir tmp;
+  const std::string model = test::fixture("golden/deepseek_v3_tiny");
+  auto rec = test::run_sluice({"routing-report", "--model", model, "--ram", "0.02", "--tokens",
+                               "1,5,9,13,2,6,10,14,3,7", "--json", tmp.file("trace.json")});
+  ASSERT_EQ(rec.exit_code, 0) << rec.err;
+  std::ifstream in(tmp.file("trace.json"));
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["routes"].size(), 30u);  // 10 tokens x 3 MoE layers
+  auto b = test::run_sluice({"bench", "--model", model, "--ram", "0.02", "--tokens", "4", "--prompt-tokens", "3",
+                             "--probe-seconds", "0", "--routing-trace", tmp.file("trace.json"), "--json",
+                             tmp.file("bench.json")});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(b.out.rfind("routing: benchmark-only override (trace ", 0), 0u) << b.out;
+  EXPECT_NE(b.out.find("tokens are not the model's\n", b.out.size() - 200), std::string::npos) << b.out;
+  std::ifstream bj(tmp.file("bench.json"));
+  EXPECT_NE(nlohmann::json::parse(bj)["routing_override"].get<std::string>().find("trace "), std::string::npos);
+  auto run = test::run_sluice({"run", "--model", model, "--routing-synthetic", "k3", "hello"});
+  EXPECT_NE(run.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace sluice
