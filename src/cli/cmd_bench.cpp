@@ -70,6 +70,15 @@ void add_bench_command(CLI::App& app, Action& action) {
                   "Decode: write a Chrome / Perfetto trace of the timed steps here (each expert's read from issue "
                   "to completion, waits, checksums, MoE compute per layer, tokens)");
   cmd->add_option("--seed", r.seed, "Seed of the random prompt")->capture_default_str();
+  auto* rt = cmd->add_option(
+      "--routing-trace", r.routing_trace,
+      "BENCHMARK ONLY: every MoE layer's experts replayed from FILE (`sluice routing-report --json` on a real model: "
+      "its \"routes\", cycling) instead of the model's router; the tokens are not the model's, the output says so");
+  cmd->add_option("--routing-synthetic", r.routing_synthetic,
+                  "BENCHMARK ONLY: every MoE layer's experts drawn by a seeded generator with these statistics, "
+                  "e.g. overlap=0.31,hot=0.86,next_layer=0.5[,seed=N] (k3: those) instead of the model's router; the "
+                  "tokens are not the model's, the output says so")
+      ->excludes(rt);
   cmd->add_flag("--io-only", r.io_only, "Only read experts (random top-k per layer and token), no compute");
   cmd->add_flag("--generate", r.generate,
                 "Time greedy generation as a whole (means per generated token, forward passes, expert bytes); "

@@ -30,7 +30,12 @@ int run(const Opts& o) {
   mem.context_tokens = int64_t(ids.size());
   auto engine = Engine::open(model_or_default(o.model), mem);
   RoutingLog log;
-  engine->set_expert_source(std::make_unique<RecordingExperts>(engine->expert_source(), log));
+  // The MoE blocks' requests as they are made (each the sorted picks of one token, fed alone). Not
+  // by wrapping the expert source: installing a wrapper frees the streaming source it would wrap
+  // (Engine::set_expert_source), which crashed every report under --ram N.
+  engine->set_request_observer([&log](int32_t layer, const int32_t* e, int64_t n) {
+    log.steps.push_back({layer, std::vector<int32_t>(e, e + n)});
+  });
   Session s = engine->session();
   for (int32_t t : ids) s.feed({t});  // one token per step: each request is one token's choice
   std::vector<int32_t> experts;

@@ -89,6 +89,12 @@ struct ExpertSourceSlot {
   // When set, sees every MoE request (layer, the distinct experts of the pass)
   // before the source does: counts of what the routing asked for (bench, tests).
   std::function<void(int32_t layer, const int32_t* experts, int64_t n)> on_request;
+  // Benchmark only (`sluice bench --routing-trace / --routing-synthetic`, experts/route_override.h):
+  // when set, replaces the expert ids the router chose for each of a pass's T tokens (ids: T rows
+  // of k) before anything is requested; the gate weights stay the router's own, slot by slot. With
+  // hint set, the call is the next layer's prefetch guess (model/decoder.cpp prefetch_next) rather
+  // than its routing: it returns false for no guess (then nothing is prefetched).
+  std::function<bool(int32_t layer, int64_t T, int64_t k, int32_t* ids, bool hint)> override_routes;
   // Expert parallelism (compute/expert_exchange.h): the experts this rank computes; unsharded: all.
   ExpertShards shards;
 };

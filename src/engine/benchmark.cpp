@@ -10,6 +10,7 @@
 
 #include "engine/drafter.h"
 #include "engine/engine.h"
+#include "experts/route_override.h"
 #include "experts/routing_stats.h"
 #include "runtime/retokenizing_drafter.h"
 #include "runtime/session.h"
@@ -111,6 +112,46 @@ class RouteRecorder {
  private:
   Engine& e_;
   RoutingLog log_;
+};
+
+// The benchmark-only routing override the request asks for, installed while this is alive (none
+// asked for: nothing installed, label() empty).
+class RoutingOverride {
+ public:
+  RoutingOverride(Engine& e, const BenchRequest& r) : e_(e) {
+    if (r.routing_trace.empty() && r.routing_synthetic.empty()) return;
+    std::vector<int32_t> experts;
+    for (int32_t l = 0; l < e_.expert_index().layers(); ++l) experts.push_back(e_.expert_index().experts(l));
+    if (!r.routing_trace.empty()) {
+      src_ = routing_trace(r.routing_trace, experts);
+    } else {
+      SyntheticRoutingSpec spec = parse_synthetic_routing(r.routing_synthetic);
+      spec.calibration_tokens = r.tokens;  // next_layer as the statistic over this decode will measure it
+      src_ = synthetic_routing(spec, experts);
+    }
+    RouteOverride* s = src_.get();
+    e_.set_route_override([s](int32_t layer, int64_t T, int64_t k, int32_t* ids, bool hint) {
+      if (hint) return s->hint(layer, T, k, ids);
+      s->route(layer, T, k, ids);
+      return true;
+    });
+  }
+  ~RoutingOverride() {
+    if (src_) e_.set_route_override({});
+  }
+  RoutingOverride(const RoutingOverride&) = delete;
+  RoutingOverride& operator=(const RoutingOverride&) = delete;
+  nlohmann::json json() const { return src_ ? nlohmann::json(src_->describe()) : nlohmann::json(nullptr); }
+  std::string label() const {
+    return src_ ? fmt::format("routing: benchmark-only override ({}): the model's own routing is not used; tokens are "
+                              "not the model's",
+                              src_->describe())
+                : std::string();
+  }
+
+ private:
+  Engine& e_;
+  std::unique_ptr<RouteOverride> src_;
 };
 
 std::string routing_summary(const RoutingStats& s) {
@@ -382,6 +423,8 @@ BenchResult generation(const BenchRequest& r, Ticker& tick) {
 // Prefill, then each greedy decode step timed with its I/O.
 BenchResult decode(const BenchRequest& r, Ticker& tick) {
   auto model = Engine::open(r.model, r.mem);
+  auto overridden = std::make_unique<RoutingOverride>(*model, r);
+  if (!overridden->label().empty()) tick.say("bench: " + overridden->label(), true);
   const MemoryPlan plan = model->plan();
   const std::vector<int32_t> prompt = make_prompt(r, model->info().vocab);
   auto session = std::make_unique<Session>(model->session());
@@ -550,6 +593,9 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const RoutingStats routing = routes->stats();
   routes.reset();  // holds the model: before the model goes
   res.json["routing"] = routing.to_json();
+  res.json["routing_override"] = overridden->json();
+  const std::string override_label = overridden->label();
+  overridden.reset();
   session.reset();
   model.reset();  // the probe's reader takes the decode's memory
   // The floor: the bytes this decode read per token at the drive's rate, plus
@@ -584,6 +630,10 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   if (!drives_summary(drives).empty()) res.summary.push_back(drives_summary(drives));
   if (!guess_line.empty()) res.summary.push_back("next-layer guesses right (of the experts the cache lacked): " + guess_line);
   res.summary.push_back(routing_summary(routing));
+  if (!override_label.empty()) {  // first and last, loudly: these are not the model's tokens
+    res.summary.insert(res.summary.begin(), override_label);
+    res.summary.push_back(override_label);
+  }
   if (cuda)
     res.summary.push_back(fmt::format("{}: {:.2f} tokens/s decode (mean), {:.1f} tokens/s prefill; experts copied to "
                                       "the GPU {}/token (mean), copies {:.0f}% of decode time",
@@ -600,6 +650,8 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
   MemoryRequest mem = r.mem;
   mem.sequences = r.batch;
   auto model = Engine::open(r.model, mem);
+  const RoutingOverride overridden(*model, r);
+  if (!overridden.label().empty()) tick.say("bench: " + overridden.label(), true);
   const MemoryPlan& plan = model->plan();
   const int64_t B = r.batch;
   std::vector<std::unique_ptr<Session>> owned;
@@ -690,7 +742,9 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
               {"io_stall_fraction", total > 0 ? stall / total : 0},
               {"total_storage_bytes_read", process_read_bytes() - io0},
               {"peak_rss_bytes", process_peak_rss()},
+              {"routing_override", overridden.json()},
               {"per_pass", per_pass}};
+  if (!overridden.label().empty()) res.summary.push_back(overridden.label());
   res.summary.push_back(fmt::format(
       "{}: batch {}: {:.3f} tokens/s aggregate ({:.4f} s/pass median over {} passes), read per generated token: "
       "experts {}, spine {} (needed experts {}), stall {:.0f}%, prefill {:.2f} s for {} tokens, peak RSS {} (budget {})",
@@ -698,6 +752,7 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
       human_bytes(double(spine_read) / generated), human_bytes(double(needed) / generated),
       100 * res.json["io_stall_fraction"].get<double>(), prefill, prompt_total,
       human_bytes(double(process_peak_rss())), human_bytes(double(plan.budget))));
+  if (!overridden.label().empty()) res.summary.push_back(overridden.label());
   return res;
 }
 
@@ -718,6 +773,13 @@ BenchResult run_benchmark(const BenchRequest& req, const Progress_fn& progress) 
   if (!r.draft_model.empty() && r.replay_wrong_every >= 0)
     fail("--draft-model and --replay-drafts are two drafters: give one of them");
   if (r.draft_retokenize && r.draft_model.empty()) fail("--draft-retokenize is about a --draft-model: give one");
+  if (!r.routing_trace.empty() && !r.routing_synthetic.empty())
+    fail("--routing-trace and --routing-synthetic are two routing sources: give one of them");
+  const bool overridden = !r.routing_trace.empty() || !r.routing_synthetic.empty();
+  if (overridden && (r.io_only || r.generate || r.speculate || r.replay_wrong_every >= 0 || !r.draft_model.empty()))
+    fail("--routing-trace / --routing-synthetic measure decode (plain or --batch); they cannot be combined with "
+         "--io-only, --generate, --speculate, --replay-drafts or --draft-model");
+  if (!r.routing_synthetic.empty()) parse_synthetic_routing(r.routing_synthetic);  // its errors before the model opens
   const int64_t prompt_len = (r.prompt.empty() ? r.prompt_tokens : int64_t(r.prompt.size())) * r.repeat_prompt;
   if (r.mem.context_tokens == 0) r.mem.context_tokens = prompt_len + r.tokens + 1 + r.draft_max;
   Ticker tick(progress);

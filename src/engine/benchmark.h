@@ -46,6 +46,11 @@ struct BenchRequest {
   // Decode: a Chrome / Perfetto trace of the decode steps (reads issued and
   // completed per expert, waits, checksums, MoE compute per layer) is written here.
   std::string trace;
+  // Benchmark-only routing (experts/route_override.h), decode and batched decode: every MoE layer's
+  // expert ids come from this `sluice routing-report --json` trace (replayed, cycling), or from a
+  // seeded generator with these statistics ("overlap=0.31,hot=0.86,next_layer=0.5[,seed=N]"),
+  // not from the model's router. The output says so on its first line and in "routing_override".
+  std::string routing_trace, routing_synthetic;
 };
 
 struct BenchResult {

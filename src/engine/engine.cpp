@@ -277,5 +277,8 @@ void Engine::set_layer_observer(std::function<void(int64_t)> f) const { decoder_
 void Engine::set_request_observer(std::function<void(int32_t, const int32_t*, int64_t)> f) const {
   decoder_->expert_slot()->on_request = std::move(f);
 }
+void Engine::set_route_override(std::function<bool(int32_t, int64_t, int64_t, int32_t*, bool)> f) const {
+  decoder_->expert_slot()->override_routes = std::move(f);
+}
 
 }  // namespace sluice

@@ -99,6 +99,9 @@ class Engine : public Model {
   void set_layer_observer(std::function<void(int64_t layer)> f) const;
   // Sees every MoE layer's request for the distinct experts of a pass (empty function: none).
   void set_request_observer(std::function<void(int32_t layer, const int32_t* experts, int64_t n)> f) const;
+  // Benchmark only (engine/benchmark.cpp): replaces every MoE layer's routed expert ids
+  // (compute/expert_source.h, ExpertSourceSlot::override_routes; empty function: the model's own).
+  void set_route_override(std::function<bool(int32_t layer, int64_t T, int64_t k, int32_t* ids, bool hint)> f) const;
 
   // Opens DIR: reads config.json, maps the checkpoint, builds the decoder and
   // installs the expert source and spine streaming `opts` asks for (stream-mode

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "util/error.h"
 #include "util/thread_pool.h"
 #include "util/trace.h"
 
@@ -28,6 +29,30 @@ void MoeBlock::route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<flo
       route(spec_, lg, ids.data() + t * K, weights.data() + t * K);
     }
   });
+  if (experts_->override_routes) override_routes(T, ids, /*hint=*/false);
+}
+
+// Benchmark-only routing (compute/expert_source.h): the ids are replaced, the weights are the
+// router's own for its own picks, slot by slot. Kept rather than recomputed from the router's
+// scores of the replacement ids because the benchmark measures reads and compute, not quality:
+// the router's weights keep the weighted sum's scale (renormalized, scaled) what the model
+// produces, so activations stay in range, while the scores of experts the router did not pick
+// would be near zero and shrink the output. The sum runs in expert-id order (packed by id
+// below), so the order of a token's ids does not matter; they must be distinct and in range.
+bool MoeBlock::override_routes(int64_t T, std::vector<int32_t>& ids, bool hint) const {
+  const int64_t E = spec_.n_experts, K = spec_.top_k;
+  if (!experts_->override_routes(layer_, T, K, ids.data(), hint)) return false;
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t* row = ids.data() + t * K;
+    for (int64_t j = 0; j < K; ++j) {
+      if (row[j] < 0 || row[j] >= E)
+        fail("routing override: layer {} token {}: expert {} is out of range (the layer has {} experts)", layer_, t,
+             row[j], E);
+      for (int64_t i = 0; i < j; ++i)
+        if (row[i] == row[j]) fail("routing override: layer {} token {}: expert {} picked twice", layer_, t, row[j]);
+    }
+  }
+  return true;
 }
 
 // Router logits (device and host), the latent input, the shared expert's
@@ -46,7 +71,13 @@ int64_t MoeBlock::activation_floats_per_token(int64_t routed_width) const {
 void MoeBlock::prefetch_hint(Tensor x) const {
   std::vector<int32_t> ids;
   std::vector<float> w;
-  route_tokens(x, ids, w);
+  if (experts_->override_routes) {
+    // The override's own guess at this layer's picks, not the router's (which it replaces).
+    ids.resize(size_t(x.rows() * spec_.top_k));
+    if (!override_routes(x.rows(), ids, /*hint=*/true)) return;
+  } else {
+    route_tokens(x, ids, w);
+  }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   const ExpertShards& shards = experts_->shards;

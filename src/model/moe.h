@@ -45,6 +45,8 @@ class MoeBlock : public FfnBlock {
 
   // Routing only: top-k ids and weights (host data) for each row of x ([T, top_k] each).
   void route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<float>& weights) const;
+  // The benchmark-only override's ids in place of the router's (checked); false: it gave none (hint only).
+  bool override_routes(int64_t T, std::vector<int32_t>& ids, bool hint) const;
 
  private:
   Backend& be_;
