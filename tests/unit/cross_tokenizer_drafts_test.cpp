@@ -15,6 +15,7 @@
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
+#include "support/plain_decoding.h"
 #include "support/test_device.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -209,18 +210,6 @@ class KnownTextDrafter : public Drafter {
   std::string truth_;
 };
 
-std::vector<int32_t> sample_plainly(Session& s, const std::vector<int32_t>& prompt, int64_t n, const SamplingParams& p) {
-  Sampler sampler(p);
-  const int64_t V = s.model().info().vocab;
-  std::vector<float> logits = s.feed(prompt);
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < n; ++i) {
-    out.push_back(sampler.sample(logits.data(), V).token);
-    if (i + 1 < n) logits = s.feed({out.back()});
-  }
-  return out;
-}
-
 std::vector<int32_t> decode_with(Session& s, const std::vector<int32_t>& prompt, int64_t n, const SamplingParams& p,
                                  Drafter& d, SpeculationStats* st, int64_t max_draft = 8) {
   Sampler sampler(p);
@@ -260,7 +249,7 @@ TEST(CrossTokenizerDrafts, OutputIsThePlainOutputBothWays) {
         p.temperature = temp, p.seed = 3;
         Session plain(*target), spec(*target);
         SpeculationStats st;
-        const auto want = sample_plainly(plain, prompt, n, p);
+        const auto want = test::sample_plainly(plain, prompt, n, p);
         EXPECT_EQ(decode_with(spec, prompt, n, p, *d, &st), want)
             << dir.target << " <- " << dir.draft << ", temperature " << temp << ": " << text;
         EXPECT_GT(st.proposed, 0) << dir.target << " <- " << dir.draft << ": " << text;
@@ -285,7 +274,7 @@ TEST(CrossTokenizerDrafts, RightDraftsInAnotherTokenizerAreAccepted) {
       SamplingParams p;
       p.temperature = temp, p.seed = 11;
       Session plain(*target);
-      const auto want = sample_plainly(plain, prompt, n, p);
+      const auto want = test::sample_plainly(plain, prompt, n, p);
       std::vector<int32_t> all = prompt;
       all.insert(all.end(), want.begin(), want.end());
       const std::string truth = bytes_of(*bpe, all);
@@ -430,7 +419,7 @@ TEST(CrossTokenizerDrafts, ChoosesByTheTokenizersAndRefusesWhatHasNoText) {
     Session plain(*t512), spec(*t512);
     SpeculationStats st;
     EXPECT_EQ(decode_with(spec, prompt, 24, SamplingParams{.temperature = 0}, *d, &st),
-              sample_plainly(plain, prompt, 24, SamplingParams{.temperature = 0}));
+              test::sample_plainly(plain, prompt, 24, SamplingParams{.temperature = 0}));
   }
   // Fewer than 256 ids and no tokenizer files: no text.
   try {

@@ -12,6 +12,7 @@
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
+#include "support/plain_decoding.h"
 #include "support/test_device.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -112,20 +113,6 @@ TEST(NgramDrafter, ProposesWhatFollowedTheLongestRecentMatch) {
 namespace sluice {
 namespace {
 
-// Plain sampled decoding, one token per forward pass, written out here so the
-// speculative path is compared with something that does not share its loop.
-std::vector<int32_t> sample_plainly(Session& s, const std::vector<int32_t>& prompt, int64_t n, const SamplingParams& p) {
-  Sampler sampler(p);
-  const int64_t V = s.model().info().vocab;
-  std::vector<float> logits = s.feed(prompt);
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < n; ++i) {
-    out.push_back(sampler.sample(logits.data(), V).token);
-    if (i + 1 < n) logits = s.feed({out.back()});
-  }
-  return out;
-}
-
 std::vector<int32_t> sample_speculatively(Session& s, const std::vector<int32_t>& prompt, int64_t n,
                                           const SamplingParams& p, Drafter& d, SpeculationStats* st) {
   Sampler sampler(p);
@@ -167,7 +154,7 @@ TEST_P(Speculation, SampledTokenIdenticalToPlainSampling) {
   settings[2].temperature = 0.3, settings[2].min_p = 0.05, settings[2].seed = 99;
   for (const SamplingParams& p : settings) {
     Session plain(*model);
-    const std::vector<int32_t> want = sample_plainly(plain, prompt, n, p);
+    const std::vector<int32_t> want = test::sample_plainly(plain, prompt, n, p);
     std::vector<int32_t> truth = prompt;
     truth.insert(truth.end(), want.begin(), want.end());
     int64_t accepted = 0, proposed = 0;
@@ -179,7 +166,7 @@ TEST_P(Speculation, SampledTokenIdenticalToPlainSampling) {
           << "temperature " << p.temperature << ", every " << wrong_every << " wrong";
       // The state after speculation is the plain one: the same next logits.
       Session q(*model);
-      sample_plainly(q, prompt, n, p);
+      test::sample_plainly(q, prompt, n, p);
       EXPECT_EQ(s.tokens(), q.tokens());
       const std::vector<float> next = s.feed({want.back()});
       EXPECT_EQ(next, q.feed({want.back()}));
@@ -301,7 +288,7 @@ TEST(ModelDrafter, DraftModelsOnlyChangeHowManyPassesAreNeeded) {
     SamplingParams p;
     p.temperature = 0.8, p.seed = 3;
     Session q(*target), r(*target);
-    EXPECT_EQ(sample_speculatively(q, prompt, n, p, drafter, nullptr), sample_plainly(r, prompt, n, p))
+    EXPECT_EQ(sample_speculatively(q, prompt, n, p, drafter, nullptr), test::sample_plainly(r, prompt, n, p))
         << c.target << " <- " << c.draft;
   }
   auto big = load_model(test::fixture("golden/deepseek_v3_tiny"), test::on_test_device());

@@ -17,6 +17,7 @@
 #include "runtime/speculative.h"
 #include "runtime/suffix_drafter.h"
 #include "runtime/suffix_index.h"
+#include "support/plain_decoding.h"
 #include "support/test_device.h"
 #include "support/test_support.h"
 
@@ -292,18 +293,6 @@ TEST(DraftGate, ProbesTurnDraftingBackOn) {
 }
 
 // ---- On the golden models.
-Tokens sample_plainly(Session& s, const Tokens& prompt, int64_t n, const SamplingParams& p) {
-  Sampler sampler(p);
-  const int64_t V = s.model().info().vocab;
-  std::vector<float> logits = s.feed(prompt);
-  Tokens out;
-  for (int64_t i = 0; i < n; ++i) {
-    out.push_back(sampler.sample(logits.data(), V).token);
-    if (i + 1 < n) logits = s.feed({out.back()});
-  }
-  return out;
-}
-
 Tokens sample_speculatively(Session& s, const Tokens& prompt, int64_t n, const SamplingParams& p, Drafter& d,
                             SpeculationStats* st) {
   Sampler sampler(p);
@@ -344,7 +333,7 @@ TEST_P(SuffixSpeculation, TokenIdenticalToPlainGreedyAndSampled) {
   settings[1].temperature = 0.7, settings[1].top_p = 0.9, settings[1].top_k = 40, settings[1].seed = 5;
   for (const SamplingParams& p : settings) {
     Session plain(*model), s(*model);
-    const Tokens sampled = sample_plainly(plain, prompt, n, p);
+    const Tokens sampled = test::sample_plainly(plain, prompt, n, p);
     SpeculationStats st;
     EXPECT_EQ(sample_speculatively(s, prompt, n, p, drafter, &st), sampled) << "temperature " << p.temperature;
     EXPECT_EQ(s.tokens(), plain.tokens());
