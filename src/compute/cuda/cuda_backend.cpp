@@ -140,23 +140,23 @@ struct CudaBackend::Impl {
     profile.pending.push_back({std::move(op), start, end});
     if (profile.pending.size() >= 4096) settle_profile();
   }
-  void add_time(const std::string& name, cudaEvent_t from, cudaEvent_t to, bool count) {
+  void add_time(const std::string& name, cudaEvent_t from, cudaEvent_t to) {
     float ms = 0;
     check(cudaEventElapsedTime(&ms, from, to), "reading a profile event");
     auto& t = profile.totals[name];
     t.first += ms;
-    t.second += count ? 1 : 0;
+    ++t.second;
   }
   void settle_profile() {
     if (profile.pending.empty()) return;
     check(cudaEventSynchronize(profile.pending.back().end), "waiting for profile events");
     for (auto& op : profile.pending) {
       if (op.start) {  // the op's own span, and the GPU's wait for the host before it
-        add_time("(GPU waiting for the host) before " + op.name, profile.prev, op.start, true);
-        add_time(op.name, op.start, op.end, true);
+        add_time("(GPU waiting for the host) before " + op.name, profile.prev, op.start);
+        add_time(op.name, op.start, op.end);
         cudaEventDestroy(op.start);
       } else {  // a later launch of the same op: from the previous launch's end
-        add_time(op.name, profile.prev, op.end, true);
+        add_time(op.name, profile.prev, op.end);
       }
       cudaEventDestroy(profile.prev);
       profile.prev = op.end;
