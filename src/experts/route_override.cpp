@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -156,7 +157,11 @@ class SyntheticRoutes : public RouteOverride {
     if (it == layers_.end()) fail("routing override: layer {} is not a MoE layer of the model", layer);
     Layer& L = it->second;
     if (int64_t(L.E) < k) fail("routing override: layer {} has {} experts, fewer than its {} picks", layer, L.E, k);
-    if (L.q < 0) L.q = calibrate(L.E, k);
+    if (L.q < 0) {  // the same for every layer of this width: calibrated once
+      auto [at, fresh] = calibrated_.try_emplace({L.E, k}, 0.0);
+      if (fresh) at->second = calibrate(L.E, k);
+      L.q = at->second;
+    }
     return L;
   }
 
@@ -244,6 +249,7 @@ class SyntheticRoutes : public RouteOverride {
   SyntheticRoutingSpec spec_;
   std::mt19937_64 rng_;
   std::map<int32_t, Layer> layers_;
+  std::map<std::pair<int32_t, int64_t>, double> calibrated_;  // q by (experts, picks)
 };
 
 }  // namespace
