@@ -51,8 +51,27 @@ void check_draft_choice(const DraftChoice& c) {
   if (c.suffix.max_tokens < 1024) fail("--suffix-tokens must be >= 1024, got {}", c.suffix.max_tokens);
 }
 
-std::shared_ptr<const TokenText> model_token_text(const std::string& model_dir, int64_t model_vocab) {
-  if (has_tokenizer_files(model_dir)) return std::make_shared<TokenizerText>(text::Tokenizer::load(model_dir), model_dir);
+namespace {
+
+// The same ids for the same bytes: vocabulary, added tokens and every id's bytes.
+bool same_tokens(const text::Tokenizer& a, const text::Tokenizer& b) {
+  if (a.vocab_size() != b.vocab_size() || a.added_tokens().size() != b.added_tokens().size()) return false;
+  for (size_t i = 0; i < a.added_tokens().size(); ++i) {
+    const auto &x = a.added_tokens()[i], &y = b.added_tokens()[i];
+    if (x.id != y.id || x.content != y.content || x.special != y.special) return false;
+  }
+  for (int32_t id = 0; id < int32_t(a.vocab_size()); ++id) {
+    if (a.valid_id(id) != b.valid_id(id)) return false;
+    if (a.valid_id(id) && a.token_bytes(id) != b.token_bytes(id)) return false;
+  }
+  return true;
+}
+
+// A model's ids as text: `tok` when loaded already, else its tokenizer files, else byte ids.
+std::shared_ptr<const TokenText> token_text(std::unique_ptr<text::Tokenizer> tok, const std::string& model_dir,
+                                            int64_t model_vocab) {
+  if (!tok && has_tokenizer_files(model_dir)) tok = text::Tokenizer::load(model_dir);
+  if (tok) return std::make_shared<TokenizerText>(std::move(tok), model_dir);
   if (model_vocab < 256)
     fail("{} has no tokenizer files (tokenizer.json or tiktoken.model) and {} ids, fewer than the byte-level "
          "codec's 256: its ids cannot be read as text",
@@ -60,20 +79,31 @@ std::shared_ptr<const TokenText> model_token_text(const std::string& model_dir, 
   return std::make_shared<ByteTokenText>();
 }
 
-bool same_token_text(const std::string& a_dir, const std::string& b_dir) {
+// Whether two models' ids are the same text, with the tokenizers loaded to tell (kept for reuse).
+struct ComparedTokenizers {
+  bool same = false;
+  std::unique_ptr<text::Tokenizer> a, b;
+};
+ComparedTokenizers compare_tokenizers(const std::string& a_dir, const std::string& b_dir) {
+  ComparedTokenizers c;
   const bool a_files = has_tokenizer_files(a_dir), b_files = has_tokenizer_files(b_dir);
-  if (!a_files || !b_files) return a_files == b_files;
-  const auto a = text::Tokenizer::load(a_dir), b = text::Tokenizer::load(b_dir);
-  if (a->vocab_size() != b->vocab_size() || a->added_tokens().size() != b->added_tokens().size()) return false;
-  for (size_t i = 0; i < a->added_tokens().size(); ++i) {
-    const auto &x = a->added_tokens()[i], &y = b->added_tokens()[i];
-    if (x.id != y.id || x.content != y.content || x.special != y.special) return false;
+  c.same = a_files == b_files;  // no files on either side: both byte ids
+  if (a_files && b_files) {
+    c.a = text::Tokenizer::load(a_dir);
+    c.b = text::Tokenizer::load(b_dir);
+    c.same = same_tokens(*c.a, *c.b);
   }
-  for (int32_t id = 0; id < int32_t(a->vocab_size()); ++id) {
-    if (a->valid_id(id) != b->valid_id(id)) return false;
-    if (a->valid_id(id) && a->token_bytes(id) != b->token_bytes(id)) return false;
-  }
-  return true;
+  return c;
+}
+
+}  // namespace
+
+std::shared_ptr<const TokenText> model_token_text(const std::string& model_dir, int64_t model_vocab) {
+  return token_text(nullptr, model_dir, model_vocab);
+}
+
+bool same_token_text(const std::string& a_dir, const std::string& b_dir) {
+  return compare_tokenizers(a_dir, b_dir).same;
 }
 
 std::shared_ptr<Drafter> choose_drafter(const DraftChoice& c, const Model& target) {
@@ -85,12 +115,16 @@ std::shared_ptr<Drafter> choose_drafter(const DraftChoice& c, const Model& targe
 
 std::shared_ptr<Drafter> choose_drafter(const DraftChoice& c, const Model& target, const std::string& target_dir) {
   if (!c.model_dir.empty()) {
-    bool same = false;
-    try {
-      same = !c.retokenize && same_token_text(c.model_dir, target_dir);
-    } catch (const Error& e) {
-      fail("--draft-model {}: comparing its tokenizer with the target's: {}", c.model_dir, e.what());
+    // Each tokenizer is loaded once: compared here, then kept for drafting through text.
+    ComparedTokenizers cmp;
+    if (!c.retokenize) {
+      try {
+        cmp = compare_tokenizers(target_dir, c.model_dir);
+      } catch (const Error& e) {
+        fail("--draft-model {}: comparing its tokenizer with the target's: {}", c.model_dir, e.what());
+      }
     }
+    const bool same = cmp.same;
     auto draft = Engine::open(c.model_dir);
     const int64_t dv = draft->info().vocab, tv = target.info().vocab;
     // Shared ids, unless the draft model's output names ids the target does not have (a larger padded vocabulary).
@@ -98,8 +132,8 @@ std::shared_ptr<Drafter> choose_drafter(const DraftChoice& c, const Model& targe
     // Another tokenizer: the draft model proposes in its own ids, which go through text.
     std::shared_ptr<const TokenText> tt, dt;
     try {
-      tt = model_token_text(target_dir, tv);
-      dt = model_token_text(c.model_dir, dv);
+      tt = token_text(std::move(cmp.a), target_dir, tv);
+      dt = token_text(std::move(cmp.b), c.model_dir, dv);
     } catch (const Error& e) {
       fail("--draft-model {} drafts through text ({}), which needs both models' ids read as text: {}", c.model_dir,
            c.retokenize ? "--draft-retokenize"
