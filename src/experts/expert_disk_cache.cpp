@@ -17,6 +17,7 @@
 
 #include "io/http_client.h"
 #include "util/error.h"
+#include "util/json_integer.h"
 
 namespace sluice {
 
@@ -86,15 +87,26 @@ ExpertDiskCache::ExpertDiskCache(std::string dir) : dir_(std::move(dir)) {
   if (!in) return;
   try {
     auto j = nlohmann::json::parse(in);
-    if (j.at("version").get<int>() != 1) fail("version {}", j.at("version").get<int>());
-    max_bytes_ = j.value("max_bytes", uint64_t(0));
-    tick_ = j.value("tick", uint64_t(0));
+    // Each integer checked: a float out of range (1e30 bytes) would convert with undefined behaviour.
+    auto integer = [](const nlohmann::json& v, const char* field) {
+      const auto i = json_integer<uint64_t>(v);
+      if (!i) fail("field '{}' is {}, not a non-negative integer", field, v.dump());
+      return *i;
+    };
+    auto id = [](const nlohmann::json& v, const char* field) {
+      const auto i = json_integer<int32_t>(v);
+      if (!i || *i < 0) fail("field '{}' is {}, not an index", field, v.dump());
+      return *i;
+    };
+    if (j.at("version") != 1) fail("version {}", j.at("version").dump());
+    max_bytes_ = j.contains("max_bytes") ? integer(j["max_bytes"], "max_bytes") : 0;
+    tick_ = j.contains("tick") ? integer(j["tick"], "tick") : 0;
     for (const auto& e : j.at("experts")) {
       CachedExpert c;
       c.checksum = std::stoull(e.at(2).get<std::string>(), nullptr, 16);
-      c.bytes = e.at(3).get<uint64_t>();
-      c.last_use = e.at(4).get<uint64_t>();
-      const int32_t layer = e.at(0).get<int32_t>(), expert = e.at(1).get<int32_t>();
+      c.bytes = integer(e.at(3), "experts[][3] (bytes)");
+      c.last_use = integer(e.at(4), "experts[][4] (last use)");
+      const int32_t layer = id(e.at(0), "experts[][0] (layer)"), expert = id(e.at(1), "experts[][1] (expert)");
       // A table sluice wrote names each expert once; a repeat means it was damaged
       // (and would count the expert's bytes twice against the cache budget).
       if (!entries_.emplace(std::pair{layer, expert}, c).second) fail("expert ({}, {}) listed twice", layer, expert);

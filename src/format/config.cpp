@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "util/error.h"
+#include "util/json_integer.h"
 
 namespace sluice {
 
@@ -27,8 +28,7 @@ const nlohmann::json& Config::field(const std::string& key) const {
 
 int64_t Config::req_int(const std::string& key) const {
   const auto& v = field(key);
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>()))) return int64_t(v.get<double>());
+  if (const auto i = json_integer<int64_t>(v, /*integral_floats=*/true)) return *i;
   fail("{}: field '{}' must be an integer, got {}", source_, key, v.dump());
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
+#include "util/json_integer.h"
 
 namespace sluice {
 
@@ -22,19 +23,12 @@ uint64_t hex64(const std::string& s) {
   return v;
 }
 
-// An integer field that fits T. nlohmann's get<T>() casts whatever number is there, and a
-// float beyond T's range (1e80 for a size) is undefined behaviour, so the manifest checks first.
+// An integer field that fits T, or a type_error naming what is there.
 template <class T>
 T integer(const nlohmann::json& v) {
-  using L = std::numeric_limits<T>;
-  const bool fits = v.is_number_unsigned()  ? v.get<uint64_t>() <= uint64_t(L::max())
-                    : v.is_number_integer() ? (L::is_signed && v.get<int64_t>() >= int64_t(L::min()) &&
-                                               v.get<int64_t>() <= int64_t(L::max()))
-                                            : false;
-  if (!fits)
-    throw nlohmann::json::type_error::create(302, "expected an integer that fits " + std::to_string(sizeof(T) * 8) +
-                                                      " bits, got " + v.dump(), &v);
-  return v.is_number_unsigned() ? T(v.get<uint64_t>()) : T(v.get<int64_t>());
+  if (const auto i = json_integer<T>(v)) return *i;
+  throw nlohmann::json::type_error::create(302, "expected an integer that fits " + std::to_string(sizeof(T) * 8) +
+                                                    " bits, got " + v.dump(), &v);
 }
 }  // namespace
 
@@ -109,7 +103,20 @@ Manifest Manifest::load(const std::string& path) {
       ManifestExpert me;
       me.layer = integer<int32_t>(e.at(0));
       me.expert = integer<int32_t>(e.at(1));
-      for (const auto& x : e.at(2)) me.extents.push_back({integer<int32_t>(x.at(0)), integer<uint64_t>(x.at(1)), integer<uint64_t>(x.at(2))});
+      // Readers index tables by (layer, expert): a negative or absurd one must not get that far.
+      if (me.layer < 0 || me.layer >= kMaxManifestLayers || me.expert < 0 || me.expert >= kMaxManifestExperts)
+        fail("{}: experts[{}]: (layer {}, expert {}) is out of range (0..{}, 0..{})", path, m.experts.size(), me.layer,
+             me.expert, kMaxManifestLayers - 1, kMaxManifestExperts - 1);
+      for (const auto& x : e.at(2)) {
+        me.extents.push_back({integer<int32_t>(x.at(0)), integer<uint64_t>(x.at(1)), integer<uint64_t>(x.at(2))});
+        const auto& ex = me.extents.back();
+        if (ex.file < 0 || size_t(ex.file) >= m.files.size())
+          fail("{}: experts[{}]: extent in file {}, but there are {} files", path, m.experts.size(), ex.file,
+               m.files.size());
+        if (ex.offset + ex.length < ex.offset || ex.offset + ex.length > m.files[size_t(ex.file)].second)
+          fail("{}: experts[{}]: extent [{}, +{}) runs past the end of {} ({} bytes)", path, m.experts.size(),
+               ex.offset, ex.length, m.files[size_t(ex.file)].first, m.files[size_t(ex.file)].second);
+      }
       me.checksum = hex64(e.at(3).get<std::string>());
       m.experts.push_back(std::move(me));
     }

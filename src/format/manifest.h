@@ -17,6 +17,11 @@ namespace sluice {
 inline constexpr const char* kManifestFile = "sluice-manifest.json";
 inline constexpr const char* kSpineFile = "sluice-spine.safetensors";
 
+// Bounds a manifest's expert coordinates are checked against when it is read (the
+// largest models have 61-93 layers and 384-896 routed experts).
+inline constexpr int32_t kMaxManifestLayers = 1 << 12;
+inline constexpr int32_t kMaxManifestExperts = 1 << 16;
+
 struct ManifestExpert {
   int32_t layer = 0, expert = 0;
   std::vector<ExpertExtent> extents;  // file indices refer to Manifest::files

@@ -16,6 +16,7 @@
 #include "model/mla_attention.h"
 #include "model/moe.h"
 #include "util/error.h"
+#include "util/json_integer.h"
 
 namespace sluice {
 
@@ -99,7 +100,12 @@ KimiSpec kimi_spec(const Config& top) {
   s.info = basic_model_info(cfg, top.req_string("model_type"));
   if (nested && top.has("eos_token_id")) {
     const auto& e = top.json()["eos_token_id"];
-    s.info.eos_ids = e.is_array() ? e.get<std::vector<int32_t>>() : std::vector<int32_t>{e.get<int32_t>()};
+    s.info.eos_ids.clear();  // the top level's ids replace the text model's
+    for (const auto& id : e.is_array() ? e : nlohmann::json::array({e})) {
+      const auto i = json_integer<int32_t>(id);
+      if (!i || *i < 0) fail("{}: field 'eos_token_id' must be a token id or a list of them, got {}", top.source(), e.dump());
+      s.info.eos_ids.push_back(*i);
+    }
   }
   s.eps = float(cfg.req_double("rms_norm_eps"));
   s.is_mla = attention_schedule(cfg, s.info.n_layers);

@@ -189,5 +189,30 @@ TEST(ManifestLoad, NumbersMustBeIntegersThatFitTheirFields) {
   }
 }
 
+// Found by a random fuzz run of stream_tables_fuzz: a layer of -1 passed the load and indexed
+// checksum_table() before its first row. Coordinates and extents are checked when read.
+TEST(ManifestLoad, ExpertCoordinatesAndExtentsMustBeInRange) {
+  TempDir tmp;
+  const std::string path = tmp.file("sluice-manifest.json");
+  const auto error_for = [&](const std::string& expert) {
+    std::ofstream(path) << R"({"version":1,"spine":{"format":"bf16"},"files":[{"name":"a","size":4096}],"experts":[)"
+                        << expert << "]}";
+    return error_of([&] { Manifest::load(path); });
+  };
+  EXPECT_EQ(error_for(R"([3,7,[[0,4080,16]],"00ff"])"), "");
+  for (const auto& [expert, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"([-1,0,[[0,0,16]],"00ff"])", "(layer -1, expert 0) is out of range"},
+           {R"([0,-5,[[0,0,16]],"00ff"])", "(layer 0, expert -5) is out of range"},
+           {R"([0,2000000000,[[0,0,16]],"00ff"])", "out of range"},
+           {R"([0,0,[[1,0,16]],"00ff"])", "extent in file 1, but there are 1 files"},
+           {R"([0,0,[[-1,0,16]],"00ff"])", "extent in file -1"},
+           {R"([0,0,[[0,4081,16]],"00ff"])", "runs past the end of a (4096 bytes)"},
+           {R"([0,0,[[0,18446744073709551615,16]],"00ff"])", "runs past the end"}}) {
+    const std::string e = error_for(expert);
+    EXPECT_NE(e.find(says), std::string::npos) << expert << ": " << e;
+    EXPECT_NE(e.find("sluice-manifest.json: experts[0]"), std::string::npos) << expert << ": " << e;
+  }
+}
+
 }  // namespace
 }  // namespace sluice

@@ -179,6 +179,24 @@ TEST(ExpertDiskCache, RepeatedExpertMeansNothingCached) {
   EXPECT_EQ(c.bytes(), 0u);
 }
 
+// Found by fuzz.stream_tables_fuzz (CI, seed 123853978): a byte count of 1e30 was cast to an
+// integer (undefined behaviour); every number of the table is checked instead.
+TEST(ExpertDiskCache, NumbersOutOfRangeMeanNothingCached) {
+  for (const char* table : {R"({"version": 1, "experts": [[1, 2, "ab", 1e30, 3]]})",
+                            R"({"version": 1, "experts": [[1, 2, "ab", -8, 3]]})",
+                            R"({"version": 1, "experts": [[1e12, 2, "ab", 8, 3]]})",
+                            R"({"version": 1, "experts": [[1, 2, "ab", 8, 3.5]]})",
+                            R"({"version": 1, "max_bytes": -1e300, "experts": []})",
+                            R"({"version": 1e40, "experts": []})"}) {
+    test::TempDir tmp;
+    { std::ofstream(tmp.file(kExpertCacheFile)) << table; }
+    ExpertDiskCache c(tmp.path());
+    EXPECT_TRUE(c.entries().empty()) << table;
+    EXPECT_EQ(c.bytes(), 0u) << table;
+    EXPECT_EQ(c.max_bytes(), 0u) << table;
+  }
+}
+
 TEST(Pull, SourceParsing) {
   auto a = parse_pull_source("org/name", "", "main");
   EXPECT_EQ(a.repo, "org/name");
