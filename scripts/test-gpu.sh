@@ -2,7 +2,8 @@
 # The CUDA backend's tests, on a machine with an NVIDIA GPU: the `cuda`-labelled
 # suite (sluice_cuda_tests: kernels against the CPU, goldens within 5x the CPU's
 # error, batched == one token at a time, streamed == resident), then the golden
-# and speculation suites with every model on the GPU (SLUICE_TEST_DEVICE=cuda).
+# and speculation suites with every model on the GPU (SLUICE_TEST_DEVICE=cuda), and
+# again with the routed experts computed on the host beside it (SLUICE_TEST_EXPERTS_ON=cpu).
 # A missing GPU fails (SLUICE_REQUIRE_GPU=1), it is never skipped. Ends with one
 # line: "N passed, N failed".
 #
@@ -60,5 +61,10 @@ suite() {
 suite "cuda (kernels, goldens within 5x the CPU error, bitwise checks)" "$CUDA_T" --gtest_filter="*${SKIP:+-$SKIP}"
 suite "golden suite on the GPU" env SLUICE_TEST_DEVICE=cuda "$GOLDEN_T" --gtest_filter="*${SKIP:+-$SKIP}"
 suite "speculation and rollback on the GPU" env SLUICE_TEST_DEVICE=cuda "$UNIT_T" --gtest_filter='Models/Speculation.*:Rollback.*'
+# Routed experts computed on the host beside the GPU (--experts-on cpu): the same goldens and speculation.
+suite "golden suite, experts on the host" env SLUICE_TEST_DEVICE=cuda SLUICE_TEST_EXPERTS_ON=cpu "$GOLDEN_T" \
+  --gtest_filter="*${SKIP:+-$SKIP}"
+suite "speculation, experts on the host" env SLUICE_TEST_DEVICE=cuda SLUICE_TEST_EXPERTS_ON=cpu "$UNIT_T" \
+  --gtest_filter='Models/Speculation.*:Rollback.*'
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -57,6 +57,20 @@ void add_plan_options(CLI::App* cmd, MemoryRequest& r) {
                   "GPU memory budget in GiB for spine, state, scratch and the VRAM expert cache (default: free GPU "
                   "memory minus a margin)")
       ->group(group);
+  cmd->add_option("--experts-on", r.experts_on,
+                  "GPU: where routed experts are computed. gpu: all on the GPU, copied into its VRAM expert cache; "
+                  "cpu: all on the host from host memory (VRAM holds the spine); auto: a fixed set that fits in VRAM "
+                  "on the GPU, the others on the host for passes that give them fewer than --host-expert-rows rows "
+                  "(decoding), copied to the GPU otherwise (prefill). The side depends on the expert and the pass, "
+                  "never on timing")
+      ->capture_default_str()
+      ->group(group);
+  cmd->add_option("--host-expert-rows", r.host_expert_rows,
+                  "GPU, --experts-on auto: experts outside VRAM with fewer rows than this in a pass are computed on "
+                  "the host (keep it above --draft-max + 1 so speculation computes each expert where plain decoding "
+                  "does)")
+      ->capture_default_str()
+      ->group(group);
 }
 
 void add_memory_options(CLI::App* cmd, MemoryRequest& r) {

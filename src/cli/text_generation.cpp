@@ -193,6 +193,11 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
       std::fprintf(stderr, "[GPU: %s of experts copied host -> device per generated token, %.3f s copying in all]\n",
                    human_bytes(double(after.device_bytes_copied - after_prompt.device_bytes_copied) / n).c_str(),
                    after.device_copy_seconds - before.device_copy_seconds);
+    if (after.host_expert_calls > before.host_expert_calls)
+      std::fprintf(stderr, "[experts computed: %.1f on the host (%.2f ms of host time), %.1f on the GPU per generated token]\n",
+                   double(after.host_expert_calls - after_prompt.host_expert_calls) / n,
+                   1e3 * (after.host_expert_seconds - after_prompt.host_expert_seconds) / n,
+                   double(after.device_expert_calls - after_prompt.device_expert_calls) / n);
   }
   return out;
 }

@@ -6,12 +6,15 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "compute/expert_exchange.h"
 #include "compute/weights.h"
 
 namespace sluice {
+
+struct HostExperts;
 
 // One routed expert's weights: host views of its stored bytes (the source
 // decides where they are; a GPU source adds its device copies).
@@ -39,6 +42,10 @@ struct ExpertStats {
   // GPU: acquire() calls served from the VRAM expert cache, and bytes copied host -> device for experts.
   uint64_t device_hits = 0, device_bytes_copied = 0;
   double device_copy_seconds = 0;  // time acquire() spent copying experts to the device
+  // Beside a GPU (compute/host_experts.h): expert calls (an expert over its rows in one pass)
+  // computed on the host and on the device, and the host's time in its calls.
+  uint64_t host_expert_calls = 0, device_expert_calls = 0;
+  double host_expert_seconds = 0;
 };
 
 class ExpertSource {
@@ -54,6 +61,9 @@ class ExpertSource {
   // A guess that these will be needed soon; may be ignored.
   virtual void prefetch(int32_t /*layer*/, const int32_t* /*experts*/, int64_t /*n*/) {}
   virtual ExpertStats stats() const = 0;
+  // True when the expert's weights are in the compute device's memory now and stay there
+  // (the frozen VRAM tier beside host-computed experts, compute/host_experts.h).
+  virtual bool on_device(int32_t /*layer*/, int32_t /*expert*/) const { return false; }
   // The one range of host memory the source keeps experts in (its RAM cache),
   // if it has one: a GPU backend pins it so copies run at full PCIe speed.
   struct HostArena {
@@ -97,6 +107,8 @@ struct ExpertSourceSlot {
   std::function<bool(int32_t layer, int64_t T, int64_t k, int32_t* ids, bool hint)> override_routes;
   // Expert parallelism (compute/expert_exchange.h): the experts this rank computes; unsharded: all.
   ExpertShards shards;
+  // Beside a GPU, experts the host computes (compute/host_experts.h); null: the pass's backend computes all.
+  std::shared_ptr<HostExperts> host;
 };
 
 // Byte ranges (pointer, length) of a weight matrix's data and scales in memory.

@@ -453,6 +453,8 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   nlohmann::json per_token = nlohmann::json::array();
   std::vector<double> secs, ebytes, sbytes, need, dbytes;
   double copy_total = 0;
+  uint64_t host_calls = 0, device_calls = 0;  // expert calls on the host / the GPU (compute/host_experts.h)
+  double host_expert_s = 0;
   double decode_total = 0, stall_total = 0, verify_total = 0;
   uint64_t read_total = 0;
   if (!r.trace.empty()) trace::start(r.trace);
@@ -474,7 +476,12 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
                          {"cache_hits", st.hits - prev.hits}, {"cache_misses", st.misses - prev.misses},
                          {"device_bytes_copied", st.device_bytes_copied - prev.device_bytes_copied},
                          {"device_copy_seconds", st.device_copy_seconds - prev.device_copy_seconds},
-                         {"device_hits", st.device_hits - prev.device_hits}});
+                         {"device_hits", st.device_hits - prev.device_hits},
+                         {"host_expert_calls", st.host_expert_calls - prev.host_expert_calls},
+                         {"device_expert_calls", st.device_expert_calls - prev.device_expert_calls}});
+    host_calls += st.host_expert_calls - prev.host_expert_calls;
+    device_calls += st.device_expert_calls - prev.device_expert_calls;
+    host_expert_s += st.host_expert_seconds - prev.host_expert_seconds;
     dbytes.push_back(double(st.device_bytes_copied - prev.device_bytes_copied));
     copy_total += st.device_copy_seconds - prev.device_copy_seconds;
     secs.push_back(dt);
@@ -576,6 +583,14 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"prefill_tokens_per_second", prefill > 0 ? double(prompt.size()) / prefill : 0},
       {"device_bytes_copied_per_token", mean(dbytes)},
       {"device_copy_fraction", decode_total > 0 ? copy_total / decode_total : 0},
+      // Beside a GPU: per decoded token, expert calls (an expert over its rows) on each side, and the
+      // host's seconds in its calls (overlapping the GPU's); zeros on the CPU and with --experts-on gpu.
+      {"expert_placement",
+       {{"experts_on", plan.device.cuda() ? r.mem.experts_on : "cpu"},
+        {"cpu", double(host_calls) / n},
+        {"gpu", double(device_calls) / n},
+        {"cpu_seconds_per_token", host_expert_s / n},
+        {"pcie_bytes_per_token", mean(dbytes)}}},
       {"prefetch_recall", recall},
       {"prefetch_issued", st.prefetch_issued},
       {"prefetch_wasted_bytes", st.prefetch_wasted_bytes},
@@ -639,7 +654,12 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
                                       "the GPU {}/token (mean), copies {:.0f}% of decode time",
                                       device, res.json["tokens_per_second"].get<double>(),
                                       res.json["prefill_tokens_per_second"].get<double>(), human_bytes(mean(dbytes)),
-                                      100 * res.json["device_copy_fraction"].get<double>()));
+                                      100 * res.json["device_copy_fraction"].get<double>()) +
+                                      (r.mem.experts_on == "gpu" ? std::string("; every expert computed on the GPU (--experts-on gpu)") :
+                                      fmt::format("; experts computed per token: {:.1f} on the host ({:.2f} ms of "
+                                                  "host time), {:.1f} on the GPU (--experts-on {})",
+                                                  double(host_calls) / n, 1e3 * host_expert_s / n,
+                                                  double(device_calls) / n, r.mem.experts_on)));
   return res;
 }
 

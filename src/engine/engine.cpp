@@ -9,6 +9,7 @@
 #include "engine/unread_tensors.h"
 #include "experts/expert_disk_cache.h"
 #include "experts/expert_tiers.h"
+#include "compute/host_experts.h"
 #include "experts/vram_tier.h"
 #include "format/generation_config.h"
 #include "format/model_dir.h"
@@ -167,10 +168,22 @@ void Engine::install(const LoadOptions& opts) {
   tiers.streaming = opts.streaming;
   tiers.manifest_checksums = opts.use_prepared_spine;
   tiers.remote = is_stream_dir(dir_);  // `sluice pull --stream`: streamed, fetched on first use
-  if (opts.device.cuda()) tiers.vram_bytes = plan_vram(opts);
+  if (opts.device.cuda()) {
+    tiers.vram_bytes = plan_vram(opts);
+    // Every expert on the host: VRAM holds the spine only.
+    if (opts.experts_on == ExpertsOn::Cpu) tiers.vram_bytes = plan_.vram_expert_cache = 0;
+    tiers.vram_fixed = opts.experts_on == ExpertsOn::Auto;
+  }
   ExpertTiers built = make_expert_source(tiers, {dir_, d.checkpoint(), *index_, d.experts(), *backend_});
   streaming_ = built.streaming;
   d.set_expert_source(std::move(built.source));
+  d.expert_slot()->host.reset();
+  if (opts.device.cuda() && opts.experts_on != ExpertsOn::Gpu) {
+    auto host = std::make_shared<HostExperts>();
+    host->backend = &cpu_backend();
+    if (opts.experts_on == ExpertsOn::Auto) host->max_rows = opts.host_expert_rows;
+    d.expert_slot()->host = std::move(host);
+  }
   d.set_prefetch(opts.prefetch);
   if (opts.stream_experts || opts.spine_budget > 0)
     stream_spine(opts.spine_budget > 0 ? opts.spine_budget : std::numeric_limits<uint64_t>::max());
@@ -277,6 +290,7 @@ void Engine::set_layer_observer(std::function<void(int64_t)> f) const { decoder_
 void Engine::set_request_observer(std::function<void(int32_t, const int32_t*, int64_t)> f) const {
   decoder_->expert_slot()->on_request = std::move(f);
 }
+void Engine::set_host_experts(std::shared_ptr<HostExperts> host) const { decoder_->expert_slot()->host = std::move(host); }
 void Engine::set_route_override(std::function<bool(int32_t, int64_t, int64_t, int32_t*, bool)> f) const {
   decoder_->expert_slot()->override_routes = std::move(f);
 }

@@ -41,6 +41,13 @@ struct LoadOptions {
   // kept in what the spine and state leave (plan_vram_expert_cache).
   uint64_t vram_budget = 0;
   bool vram_experts = true;  // GPU: keep routed experts in a VRAM cache (else copy them in for each use)
+  // GPU: which side computes the routed experts (memory_plan.h ExpertsOn; compute/host_experts.h).
+  ExpertsOn experts_on = ExpertsOn::Gpu;
+  // GPU, Auto: an expert outside the fixed VRAM set with fewer rows than this in a pass is computed on
+  // the host; with more, copying it in wins (prefill chunks). The default is above a speculative verify
+  // pass's rows per expert (--draft-max 8: at most 9), so drafts and plain decoding compute each expert
+  // on the same side and give the same bits.
+  int64_t host_expert_rows = 16;
 };
 
 class Engine : public Model {
@@ -101,6 +108,9 @@ class Engine : public Model {
   void set_request_observer(std::function<void(int32_t layer, const int32_t* experts, int64_t n)> f) const;
   // Benchmark only (engine/benchmark.cpp): replaces every MoE layer's routed expert ids
   // (compute/expert_source.h, ExpertSourceSlot::override_routes; empty function: the model's own).
+  // Beside a GPU, the experts the host computes (compute/host_experts.h; null: none). install() sets it
+  // from LoadOptions::experts_on; tests give their own.
+  void set_host_experts(std::shared_ptr<HostExperts> host) const;
   void set_route_override(std::function<bool(int32_t layer, int64_t T, int64_t k, int32_t* ids, bool hint)> f) const;
 
   // Opens DIR: reads config.json, maps the checkpoint, builds the decoder and

@@ -67,6 +67,13 @@ uint64_t plan_vram_expert_cache(uint64_t budget, uint64_t free, uint64_t spine_o
   return cache / largest_expert * largest_expert;
 }
 
+ExpertsOn parse_experts_on(const std::string& s) {
+  if (s == "gpu") return ExpertsOn::Gpu;
+  if (s == "cpu") return ExpertsOn::Cpu;
+  if (s == "auto") return ExpertsOn::Auto;
+  fail("--experts-on must be gpu, cpu or auto, got '{}'", s);
+}
+
 void check_memory_request(const MemoryRequest& r) {
   if (!(r.vram_gib >= 0) || !std::isfinite(r.vram_gib)) fail("--vram must be a positive number of GiB, got {}", r.vram_gib);
   checked_bytes(r.vram_gib, double(kGiB), "--vram (GiB)");
@@ -83,6 +90,8 @@ void check_memory_request(const MemoryRequest& r) {
   if (r.sequences < 1) fail("the number of sequences decoded together must be >= 1, got {}", r.sequences);
   if (r.threads < 0) fail("--threads must be >= 1 (or 0: one per hardware thread), got {}", r.threads);
   parse_device(r.device);
+  parse_experts_on(r.experts_on);
+  if (r.host_expert_rows < 1) fail("--host-expert-rows must be >= 1, got {}", r.host_expert_rows);
 }
 
 MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device, BudgetSource source) {
@@ -276,6 +285,8 @@ LoadOptions load_options(const MemoryPlan& plan, const MemoryRequest& r, const s
   LoadOptions lo;
   lo.device = plan.device;
   lo.vram_budget = checked_bytes(r.vram_gib, double(kGiB), "--vram (GiB)");
+  lo.experts_on = parse_experts_on(r.experts_on);
+  lo.host_expert_rows = r.host_expert_rows;
   lo.stream_experts = plan.stream_experts;
   lo.prefetch = plan.stream_experts && !r.no_prefetch;
   lo.spine_budget = plan.stream_spine ? plan.spine_budget : 0;

@@ -31,6 +31,15 @@ struct Device {
 // have one, else the CPU); errors name the value.
 Device parse_device(const std::string& s);
 
+// Beside a GPU, which side computes the routed experts (compute/host_experts.h):
+// Gpu: every expert, copied into the VRAM expert cache (least recently used);
+// Cpu: every expert on the host, from host memory (VRAM holds the spine);
+// Auto: a fixed set in VRAM computed there, the others on the host for passes that
+// give them fewer than LoadOptions::host_expert_rows rows, copied in otherwise.
+enum class ExpertsOn { Gpu, Cpu, Auto };
+// "gpu", "cpu" or "auto"; errors name the value.
+ExpertsOn parse_experts_on(const std::string& s);
+
 // What the user asked for: the memory and streaming option group shared by
 // run, chat, generate, serve, bench, logits and routing-report.
 struct MemoryRequest {
@@ -50,6 +59,8 @@ struct MemoryRequest {
   int64_t threads = 0;         // worker threads (0: one per hardware thread)
   std::string device = "auto";
   double vram_gib = 0;         // GPU: bytes of device memory sluice may use in GiB; 0: free memory minus a margin
+  std::string experts_on = "auto";  // GPU: gpu | cpu | auto (ExpertsOn)
+  int64_t host_expert_rows = 16;    // GPU, auto: LoadOptions::host_expert_rows
   // Positions the per-sequence state is planned for (0: 4096, at most the
   // model's context); commands that know their length (run, generate, bench) set it.
   int64_t context_tokens = 0;

@@ -24,7 +24,8 @@ ExpertTiers make_expert_source(const ExpertSourcePlan& plan, const ExpertSourceM
   }
   if (plan.vram_bytes > 0) {
     ExpertSource& host = tiers.source ? *tiers.source : model.table;
-    tiers.source = make_vram_experts(model.backend, host, std::move(tiers.source), model.table, plan.vram_bytes, nullptr);
+    tiers.source = make_vram_experts(model.backend, host, std::move(tiers.source), model.table, plan.vram_bytes,
+                                     plan.vram_fixed, nullptr);
   }
   return tiers;
 }

@@ -30,6 +30,7 @@ struct ExpertSourcePlan {
   // streamed, those missing locally fetched from its repository first.
   bool remote = false;
   uint64_t vram_bytes = 0;  // the VRAM expert cache in front (0: none)
+  bool vram_fixed = false;  // a fixed set in VRAM, the rest computed on the host (compute/host_experts.h)
 };
 
 // The model the tiers serve; every part outlives the source.

@@ -22,16 +22,20 @@ uint64_t device_expert_bytes(Backend& be, const ExpertTable& shapes) {
 }
 
 std::unique_ptr<ExpertSource> make_vram_experts(Backend& be, ExpertSource& host, std::unique_ptr<ExpertSource> owned,
-                                                const ExpertTable& shapes, uint64_t bytes, uint64_t* slot_bytes) {
+                                                const ExpertTable& shapes, uint64_t bytes, bool fixed,
+                                                uint64_t* slot_bytes) {
 #ifdef SLUICE_HAVE_CUDA
   if (auto* c = dynamic_cast<CudaBackend*>(&be)) {
     auto v = std::make_unique<VramExperts>(*c, host, std::move(owned), shapes, bytes);
     if (slot_bytes) *slot_bytes = v->slot_bytes();
-    v->preload(shapes);
+    if (fixed)
+      v->preload_fixed(shapes);
+    else
+      v->preload(shapes);
     return v;
   }
 #endif
-  (void)be, (void)host, (void)owned, (void)shapes, (void)bytes, (void)slot_bytes;
+  (void)be, (void)host, (void)owned, (void)shapes, (void)bytes, (void)fixed, (void)slot_bytes;
   return nullptr;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "compute/host_experts.h"
 #include "model/finite_check.h"
 #include "util/cancelled.h"
 #include "util/error.h"
@@ -38,6 +39,16 @@ Decoder::Decoder(ModelInfo info, std::unique_ptr<Checkpoint> ckpt, std::string p
 void Decoder::set_expert_source(std::unique_ptr<ExpertSource> source) {
   installed_source_ = std::move(source);
   slot_->source = installed_source_ ? installed_source_.get() : &table_;
+}
+
+ExpertStats Decoder::expert_stats() const {
+  ExpertStats st = slot_->source->stats();
+  if (const HostExperts* h = slot_->host.get()) {
+    st.host_expert_calls = h->host_calls;
+    st.device_expert_calls = h->device_calls;
+    st.host_expert_seconds = h->host_seconds;
+  }
+  return st;
 }
 
 std::unique_ptr<ExpertSource> Decoder::take_expert_source() {

@@ -81,7 +81,7 @@ class Decoder : public Model {
 
   const ModelInfo& info() const override { return info_; }
   ModelInfo& mutable_info() { return info_; }
-  ExpertStats expert_stats() const override { return slot_->source->stats(); }
+  ExpertStats expert_stats() const override;
   std::unique_ptr<State> new_state() const override;
   void forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
                ForwardTrace* trace) const override;

@@ -1,9 +1,11 @@
 #include "model/moe.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <fmt/format.h>
 
+#include "compute/host_experts.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 #include "util/trace.h"
@@ -65,7 +67,9 @@ int64_t MoeBlock::activation_floats_per_token(int64_t routed_width) const {
   const int64_t D = router_.cols(), W = latent_ ? latent_->down.rows() : D, K = spec_.top_k;
   const int64_t shared = shared_ ? D + shared_->activation_floats_per_token(0) : 0;
   const int64_t inputs = be_.groups_experts() ? K * W + 2 * K * routed_width : W + 2 * routed_width;
-  return 2 * spec_.n_experts + W + shared + K * W + inputs + W;
+  // Beside a GPU: the host's outputs uploaded after the packed rows, and the rows moved into place.
+  const int64_t placed = experts_->host ? 2 * K * W : 0;
+  return 2 * spec_.n_experts + W + shared + K * W + inputs + W + placed;
 }
 
 void MoeBlock::prefetch_hint(Tensor x) const {
@@ -145,7 +149,27 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
   }
   const int64_t N = offsets.back();
   const bool grouped = be_.groups_experts();
-  Buffer X, Y(be_, N, W);
+
+  // Beside a GPU, the chosen experts the host computes (compute/host_experts.h), and
+  // their rows of the input, brought to the host before the device's work is queued.
+  HostExperts* host = experts_->host.get();
+  std::vector<size_t> on_host;
+  if (host)
+    for (size_t i = mine_begin; i < mine_end; ++i)
+      if (host->on_host(src, layer_, chosen[i], offsets[i + 1] - offsets[i])) on_host.push_back(i);
+  std::vector<int64_t> host_rows;
+  for (const size_t i : on_host) host_rows.insert(host_rows.end(), rows[size_t(chosen[i])].begin(), rows[size_t(chosen[i])].end());
+  const int64_t NH = int64_t(host_rows.size());
+  std::vector<float> host_x(size_t(NH * W)), host_y(size_t(NH * W));
+  if (NH > 0) {
+    Buffer Xh(be_, NH, W);
+    be_.gather_rows(xin, host_rows, Xh);
+    be_.download(Xh, host_x.data());
+  }
+
+  // Y: every chosen expert's output rows in packed order, then (beside a GPU) the
+  // host-computed experts' outputs, uploaded together and moved into place below.
+  Buffer X, Y(be_, N + NH, W);
   if (grouped) {
     X = Buffer(be_, N, W);
     be_.gather_rows(xin, packed_rows, X);
@@ -156,6 +180,7 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
   // for one that is not, what is held is computed (so the device works meanwhile).
   std::vector<bool> done(chosen.size(), false);
   for (size_t i = 0; i < chosen.size(); ++i) done[i] = i < mine_begin || i >= mine_end;
+  for (const size_t i : on_host) done[i] = true;
   std::vector<size_t> group;
   std::vector<const ExpertWeights*> group_w;
   std::vector<int64_t> group_off;
@@ -205,7 +230,7 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
     }
     group.clear();
   };
-  for (size_t remaining = mine_end - mine_begin; remaining > 0; --remaining) {
+  for (size_t remaining = mine_end - mine_begin - on_host.size(); remaining > 0; --remaining) {
     size_t pick = chosen.size();
     for (size_t i = 0; i < chosen.size() && pick == chosen.size(); ++i)
       if (!done[i] && src.ready(layer_, chosen[i])) pick = i;
@@ -218,10 +243,26 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
     done[pick] = true;
   }
   flush();
-  if (shards.sharded()) share_outputs(chosen, offsets, Tensor(Y));
+  if (host) host->device_calls += mine_end - mine_begin - on_host.size();
+  Tensor packed_y = Tensor(Y).row_range(0, N);
+  Buffer placed_y;
+  if (NH > 0) {
+    // The device's work is queued: the host computes its experts meanwhile.
+    compute_on_host(chosen, on_host, offsets, host_x, host_y, W);
+    be_.upload(host_y.data(), Tensor(Y).row_range(N, NH));
+    std::vector<int64_t> from(static_cast<size_t>(N));
+    for (int64_t r = 0; r < N; ++r) from[size_t(r)] = r;
+    int64_t at = N;
+    for (const size_t i : on_host)
+      for (int64_t r = offsets[i]; r < offsets[i + 1]; ++r) from[size_t(r)] = at++;
+    placed_y = Buffer(be_, N, W);
+    be_.gather_rows(Y, from, placed_y);
+    packed_y = placed_y;
+  }
+  if (shards.sharded()) share_outputs(chosen, offsets, packed_y);
   // Weighted sum in expert-id order: identical whatever the arrival order was.
   Buffer acc(be_, T, W);
-  be_.scatter_add(Y, packed_rows, packed_weights, acc);
+  be_.scatter_add(packed_y, packed_rows, packed_weights, acc);
   if (latent_) {
     if (!latent_->norm.empty()) be_.rmsnorm(acc, latent_->norm, latent_->eps, acc);
     be_.matmul(latent_->up, acc, out);
@@ -229,6 +270,40 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
     be_.copy(acc, out);
   }
   if (shared_) be_.add(shared_out, out);
+}
+
+// The host's experts over their rows (host_x, packed in on_host order) into host_y:
+// those already in host memory first, then each as its read completes.
+void MoeBlock::compute_on_host(const std::vector<int32_t>& chosen, const std::vector<size_t>& on_host,
+                               const std::vector<int64_t>& offsets, std::vector<float>& host_x,
+                               std::vector<float>& host_y, int64_t W) const {
+  HostExperts& host = *experts_->host;
+  ExpertSource& src = *experts_->source;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<int64_t> first(on_host.size() + 1, 0);  // each expert's first row in host_x
+  for (size_t j = 0; j < on_host.size(); ++j) first[j + 1] = first[j] + offsets[on_host[j] + 1] - offsets[on_host[j]];
+  std::vector<bool> done(on_host.size(), false);
+  for (size_t left = on_host.size(); left > 0; --left) {
+    size_t pick = on_host.size();
+    for (size_t j = 0; j < on_host.size() && pick == on_host.size(); ++j)
+      if (!done[j] && src.ready(layer_, chosen[on_host[j]])) pick = j;
+    for (size_t j = 0; j < on_host.size() && pick == on_host.size(); ++j)
+      if (!done[j]) pick = j;
+    done[pick] = true;
+    const int32_t e = chosen[on_host[pick]];
+    const int64_t r0 = first[pick], n = first[pick + 1] - r0;
+    const ExpertWeights& w = src.acquire(layer_, e);
+    try {
+      host.backend->expert_ffn(w, act_, Tensor(host_x.data() + r0 * W, n, W, W), Tensor(host_y.data() + r0 * W, n, W, W));
+    } catch (...) {
+      src.release(layer_, e);
+      throw;
+    }
+    src.release(layer_, e);
+  }
+  host.host_calls += on_host.size();
+  host.host_rows += uint64_t(first.back());
+  host.host_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Every rank's rows of Y to every rank, in one collective: rank r computed the

@@ -60,6 +60,9 @@ class MoeBlock : public FfnBlock {
   std::unique_ptr<LatentProjection> latent_;
 
   void share_outputs(const std::vector<int32_t>& chosen, const std::vector<int64_t>& offsets, Tensor Y) const;
+  void compute_on_host(const std::vector<int32_t>& chosen, const std::vector<size_t>& on_host,
+                       const std::vector<int64_t>& offsets, std::vector<float>& host_x, std::vector<float>& host_y,
+                       int64_t W) const;
 };
 
 }  // namespace sluice

@@ -294,6 +294,13 @@ std::string Metrics::render() const {
   single("sluice_expert_device_bytes_copied_total", "counter",
          "Bytes of routed experts copied from host memory over PCIe into the VRAM expert cache (with --device cuda).",
          experts_.device_bytes_copied);
+  single("sluice_expert_host_calls_total", "counter",
+         "Routed expert calls (an expert over its rows in one pass) computed on the host beside a GPU "
+         "(--experts-on cpu|auto).",
+         experts_.host_expert_calls);
+  single("sluice_expert_device_calls_total", "counter",
+         "Routed expert calls computed on the GPU while the host computes others (--experts-on cpu|auto).",
+         experts_.device_expert_calls);
   single("sluice_expert_device_copy_seconds_total", "counter",
          "Seconds generation waited for those copies to the GPU.", experts_.device_copy_seconds);
   single("sluice_queue_waiting", "gauge", "Generation requests waiting for their turn.", waiting_ ? waiting_() : 0);

@@ -982,6 +982,50 @@ TEST_P(CudaGolden, StreamedAndEvictingEqualResident) {
   EXPECT_GT(m->expert_stats().device_bytes_copied, 3 * one);  // evicted experts were copied in again
 }
 
+// Experts computed on the host beside the GPU (compute/host_experts.h): every expert
+// (--experts-on cpu), and a fixed set of three in VRAM with the rest on the host for
+// passes of few rows (auto). Each within five times the CPU's error, like the GPU alone;
+// each deterministic (the same bits on a second run, a placement never decided by timing).
+TEST_P(CudaGolden, HostComputedExpertsWithinFiveTimesTheCpuError) {
+  const std::string name = GetParam();
+  auto ids = golden_ids(name);
+  auto ref = test::read_f64(ref_file(name), "logits");
+  auto c = load_model(model_dir(name));
+  const int64_t V = c->info().vocab;
+  const size_t K = ids.size() / 2;
+  auto lc = logits(*c, ids, K);
+  const double ec = test::max_row_rel_error(std::vector<double>(lc.begin(), lc.end()), ref, V);
+  uint64_t one = 0, budget = 0;
+  {
+    auto probe = load_model(model_dir(name), on_gpu());
+    one = device_expert_bytes(probe->backend(), probe->experts());
+    budget = (512ull << 20) + probe->plan().vram_spine + probe->plan().state + 3 * one + one / 2;
+  }
+  for (const ExpertsOn where : {ExpertsOn::Cpu, ExpertsOn::Auto}) {
+    const char* what = where == ExpertsOn::Cpu ? "cpu" : "auto";
+    LoadOptions o = on_gpu();
+    o.experts_on = where;
+    o.vram_budget = budget;
+    auto g = load_model(model_dir(name), o);
+    auto lg = logits(*g, ids, K);
+    const double eg = test::max_row_rel_error(std::vector<double>(lg.begin(), lg.end()), ref, V);
+    std::printf("%-22s --experts-on %-4s: cpu error %.3g, cuda + host error %.3g (%.2fx)\n", name.c_str(), what, ec,
+                eg, ec > 0 ? eg / ec : 0.0);
+    EXPECT_LE(eg, std::max(5 * ec, 1e-6)) << what;
+    const ExpertStats st = g->expert_stats();
+    EXPECT_GT(st.host_expert_calls, 0u) << what;
+    if (where == ExpertsOn::Cpu) {
+      EXPECT_EQ(g->plan().vram_expert_cache, 0u);
+      EXPECT_EQ(st.device_expert_calls, 0u);
+    } else {
+      EXPECT_EQ(g->plan().vram_expert_cache, 3 * one);
+      EXPECT_GT(st.device_expert_calls, 0u);  // the three in VRAM
+    }
+    auto again = load_model(model_dir(name), o);
+    EXPECT_EQ(logits(*again, ids, K), lg) << what << ": a second run";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaGolden, ::testing::ValuesIn(kModels),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 

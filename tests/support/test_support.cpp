@@ -43,6 +43,8 @@ LoadOptions on_test_device() {
   LoadOptions o;
   const char* e = std::getenv("SLUICE_TEST_DEVICE");
   if (e && *e) o.device = parse_device(e);
+  const char* on = std::getenv("SLUICE_TEST_EXPERTS_ON");
+  if (on && *on) o.experts_on = parse_experts_on(on);
   return o;
 }
 

@@ -65,7 +65,7 @@ const ExpertWeights& VramExperts::acquire(int32_t layer, int32_t expert) {
     slots_.pin(s);
     return placed_[size_t(s)].w;
   }
-  const ExpertSlots::Claim c = slots_.claim(layer, expert);
+  const ExpertSlots::Claim c = frozen_ ? ExpertSlots::Claim{} : slots_.claim(layer, expert);
   if (c.slot < 0) {  // no cache, or every slot in use: the backend copies it in for the call
     ++passthrough_[{layer, expert}];
     return host_.acquire(layer, expert);
@@ -115,6 +115,27 @@ bool VramExperts::preload(const ExpertTable& shapes) {
   }
   hits_ = hit_bytes_ = 0;
   return true;
+}
+
+int64_t VramExperts::preload_fixed(const ExpertTable& shapes) {
+  if (!preload(shapes)) {
+    int64_t placed = 0;
+    for (int32_t e = 0; placed < slots_.slots(); ++e) {
+      bool any = false;
+      for (int32_t l = 0; l < shapes.layers() && placed < slots_.slots(); ++l) {
+        if (e >= shapes.experts(l)) continue;
+        any = true;
+        request(l, &e, 1);
+        acquire(l, e);
+        release(l, e);
+        ++placed;
+      }
+      if (!any) break;
+    }
+    hits_ = hit_bytes_ = 0;
+  }
+  frozen_ = true;
+  return slots_.used();
 }
 
 void VramExperts::release(int32_t layer, int32_t expert) {

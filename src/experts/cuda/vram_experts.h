@@ -34,6 +34,11 @@ class VramExperts : public ExpertSource {
   // When every expert fits: copy them all in now (so no token waits for a
   // copy); returns false, copying nothing, when they do not all fit.
   bool preload(const ExpertTable& shapes);
+  // Beside host-computed experts (compute/host_experts.h): a fixed set fills the cache and stays,
+  // every layer's experts in turn, lowest ids first, until the slots are full (all of them when
+  // they fit); afterwards nothing is evicted, and on_device() tells the set apart. Returns how many.
+  int64_t preload_fixed(const ExpertTable& shapes);
+  bool on_device(int32_t layer, int32_t expert) const override { return frozen_ && slots_.find(layer, expert) >= 0; }
 
   int64_t slots() const { return slots_.slots(); }
   uint64_t slot_bytes() const { return slot_bytes_; }
@@ -56,6 +61,7 @@ class VramExperts : public ExpertSource {
   };
   std::vector<Placed> placed_;
   std::map<std::pair<int32_t, int32_t>, int> passthrough_;  // acquired from the host source, uncached
+  bool frozen_ = false;  // preload_fixed(): no slot changes hands
   uint64_t hits_ = 0, hit_bytes_ = 0, copied_ = 0;
   double copy_seconds_ = 0;
 };
