@@ -62,7 +62,7 @@ void add_plan_options(CLI::App* cmd, MemoryRequest& r) {
                   "cpu: all on the host from host memory (VRAM holds the spine); auto: a fixed set that fits in VRAM "
                   "on the GPU, the others on the host for passes that give them fewer than --host-expert-rows rows "
                   "(decoding), copied to the GPU otherwise (prefill). The side depends on the expert and the pass, "
-                  "never on timing")
+                  "never on timing. cpu and auto are new and not yet measured on a GPU")
       ->capture_default_str()
       ->group(group);
   cmd->add_option("--host-expert-rows", r.host_expert_rows,

@@ -59,7 +59,7 @@ struct MemoryRequest {
   int64_t threads = 0;         // worker threads (0: one per hardware thread)
   std::string device = "auto";
   double vram_gib = 0;         // GPU: bytes of device memory sluice may use in GiB; 0: free memory minus a margin
-  std::string experts_on = "auto";  // GPU: gpu | cpu | auto (ExpertsOn)
+  std::string experts_on = "gpu";   // GPU: gpu | cpu | auto (ExpertsOn); auto becomes the default once run on a GPU
   int64_t host_expert_rows = 16;    // GPU, auto: LoadOptions::host_expert_rows
   // Positions the per-sequence state is planned for (0: 4096, at most the
   // model's context); commands that know their length (run, generate, bench) set it.

@@ -90,37 +90,52 @@ void MoeBlock::prefetch_hint(Tensor x) const {
   experts_->source->prefetch(layer_, ids.data(), int64_t(ids.size()));
 }
 
-void MoeBlock::forward(Tensor x, Tensor out) const {
-  trace::Span traced("compute", trace::enabled() ? fmt::format("moe L{}", layer_) : std::string());
-  const int64_t T = x.rows(), D = router_.cols(), E = spec_.n_experts, K = spec_.top_k;
-  ExpertSource& src = *experts_->source;
-  std::vector<int32_t> ids;
-  std::vector<float> wts;
-  route_tokens(x, ids, wts);
-  // Tokens per expert; the distinct experts are requested at once so reads start now.
-  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(E));
+// The pass's routes grouped by expert: the distinct experts in id order, each one's
+// tokens, and the rows packed in that order (expert i owns packed rows
+// [offsets[i], offsets[i+1])); under expert parallelism, the run this rank computes.
+MoeBlock::Pass MoeBlock::group_by_expert(const std::vector<int32_t>& ids, const std::vector<float>& wts,
+                                         int64_t T) const {
+  const int64_t E = spec_.n_experts, K = spec_.top_k;
+  Pass p;
+  p.rows.resize(static_cast<size_t>(E));
   std::vector<std::vector<float>> weights(static_cast<size_t>(E));
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < K; ++j) {
       const int32_t e = ids[size_t(t * K + j)];
-      rows[size_t(e)].push_back(t);
+      p.rows[size_t(e)].push_back(t);
       weights[size_t(e)].push_back(wts[size_t(t * K + j)]);
     }
-  std::vector<int32_t> chosen;
-  for (int32_t e = 0; e < int32_t(E); ++e)
-    if (!rows[size_t(e)].empty()) chosen.push_back(e);
-  if (experts_->on_request) experts_->on_request(layer_, chosen.data(), int64_t(chosen.size()));
+  for (int32_t e = 0; e < int32_t(E); ++e) {
+    if (p.rows[size_t(e)].empty()) continue;
+    p.chosen.push_back(e);
+    p.packed_rows.insert(p.packed_rows.end(), p.rows[size_t(e)].begin(), p.rows[size_t(e)].end());
+    p.packed_weights.insert(p.packed_weights.end(), weights[size_t(e)].begin(), weights[size_t(e)].end());
+    p.offsets.push_back(int64_t(p.packed_rows.size()));
+  }
   // Expert parallelism: this rank computes (and reads) only the chosen experts it owns,
   // chosen[mine_begin, mine_end) (owned experts are a contiguous run of expert ids).
   const ExpertShards& shards = experts_->shards;
-  size_t mine_begin = 0, mine_end = chosen.size();
+  p.mine_end = p.chosen.size();
   if (shards.sharded()) {
-    while (mine_begin < chosen.size() && shards.owner(layer_, chosen[mine_begin]) < shards.exchange->rank())
-      ++mine_begin;
-    mine_end = mine_begin;
-    while (mine_end < chosen.size() && shards.owns(layer_, chosen[mine_end])) ++mine_end;
+    while (p.mine_begin < p.chosen.size() && shards.owner(layer_, p.chosen[p.mine_begin]) < shards.exchange->rank())
+      ++p.mine_begin;
+    p.mine_end = p.mine_begin;
+    while (p.mine_end < p.chosen.size() && shards.owns(layer_, p.chosen[p.mine_end])) ++p.mine_end;
   }
-  src.request(layer_, chosen.data() + mine_begin, int64_t(mine_end - mine_begin));
+  return p;
+}
+
+void MoeBlock::forward(Tensor x, Tensor out) const {
+  trace::Span traced("compute", trace::enabled() ? fmt::format("moe L{}", layer_) : std::string());
+  const int64_t T = x.rows(), D = router_.cols();
+  ExpertSource& src = *experts_->source;
+  std::vector<int32_t> ids;
+  std::vector<float> wts;
+  route_tokens(x, ids, wts);
+  const Pass p = group_by_expert(ids, wts, T);
+  // The distinct experts are requested at once so reads start now.
+  if (experts_->on_request) experts_->on_request(layer_, p.chosen.data(), int64_t(p.chosen.size()));
+  src.request(layer_, p.chosen.data() + p.mine_begin, int64_t(p.mine_end - p.mine_begin));
 
   // Work that needs no routed expert, overlapping the reads.
   Tensor xin = x;
@@ -138,27 +153,19 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
     shared_->forward(x, shared_out);
   }
 
-  // Every chosen expert's rows of the input, packed in expert-id order: expert i
-  // owns rows [offsets[i], offsets[i+1]) of X and of its output Y.
-  std::vector<int64_t> packed_rows, offsets{0};
-  std::vector<float> packed_weights;
-  for (const int32_t e : chosen) {
-    packed_rows.insert(packed_rows.end(), rows[size_t(e)].begin(), rows[size_t(e)].end());
-    packed_weights.insert(packed_weights.end(), weights[size_t(e)].begin(), weights[size_t(e)].end());
-    offsets.push_back(int64_t(packed_rows.size()));
-  }
-  const int64_t N = offsets.back();
-  const bool grouped = be_.groups_experts();
-
   // Beside a GPU, the chosen experts the host computes (compute/host_experts.h), and
   // their rows of the input, brought to the host before the device's work is queued.
+  const int64_t N = p.offsets.back();
   HostExperts* host = experts_->host.get();
   std::vector<size_t> on_host;
-  if (host)
-    for (size_t i = mine_begin; i < mine_end; ++i)
-      if (host->on_host(src, layer_, chosen[i], offsets[i + 1] - offsets[i])) on_host.push_back(i);
   std::vector<int64_t> host_rows;
-  for (const size_t i : on_host) host_rows.insert(host_rows.end(), rows[size_t(chosen[i])].begin(), rows[size_t(chosen[i])].end());
+  if (host)
+    for (size_t i = p.mine_begin; i < p.mine_end; ++i)
+      if (host->on_host(src, layer_, p.chosen[i], p.rows_of(i))) {
+        on_host.push_back(i);
+        const auto& r = p.rows[size_t(p.chosen[i])];
+        host_rows.insert(host_rows.end(), r.begin(), r.end());
+      }
   const int64_t NH = int64_t(host_rows.size());
   std::vector<float> host_x(size_t(NH * W)), host_y(size_t(NH * W));
   if (NH > 0) {
@@ -169,30 +176,64 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
 
   // Y: every chosen expert's output rows in packed order, then (beside a GPU) the
   // host-computed experts' outputs, uploaded together and moved into place below.
-  Buffer X, Y(be_, N + NH, W);
-  if (grouped) {
-    X = Buffer(be_, N, W);
-    be_.gather_rows(xin, packed_rows, X);
+  Buffer Y(be_, N + NH, W);
+  std::vector<bool> skip(p.chosen.size(), false);
+  for (size_t i = 0; i < p.chosen.size(); ++i) skip[i] = i < p.mine_begin || i >= p.mine_end;
+  for (const size_t i : on_host) skip[i] = true;
+  run_on_device(p, std::move(skip), xin, Tensor(Y).row_range(0, N));
+  if (host) host->device_calls += p.mine_end - p.mine_begin - on_host.size();
+  Tensor packed_y = Tensor(Y).row_range(0, N);
+  Buffer placed_y;
+  if (NH > 0) {
+    // The device's work is queued: the host computes its experts meanwhile.
+    compute_on_host(p, on_host, host_x, host_y, W);
+    be_.upload(host_y.data(), Tensor(Y).row_range(N, NH));
+    std::vector<int64_t> from(static_cast<size_t>(N));
+    for (int64_t r = 0; r < N; ++r) from[size_t(r)] = r;
+    int64_t at = N;
+    for (const size_t i : on_host)
+      for (int64_t r = p.offsets[i]; r < p.offsets[i + 1]; ++r) from[size_t(r)] = at++;
+    placed_y = Buffer(be_, N, W);
+    be_.gather_rows(Y, from, placed_y);
+    packed_y = placed_y;
   }
+  if (experts_->shards.sharded()) share_outputs(p.chosen, p.offsets, packed_y);
+  // Weighted sum in expert-id order: identical whatever the arrival order was.
+  Buffer acc(be_, T, W);
+  be_.scatter_add(packed_y, p.packed_rows, p.packed_weights, acc);
+  if (latent_) {
+    if (!latent_->norm.empty()) be_.rmsnorm(acc, latent_->norm, latent_->eps, acc);
+    be_.matmul(latent_->up, acc, out);
+  } else {
+    be_.copy(acc, out);
+  }
+  if (shared_) be_.add(shared_out, out);
+}
 
-  // Each chosen expert once over its tokens, resident ones first. Experts that are
-  // ready are acquired together and computed in one grouped call; before waiting
-  // for one that is not, what is held is computed (so the device works meanwhile).
-  std::vector<bool> done(chosen.size(), false);
-  for (size_t i = 0; i < chosen.size(); ++i) done[i] = i < mine_begin || i >= mine_end;
-  for (const size_t i : on_host) done[i] = true;
+// The pass's backend computes each chosen expert not skipped once over its tokens into
+// its packed rows of Y, resident ones first. Experts that are ready are acquired together
+// and computed in one grouped call; before waiting for one that is not, what is held is
+// computed (so the device works meanwhile).
+void MoeBlock::run_on_device(const Pass& p, std::vector<bool> done, Tensor xin, Tensor Y) const {
+  ExpertSource& src = *experts_->source;
+  const int64_t W = xin.cols();
+  const bool grouped = be_.groups_experts();
+  Buffer X;
+  if (grouped) {  // every packed row's input at once
+    X = Buffer(be_, p.offsets.back(), W);
+    be_.gather_rows(xin, p.packed_rows, X);
+  }
   std::vector<size_t> group;
   std::vector<const ExpertWeights*> group_w;
   std::vector<int64_t> group_off;
   // Expert by expert (a backend without grouped calls): its input is gathered just before its call.
   auto run_one = [&](size_t i) {
-    const int32_t e = chosen[i];
+    const int32_t e = p.chosen[i];
     const ExpertWeights& w = src.acquire(layer_, e);
     try {
-      const int64_t n = offsets[i + 1] - offsets[i];
-      Buffer Xe(be_, n, W);
-      be_.gather_rows(xin, rows[size_t(e)], Xe);
-      be_.expert_ffn(w, act_, Xe, Tensor(Y).row_range(offsets[i], n));
+      Buffer Xe(be_, p.rows_of(i), W);
+      be_.gather_rows(xin, p.rows[size_t(e)], Xe);
+      be_.expert_ffn(w, act_, Xe, Y.row_range(p.offsets[i], p.rows_of(i)));
     } catch (...) {
       src.release(layer_, e);
       throw;
@@ -215,82 +256,55 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
       group_off.clear();
       try {
         for (size_t k = a; k < b; ++k) {
-          group_w.push_back(&src.acquire(layer_, chosen[group[k]]));
-          group_off.push_back(offsets[group[k]] - offsets[group[a]]);
+          group_w.push_back(&src.acquire(layer_, p.chosen[group[k]]));
+          group_off.push_back(p.offsets[group[k]] - p.offsets[group[a]]);
         }
-        group_off.push_back(offsets[group[b - 1] + 1] - offsets[group[a]]);
-        const int64_t r0 = offsets[group[a]], n = group_off.back();
-        be_.expert_ffns(group_w, group_off, act_, Tensor(X).row_range(r0, n), Tensor(Y).row_range(r0, n));
+        group_off.push_back(p.offsets[group[b - 1] + 1] - p.offsets[group[a]]);
+        const int64_t r0 = p.offsets[group[a]], n = group_off.back();
+        be_.expert_ffns(group_w, group_off, act_, Tensor(X).row_range(r0, n), Y.row_range(r0, n));
       } catch (...) {
-        for (size_t k = 0; k < group_w.size(); ++k) src.release(layer_, chosen[group[a + k]]);
+        for (size_t k = 0; k < group_w.size(); ++k) src.release(layer_, p.chosen[group[a + k]]);
         throw;
       }
-      for (size_t k = a; k < b; ++k) src.release(layer_, chosen[group[k]]);
+      for (size_t k = a; k < b; ++k) src.release(layer_, p.chosen[group[k]]);
       a = b;
     }
     group.clear();
   };
-  for (size_t remaining = mine_end - mine_begin - on_host.size(); remaining > 0; --remaining) {
-    size_t pick = chosen.size();
-    for (size_t i = 0; i < chosen.size() && pick == chosen.size(); ++i)
-      if (!done[i] && src.ready(layer_, chosen[i])) pick = i;
-    if (pick == chosen.size()) {
+  const size_t n = p.chosen.size();
+  for (size_t remaining = size_t(std::count(done.begin(), done.end(), false)); remaining > 0; --remaining) {
+    size_t pick = n;
+    for (size_t i = 0; i < n && pick == n; ++i)
+      if (!done[i] && src.ready(layer_, p.chosen[i])) pick = i;
+    if (pick == n) {
       flush();
-      for (size_t i = 0; i < chosen.size() && pick == chosen.size(); ++i)
+      for (size_t i = 0; i < n && pick == n; ++i)
         if (!done[i]) pick = i;
     }
     group.push_back(pick);
     done[pick] = true;
   }
   flush();
-  if (host) host->device_calls += mine_end - mine_begin - on_host.size();
-  Tensor packed_y = Tensor(Y).row_range(0, N);
-  Buffer placed_y;
-  if (NH > 0) {
-    // The device's work is queued: the host computes its experts meanwhile.
-    compute_on_host(chosen, on_host, offsets, host_x, host_y, W);
-    be_.upload(host_y.data(), Tensor(Y).row_range(N, NH));
-    std::vector<int64_t> from(static_cast<size_t>(N));
-    for (int64_t r = 0; r < N; ++r) from[size_t(r)] = r;
-    int64_t at = N;
-    for (const size_t i : on_host)
-      for (int64_t r = offsets[i]; r < offsets[i + 1]; ++r) from[size_t(r)] = at++;
-    placed_y = Buffer(be_, N, W);
-    be_.gather_rows(Y, from, placed_y);
-    packed_y = placed_y;
-  }
-  if (shards.sharded()) share_outputs(chosen, offsets, packed_y);
-  // Weighted sum in expert-id order: identical whatever the arrival order was.
-  Buffer acc(be_, T, W);
-  be_.scatter_add(packed_y, packed_rows, packed_weights, acc);
-  if (latent_) {
-    if (!latent_->norm.empty()) be_.rmsnorm(acc, latent_->norm, latent_->eps, acc);
-    be_.matmul(latent_->up, acc, out);
-  } else {
-    be_.copy(acc, out);
-  }
-  if (shared_) be_.add(shared_out, out);
 }
 
 // The host's experts over their rows (host_x, packed in on_host order) into host_y:
 // those already in host memory first, then each as its read completes.
-void MoeBlock::compute_on_host(const std::vector<int32_t>& chosen, const std::vector<size_t>& on_host,
-                               const std::vector<int64_t>& offsets, std::vector<float>& host_x,
+void MoeBlock::compute_on_host(const Pass& p, const std::vector<size_t>& on_host, std::vector<float>& host_x,
                                std::vector<float>& host_y, int64_t W) const {
   HostExperts& host = *experts_->host;
   ExpertSource& src = *experts_->source;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int64_t> first(on_host.size() + 1, 0);  // each expert's first row in host_x
-  for (size_t j = 0; j < on_host.size(); ++j) first[j + 1] = first[j] + offsets[on_host[j] + 1] - offsets[on_host[j]];
+  for (size_t j = 0; j < on_host.size(); ++j) first[j + 1] = first[j] + p.rows_of(on_host[j]);
   std::vector<bool> done(on_host.size(), false);
   for (size_t left = on_host.size(); left > 0; --left) {
     size_t pick = on_host.size();
     for (size_t j = 0; j < on_host.size() && pick == on_host.size(); ++j)
-      if (!done[j] && src.ready(layer_, chosen[on_host[j]])) pick = j;
+      if (!done[j] && src.ready(layer_, p.chosen[on_host[j]])) pick = j;
     for (size_t j = 0; j < on_host.size() && pick == on_host.size(); ++j)
       if (!done[j]) pick = j;
     done[pick] = true;
-    const int32_t e = chosen[on_host[pick]];
+    const int32_t e = p.chosen[on_host[pick]];
     const int64_t r0 = first[pick], n = first[pick + 1] - r0;
     const ExpertWeights& w = src.acquire(layer_, e);
     try {

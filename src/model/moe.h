@@ -59,10 +59,21 @@ class MoeBlock : public FfnBlock {
   std::unique_ptr<GatedMlp> shared_;
   std::unique_ptr<LatentProjection> latent_;
 
+  // One pass's routes grouped by expert (model/moe.cpp group_by_expert).
+  struct Pass {
+    std::vector<int32_t> chosen;             // the distinct experts, ascending id
+    std::vector<std::vector<int64_t>> rows;  // per expert id: the tokens that picked it
+    std::vector<int64_t> offsets{0};         // chosen[i] owns packed rows [offsets[i], offsets[i+1])
+    std::vector<int64_t> packed_rows;        // each packed row's token
+    std::vector<float> packed_weights;       // and its router weight
+    size_t mine_begin = 0, mine_end = 0;     // chosen[mine_begin, mine_end): this rank computes them
+    int64_t rows_of(size_t i) const { return offsets[i + 1] - offsets[i]; }
+  };
+  Pass group_by_expert(const std::vector<int32_t>& ids, const std::vector<float>& wts, int64_t T) const;
+  void run_on_device(const Pass& p, std::vector<bool> done, Tensor xin, Tensor Y) const;
+  void compute_on_host(const Pass& p, const std::vector<size_t>& on_host, std::vector<float>& host_x,
+                       std::vector<float>& host_y, int64_t W) const;
   void share_outputs(const std::vector<int32_t>& chosen, const std::vector<int64_t>& offsets, Tensor Y) const;
-  void compute_on_host(const std::vector<int32_t>& chosen, const std::vector<size_t>& on_host,
-                       const std::vector<int64_t>& offsets, std::vector<float>& host_x, std::vector<float>& host_y,
-                       int64_t W) const;
 };
 
 }  // namespace sluice
