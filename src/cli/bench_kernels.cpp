@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compute/backend.h"
+#include "compute/host_experts.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/random_qmatrix.h"
@@ -138,6 +140,54 @@ std::string kernel_format_key(WeightFormat f) {
   }
 }
 
+std::vector<HostExpertTiming> time_host_experts() {
+  const int64_t hidden = 7168, inter = 2048, most_rows = 16;
+  std::vector<float> xs(size_t(most_rows * hidden)), ys(size_t(most_rows * hidden));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& v : xs) v = normal(rng);
+  std::vector<HostExpertTiming> out;
+  const GatedActivation act;
+  for (WeightFormat fmt : {WeightFormat::BF16, WeightFormat::FP8_E4M3_BLOCK, WeightFormat::INT4_GROUP,
+                           WeightFormat::MXFP4, WeightFormat::INT8_ROW}) {
+    // Several experts in turn, together twice the last-level cache, so each call reads its
+    // expert from DRAM as a routed expert beside a GPU would be (one expert alone may fit in it).
+    HostExpertTiming t{fmt, 0, {}};
+    std::vector<OwnedQMatrix> owned;
+    std::vector<ExpertWeights> experts;
+    const uint64_t llc = std::max<uint64_t>(last_level_cache_bytes(), 1);
+    for (uint64_t total = 0, e = 0; experts.size() < 2 || total < 2 * llc; ++e) {
+      owned.push_back(make_random_qmatrix(fmt, inter, hidden, 11 + 3 * e));
+      owned.push_back(make_random_qmatrix(fmt, inter, hidden, 12 + 3 * e));
+      owned.push_back(make_random_qmatrix(fmt, hidden, inter, 13 + 3 * e));
+      t.bytes = 0;
+      for (size_t k = owned.size() - 3; k < owned.size(); ++k)
+        t.bytes += uint64_t(owned[k].data.size() + owned[k].scale.size());
+      total += t.bytes;
+      experts.emplace_back();
+    }
+    for (size_t e = 0; e < experts.size(); ++e) {
+      experts[e].gate = host_matrix(owned[3 * e].m);
+      experts[e].up = host_matrix(owned[3 * e + 1].m);
+      experts[e].down = host_matrix(owned[3 * e + 2].m);
+    }
+    size_t next = 0;
+    for (const int64_t n : {int64_t(1), int64_t(4), most_rows}) {
+      const double s = best_seconds(kReps, [&] {
+        const ExpertWeights& ew = experts[next++ % experts.size()];
+        cpu_backend().expert_ffn(ew, act, Tensor(xs.data(), n, hidden, hidden), Tensor(ys.data(), n, hidden, hidden));
+      });
+      t.seconds.push_back({n, s});
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+int64_t host_expert_crossover(const HostExpertTiming& t, double copy_gbps) {
+  return rows_where_copy_wins(t.seconds, t.bytes, copy_gbps);
+}
+
 int run_kernels_bench(const std::string& json_out) {
   const kernels::IsaKernels& isa = kernels::active_isa();
   const int threads = ThreadPool::global().size();
@@ -177,6 +227,19 @@ int run_kernels_bench(const std::string& json_out) {
     std::printf("%-6s %12.2f %8.0f%% %10.1f %14.1f %13.0f%%\n", kernel_format_key(fmt).c_str(), gbps, 100 * gbps / dram,
                 gf[0], gf[1], peak > 0 ? 100 * gf[1] / peak : 0.0);
     std::fflush(stdout);
+  }
+  // Routed experts on the host beside a GPU (--experts-on cpu|auto): what one costs here; the GPU
+  // benchmark sets it against its measured copy rate.
+  std::printf("host experts (one 2048 x 7168 expert of Kimi K2's shape on the CPU backend, as --experts-on computes "
+              "them beside a GPU):\n%-6s %9s %10s %10s %10s %12s\n",
+              "format", "MB", "ms 1 row", "ms 4 rows", "ms 16 rows", "GB/s 1 row");
+  j["host_experts"] = nlohmann::json::array();
+  for (const HostExpertTiming& t : time_host_experts()) {
+    for (const auto& [rows, sec] : t.seconds)
+      j["host_experts"].push_back({{"format", kernel_format_key(t.format)}, {"bytes", t.bytes}, {"rows", rows}, {"seconds", sec}});
+    std::printf("%-6s %9.1f %10.3f %10.3f %10.3f %12.2f\n", kernel_format_key(t.format).c_str(), double(t.bytes) / 1e6,
+                1e3 * t.seconds[0].second, 1e3 * t.seconds[1].second, 1e3 * t.seconds[2].second,
+                double(t.bytes) / t.seconds[0].second / 1e9);
   }
   write_json_file(json_out, j);
   return 0;

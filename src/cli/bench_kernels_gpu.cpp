@@ -160,6 +160,25 @@ int run_gpu_kernels_bench(int device, const std::string& json_out) {
     }
     cuda_tensor_core_products(true);
   }
+  // Beside the GPU, an expert outside VRAM is either computed on the host or copied over PCIe
+  // (--experts-on auto, --host-expert-rows): the host's time per row count against the copy's.
+  const double upload = pinned_upload_gbps(be, 64ull << 20);
+  std::printf("host -> device copies from pinned memory: %.1f GB/s (64 MiB). Experts of Kimi K2's shape on the host "
+              "(CPU backend) against copying them at that rate:\n%-6s %9s %10s %10s %10s %10s %s\n",
+              upload, "format", "MB", "copy ms", "ms 1 row", "ms 4 rows", "ms 16 rows", "host slower than the copy from");
+  j["pinned_upload_gbps"] = upload;
+  j["host_experts"] = nlohmann::json::array();
+  j["host_expert_crossover"] = nlohmann::json::array();
+  for (const HostExpertTiming& t : time_host_experts()) {
+    for (const auto& [rows, sec] : t.seconds)
+      j["host_experts"].push_back({{"format", kernel_format_key(t.format)}, {"bytes", t.bytes}, {"rows", rows}, {"seconds", sec}});
+    const int64_t from = host_expert_crossover(t, upload);
+    j["host_expert_crossover"].push_back({{"format", kernel_format_key(t.format)}, {"rows", from}});
+    std::printf("%-6s %9.1f %10.3f %10.3f %10.3f %10.3f %s\n", kernel_format_key(t.format).c_str(), double(t.bytes) / 1e6,
+                upload > 0 ? 1e3 * double(t.bytes) / (upload * 1e9) : 0.0, 1e3 * t.seconds[0].second,
+                1e3 * t.seconds[1].second, 1e3 * t.seconds[2].second,
+                from > 0 ? fmt::format("{} rows", from).c_str() : "never (of 1, 4, 16 rows)");
+  }
   write_json_file(json_out, j);
   return 0;
 }

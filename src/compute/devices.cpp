@@ -8,10 +8,14 @@
 #endif
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "compute/tensor.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -118,6 +122,33 @@ double cuda_mma_rate_tflops(int device) {
   return cuda::mma_rate_tflops();
 #else
   (void)device;
+  return 0;
+#endif
+}
+
+double pinned_upload_gbps(Backend& be, uint64_t bytes) {
+#ifdef SLUICE_HAVE_CUDA
+  auto* c = dynamic_cast<CudaBackend*>(&be);
+  const int64_t floats = int64_t(bytes / 4);
+  if (!c || floats == 0) return 0;
+  std::vector<float> host(static_cast<size_t>(floats), 1.0f);
+  if (!c->pin_host(host.data(), uint64_t(floats) * 4)) return 0;
+  Buffer dst(be, 1, floats);
+  std::vector<float> one(1);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    be.download(Tensor(dst).col_range(0, 1), one.data());  // the stream is idle before the clock starts
+    const auto t0 = std::chrono::steady_clock::now();
+    be.upload(host.data(), dst);
+    be.download(Tensor(dst).col_range(0, 1), one.data());  // waits for the copy
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 0) best = std::max(best, double(floats) * 4 / s / 1e9);
+  }
+  c->unpin_host(host.data());
+  return best;
+#else
+  (void)be;
+  (void)bytes;
   return 0;
 #endif
 }

@@ -48,6 +48,9 @@ Backend& backend_for_device(bool cuda, int index);
 // the rate of independent bf16 mma.sync chains measured on `device` (TFLOP/s; 0 without CUDA).
 void cuda_tensor_core_products(bool on);
 double cuda_mma_rate_tflops(int device);
+// Host -> device copies from page-locked host memory, as the VRAM expert tier copies experts from the
+// pinned RAM cache: GB/s over `bytes` on `be` (the best of a few; 0 on the CPU or when pinning fails).
+double pinned_upload_gbps(Backend& be, uint64_t bytes);
 
 // Device memory: free now, and taken by weights the backend placed (zeros on the CPU).
 struct DeviceMemory {

@@ -16,12 +16,28 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "compute/expert_source.h"
 
 namespace sluice {
 
 class Backend;
+
+// From measured times of one expert on the host over increasing row counts ((rows, seconds),
+// ascending rows) and the rate at which it would be copied to the GPU instead: the fewest of those
+// rows at which the host takes longer than the copy (the copy's GPU product is much shorter),
+// 0 when the host is faster at every count measured or no rate is known. `sluice bench --kernels
+// --device cuda` prints it per format, as the measured ground for --host-expert-rows.
+inline int64_t rows_where_copy_wins(const std::vector<std::pair<int64_t, double>>& host_seconds, uint64_t bytes,
+                                    double copy_gbps) {
+  if (!(copy_gbps > 0)) return 0;
+  const double copy_s = double(bytes) / (copy_gbps * 1e9);
+  for (const auto& [rows, s] : host_seconds)
+    if (s > copy_s) return rows;
+  return 0;
+}
 
 struct HostExperts {
   Backend* backend = nullptr;  // the host's backend (the CPU's)

@@ -95,5 +95,15 @@ TEST(HostExperts, OnHostWhenFewRowsAndNotOnTheDevice) {
   EXPECT_TRUE(h.on_host(even, 2, 7, 1));
 }
 
+TEST(HostExperts, CopyWinsFromTheFirstRowCountTheHostIsSlower) {
+  const std::vector<std::pair<int64_t, double>> host = {{1, 0.01}, {4, 0.05}, {16, 0.2}};
+  const uint64_t bytes = 1'000'000'000;  // 1 GB: 0.02 s at 50 GB/s
+  EXPECT_EQ(rows_where_copy_wins(host, bytes, 50), 4);
+  EXPECT_EQ(rows_where_copy_wins(host, bytes, 200), 1);   // 0.005 s: even one row is slower on the host
+  EXPECT_EQ(rows_where_copy_wins(host, bytes, 10), 16);   // 0.1 s
+  EXPECT_EQ(rows_where_copy_wins(host, bytes, 1), 0);     // 1 s: the host is faster at every count
+  EXPECT_EQ(rows_where_copy_wins(host, bytes, 0), 0);     // no copy rate (no GPU)
+}
+
 }  // namespace
 }  // namespace sluice
