@@ -5,11 +5,11 @@
 #include <set>
 
 #include "compute/devices.h"
+#include "compute/host_experts.h"
 #include "engine/model_identity.h"
 #include "engine/unread_tensors.h"
 #include "experts/expert_disk_cache.h"
 #include "experts/expert_tiers.h"
-#include "compute/host_experts.h"
 #include "experts/vram_tier.h"
 #include "format/generation_config.h"
 #include "format/model_dir.h"
