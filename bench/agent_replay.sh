@@ -12,7 +12,10 @@
 # replies this server generated are replayed, and a recorded session's replies
 # carry the recording server's call ids, so a replay of a recording has none).
 # Replies are capped at MAX_OUT tokens (default 16): the benchmark is about
-# prompts.
+# prompts. Each row also gives the seconds the request stalled on expert reads
+# (/metrics), and with DRIVE_GBPS set (the drive's rate, e.g. `sluice bench`'s
+# probe) its TTFT against a floor of its compute (TTFT less the stall) plus its
+# expert bytes at that rate.
 #   bench/agent_replay.sh [TRANSCRIPT] [MODEL_DIR] [SLUICE_BINARY] [extra serve args...]
 set -euo pipefail
 transcript=${1:-bench/agent_transcripts/codex-0.171.0.jsonl}
@@ -25,10 +28,10 @@ trap 'stop_server_on_exit; rm -rf "$dir"' EXIT
 echo "transcript $transcript, model $model, serve args: $*"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 serve "$@"
-python3 - "$transcript" "$port" "$dir/log" "${MAX_OUT:-16}" <<'PY'
+python3 - "$transcript" "$port" "$dir/log" "${MAX_OUT:-16}" "${DRIVE_GBPS:-}" <<'PY'
 import json, re, sys, time, urllib.request
 
-transcript, port, log_path, max_out = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+transcript, port, log_path, max_out, drive_gbps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 base = f"http://127.0.0.1:{port}"
 
 def metric(name):
@@ -45,6 +48,7 @@ def send(endpoint, body):
     elif endpoint == "/v1/messages": body["max_tokens"] = max_out
     else: body["max_tokens"] = max_out; body.pop("max_completion_tokens", None)
     before_lines, before_bytes = len(log_lines()), metric("sluice_expert_bytes_read_total")
+    before_stall = metric("sluice_expert_stall_seconds_total")
     req = urllib.request.Request(base + endpoint, data=json.dumps(body).encode(),
                                  headers={"content-type": "application/json", "x-api-key": "x",
                                           "anthropic-version": "2023-06-01"})
@@ -66,7 +70,8 @@ def send(endpoint, body):
     return {"prompt": int(m.group(1)), "reused": int(m.group(2)), "prefilled": int(m.group(3)),
             "replayed": int(replayed.group(1)) if replayed else 0,
             "ttft": float(ttft.group(1)) if ttft else float("nan"), "client_ttft": first,
-            "bytes": metric("sluice_expert_bytes_read_total") - before_bytes}
+            "bytes": metric("sluice_expert_bytes_read_total") - before_bytes,
+            "stall": metric("sluice_expert_stall_seconds_total") - before_stall}
 
 rows = []
 reqs = [json.loads(l) for l in open(transcript) if l.strip()]
@@ -85,11 +90,18 @@ for it in reversed(items):
         break
 rows.append(("2.1", send(first["endpoint"], first["body"])))
 
-print("| turn | prompt tokens | reused | prefilled | replayed | TTFT s (client) | expert bytes read |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+# Against the floor: the turn's compute (its TTFT less the time it stalled on expert reads) plus
+# its expert bytes at the drive's rate (DRIVE_GBPS, e.g. bench's probe; unset: no floor column).
+gbps = float(drive_gbps) if drive_gbps else 0.0
+print("| turn | prompt tokens | reused | prefilled | replayed | TTFT s (client) | stall s | expert bytes read |"
+      + (" TTFT / floor |" if gbps else ""))
+print("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if gbps else ""))
 for name, x in rows:
     ct = f"{x['client_ttft']:.2f}" if x["client_ttft"] is not None else "-"
-    print(f"| {name} | {x['prompt']} | {x['reused']} | {x['prefilled']} | {x['replayed']} | {x['ttft']:.2f} ({ct}) | {int(x['bytes']):,} |")
+    floor = (x["ttft"] - x["stall"]) + x["bytes"] / (gbps * 1e9) if gbps else 0.0
+    ratio = f" {x['ttft'] / floor:.2f} |" if gbps and floor > 0 else (" - |" if gbps else "")
+    print(f"| {name} | {x['prompt']} | {x['reused']} | {x['prefilled']} | {x['replayed']} | {x['ttft']:.2f} ({ct}) "
+          f"| {x['stall']:.2f} | {int(x['bytes']):,} |" + ratio)
 PY
 stop
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
