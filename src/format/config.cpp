@@ -81,6 +81,18 @@ std::vector<int64_t> Config::get_ints(const std::string& key) const {
   return out;
 }
 
+std::vector<int32_t> Config::get_token_ids(const std::string& key) const {
+  std::vector<int32_t> out;
+  if (!has(key)) return out;
+  const auto& v = j_[key];
+  for (const auto& id : v.is_array() ? v : nlohmann::json::array({v})) {
+    const auto i = json_integer<int32_t>(id);
+    if (!i || *i < 0) fail("{}: field '{}' must be a token id or a list of them, got {}", source_, key, v.dump());
+    out.push_back(*i);
+  }
+  return out;
+}
+
 Config Config::sub(const std::string& key) const {
   const auto& v = field(key);
   if (!v.is_object()) fail("{}: field '{}' must be an object", source_, key);

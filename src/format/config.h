@@ -27,6 +27,8 @@ class Config {
   std::string get_string(const std::string& key, const std::string& def) const;
   std::vector<std::string> get_strings(const std::string& key) const;  // empty if absent
   std::vector<int64_t> get_ints(const std::string& key) const;         // empty if absent
+  // A token id or a list of them (eos_token_id); empty if absent; each a non-negative int32.
+  std::vector<int32_t> get_token_ids(const std::string& key) const;
   Config sub(const std::string& key) const;                             // required nested object
   std::optional<Config> opt_sub(const std::string& key) const;
 

@@ -16,7 +16,6 @@
 #include "model/mla_attention.h"
 #include "model/moe.h"
 #include "util/error.h"
-#include "util/json_integer.h"
 
 namespace sluice {
 
@@ -98,15 +97,7 @@ KimiSpec kimi_spec(const Config& top) {
   KimiSpec s(model_layout(top), nested ? top.sub("text_config") : top);
   const Config& cfg = s.cfg;
   s.info = basic_model_info(cfg, top.req_string("model_type"));
-  if (nested && top.has("eos_token_id")) {
-    const auto& e = top.json()["eos_token_id"];
-    s.info.eos_ids.clear();  // the top level's ids replace the text model's
-    for (const auto& id : e.is_array() ? e : nlohmann::json::array({e})) {
-      const auto i = json_integer<int32_t>(id);
-      if (!i || *i < 0) fail("{}: field 'eos_token_id' must be a token id or a list of them, got {}", top.source(), e.dump());
-      s.info.eos_ids.push_back(*i);
-    }
-  }
+  if (nested && top.has("eos_token_id")) s.info.eos_ids = top.get_token_ids("eos_token_id");  // replace the text model's
   s.eps = float(cfg.req_double("rms_norm_eps"));
   s.is_mla = attention_schedule(cfg, s.info.n_layers);
   s.act = activation(cfg);

@@ -22,15 +22,7 @@ ModelInfo basic_model_info(const Config& cfg, const std::string& arch) {
     if (info.max_positions <= 0) fail("{}: {} must be positive, got {}", cfg.source(), key, info.max_positions);
     break;
   }
-  if (cfg.has("eos_token_id")) {
-    const auto& e = cfg.json()["eos_token_id"];
-    if (e.is_number_integer()) info.eos_ids.push_back(e.get<int32_t>());
-    else info.eos_ids = [&] {
-        std::vector<int32_t> v;
-        for (auto x : cfg.get_ints("eos_token_id")) v.push_back(int32_t(x));
-        return v;
-      }();
-  }
+  info.eos_ids = cfg.get_token_ids("eos_token_id");
   return info;
 }
 

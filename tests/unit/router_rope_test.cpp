@@ -6,6 +6,7 @@
 #include "format/config.h"
 #include "model/rope.h"
 #include "model/router.h"
+#include "util/error.h"
 
 namespace sluice {
 namespace {
@@ -116,6 +117,25 @@ TEST(Config, MissingFieldIsNamed) {
     EXPECT_NE(std::string(e.what()).find("dir/config.json"), std::string::npos);
   }
   EXPECT_THROW(c.req_int("b"), std::exception);
+}
+
+// eos_token_id as configs write it: one id or a list; anything else is an error naming the field.
+TEST(Config, TokenIdsAreOneOrAList) {
+  Config c(nlohmann::json::parse(R"({"one": 7, "list": [1, 2], "neg": -1, "big": 4294967296, "frac": 2.5,
+                                     "in_list": [1, "x"]})"),
+           "dir/config.json");
+  EXPECT_EQ(c.get_token_ids("one"), (std::vector<int32_t>{7}));
+  EXPECT_EQ(c.get_token_ids("list"), (std::vector<int32_t>{1, 2}));
+  EXPECT_TRUE(c.get_token_ids("absent").empty());
+  for (const char* bad : {"neg", "big", "frac", "in_list"}) {
+    try {
+      c.get_token_ids(bad);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("dir/config.json: field '") + bad + "'"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace
