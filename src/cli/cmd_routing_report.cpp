@@ -10,6 +10,7 @@
 #include "cli/memory_options.h"
 #include "cluster/cluster.h"
 #include "engine/engine.h"
+#include "engine/route_recorder.h"
 #include "experts/routing_log.h"
 #include "experts/routing_stats.h"
 #include "util/error.h"
@@ -30,16 +31,14 @@ int run(const Opts& o) {
   mem.context_tokens = int64_t(ids.size());
   auto engine = Engine::open(model_or_default(o.model), mem);
   RoutingLog log;
-  // The MoE blocks' requests as they are made (each the sorted picks of one token, fed alone). Not
-  // by wrapping the expert source: installing a wrapper frees the streaming source it would wrap
-  // (Engine::set_expert_source), which crashed every report under --ram N.
-  engine->set_request_observer([&log](int32_t layer, const int32_t* e, int64_t n) {
-    log.steps.push_back({layer, std::vector<int32_t>(e, e + n)});
-  });
-  Session s = engine->session();
-  for (int32_t t : ids) s.feed({t});  // one token per step: each request is one token's choice
-  std::vector<int32_t> experts;
-  for (int32_t l = 0; l < engine->expert_index().layers(); ++l) experts.push_back(engine->expert_index().experts(l));
+  {
+    // Not by wrapping the expert source (engine/route_recorder.h): that crashed every report under --ram N.
+    RouteRecorder recorder(*engine);
+    Session s = engine->session();
+    for (int32_t t : ids) s.feed({t});  // one token per step: each request is one token's choice
+    log = recorder.log();
+  }
+  const std::vector<int32_t> experts = engine->expert_index().experts_per_layer();
   const auto report = routing_report(log, experts, o.cache_sizes);
 
   std::printf("%-6s %8s %8s %8s %8s %9s %10s", "layer", "experts", "max/mean", "min/mean", "entropy", "reuse t-1",

@@ -10,6 +10,7 @@
 
 #include "engine/drafter.h"
 #include "engine/engine.h"
+#include "engine/route_recorder.h"
 #include "experts/route_override.h"
 #include "experts/routing_stats.h"
 #include "runtime/retokenizing_drafter.h"
@@ -91,37 +92,13 @@ class RoutedExperts {
   std::set<std::pair<int32_t, int32_t>> seen_;
 };
 
-// Each MoE layer's picks, one request per decoded token, while this is alive
-// (the routes actually taken, for the "routing" statistics).
-class RouteRecorder {
- public:
-  explicit RouteRecorder(Engine& e) : e_(e) {
-    e_.set_request_observer([this](int32_t layer, const int32_t* x, int64_t n) {
-      log_.steps.push_back({layer, std::vector<int32_t>(x, x + n)});
-    });
-  }
-  ~RouteRecorder() { e_.set_request_observer({}); }
-  RouteRecorder(const RouteRecorder&) = delete;
-  RouteRecorder& operator=(const RouteRecorder&) = delete;
-  RoutingStats stats() const {
-    std::vector<int32_t> experts;
-    for (int32_t l = 0; l < e_.expert_index().layers(); ++l) experts.push_back(e_.expert_index().experts(l));
-    return routing_stats(log_, experts);
-  }
-
- private:
-  Engine& e_;
-  RoutingLog log_;
-};
-
 // The benchmark-only routing override the request asks for, installed while this is alive (none
 // asked for: nothing installed, label() empty).
 class RoutingOverride {
  public:
   RoutingOverride(Engine& e, const BenchRequest& r) : e_(e) {
     if (r.routing_trace.empty() && r.routing_synthetic.empty()) return;
-    std::vector<int32_t> experts;
-    for (int32_t l = 0; l < e_.expert_index().layers(); ++l) experts.push_back(e_.expert_index().experts(l));
+    const std::vector<int32_t> experts = e_.expert_index().experts_per_layer();
     if (!r.routing_trace.empty()) {
       src_ = routing_trace(r.routing_trace, experts);
     } else {

@@ -31,6 +31,12 @@ class ExpertIndex {
   // Layers up to the last MoE layer; dense layers have no experts.
   int32_t layers() const { return int32_t(extents_.size()); }
   int32_t experts(int32_t layer) const { return int32_t(extents_[size_t(layer)].size()); }
+  // experts(l) for every layer l (the shape routing statistics and overrides take).
+  std::vector<int32_t> experts_per_layer() const {
+    std::vector<int32_t> n;
+    for (int32_t l = 0; l < layers(); ++l) n.push_back(experts(l));
+    return n;
+  }
   const std::vector<ExpertExtent>& extents(int32_t layer, int32_t expert) const {
     return extents_[size_t(layer)][size_t(expert)];
   }
