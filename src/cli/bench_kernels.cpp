@@ -15,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/backend.h"
-#include "compute/host_experts.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/random_qmatrix.h"
@@ -184,8 +183,9 @@ std::vector<HostExpertTiming> time_host_experts() {
   return out;
 }
 
-int64_t host_expert_crossover(const HostExpertTiming& t, double copy_gbps) {
-  return rows_where_copy_wins(t.seconds, t.bytes, copy_gbps);
+void add_host_expert_rows(const HostExpertTiming& t, nlohmann::json& rows) {
+  for (const auto& [n, sec] : t.seconds)
+    rows.push_back({{"format", kernel_format_key(t.format)}, {"bytes", t.bytes}, {"rows", n}, {"seconds", sec}});
 }
 
 int run_kernels_bench(const std::string& json_out) {
@@ -235,8 +235,7 @@ int run_kernels_bench(const std::string& json_out) {
               "format", "MB", "ms 1 row", "ms 4 rows", "ms 16 rows", "GB/s 1 row");
   j["host_experts"] = nlohmann::json::array();
   for (const HostExpertTiming& t : time_host_experts()) {
-    for (const auto& [rows, sec] : t.seconds)
-      j["host_experts"].push_back({{"format", kernel_format_key(t.format)}, {"bytes", t.bytes}, {"rows", rows}, {"seconds", sec}});
+    add_host_expert_rows(t, j["host_experts"]);
     std::printf("%-6s %9.1f %10.3f %10.3f %10.3f %12.2f\n", kernel_format_key(t.format).c_str(), double(t.bytes) / 1e6,
                 1e3 * t.seconds[0].second, 1e3 * t.seconds[1].second, 1e3 * t.seconds[2].second,
                 double(t.bytes) / t.seconds[0].second / 1e9);

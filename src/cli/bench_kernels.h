@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kernels/qmatrix.h"
 
 namespace sluice::cli {
@@ -28,9 +30,8 @@ struct HostExpertTiming {
   std::vector<std::pair<int64_t, double>> seconds;  // (rows, seconds per call)
 };
 std::vector<HostExpertTiming> time_host_experts();
-// The fewest rows (of those timed) for which the host takes longer than copying the expert at
-// `copy_gbps`; 0 when the host is faster at every row count timed.
-int64_t host_expert_crossover(const HostExpertTiming& t, double copy_gbps);
+// Its rows of the JSON's "host_experts": {"format", "bytes", "rows", "seconds"} per row count.
+void add_host_expert_rows(const HostExpertTiming& t, nlohmann::json& rows);
 
 // `sluice bench --kernels --device cuda[:N]`: the CUDA backend's products alone, on the tensor
 // cores and on the CUDA cores for each format that has both paths. Prints a table and optionally
@@ -42,7 +43,7 @@ int64_t host_expert_crossover(const HostExpertTiming& t, double copy_gbps);
 //    "experts": [{"format", "path", "experts", "hidden", "intermediate", "gbps"}],  (one grouped call, one token each)
 //    "batched": [{"format", "path", "tokens", "gflops"}],   (16, 64 and 512 tokens)
 //    "pinned_upload_gbps", "host_experts": [{"format", "bytes", "rows", "seconds"}],
-//    "host_expert_crossover": [{"format", "rows"}]}   (host_expert_crossover at the pinned upload rate)
+//    "host_expert_crossover": [{"format", "rows"}]}   (compute/host_experts.h rows_where_copy_wins at that rate)
 int run_gpu_kernels_bench(int device, const std::string& json_out);
 
 }  // namespace sluice::cli

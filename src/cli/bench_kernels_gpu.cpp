@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/devices.h"
+#include "compute/host_experts.h"
 #include "compute/tensor.h"
 #include "kernels/random_qmatrix.h"
 #include <fmt/format.h>
@@ -170,9 +171,8 @@ int run_gpu_kernels_bench(int device, const std::string& json_out) {
   j["host_experts"] = nlohmann::json::array();
   j["host_expert_crossover"] = nlohmann::json::array();
   for (const HostExpertTiming& t : time_host_experts()) {
-    for (const auto& [rows, sec] : t.seconds)
-      j["host_experts"].push_back({{"format", kernel_format_key(t.format)}, {"bytes", t.bytes}, {"rows", rows}, {"seconds", sec}});
-    const int64_t from = host_expert_crossover(t, upload);
+    add_host_expert_rows(t, j["host_experts"]);
+    const int64_t from = rows_where_copy_wins(t.seconds, t.bytes, upload);
     j["host_expert_crossover"].push_back({{"format", kernel_format_key(t.format)}, {"rows", from}});
     std::printf("%-6s %9.1f %10.3f %10.3f %10.3f %10.3f %s\n", kernel_format_key(t.format).c_str(), double(t.bytes) / 1e6,
                 upload > 0 ? 1e3 * double(t.bytes) / (upload * 1e9) : 0.0, 1e3 * t.seconds[0].second,

@@ -50,7 +50,7 @@ struct HostExperts {
 
   // Counters: expert calls (one expert over its rows in one pass) on each side, and the
   // host's time in them (which overlaps the GPU's work on the others).
-  uint64_t host_calls = 0, device_calls = 0, host_rows = 0;
+  uint64_t host_calls = 0, device_calls = 0;
   double host_seconds = 0;
 };
 

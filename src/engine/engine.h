@@ -47,7 +47,7 @@ struct LoadOptions {
   // the host; with more, copying it in wins (prefill chunks). The default is above a speculative verify
   // pass's rows per expert (--draft-max 8: at most 9), so drafts and plain decoding compute each expert
   // on the same side and give the same bits.
-  int64_t host_expert_rows = 16;
+  int64_t host_expert_rows = kDefaultHostExpertRows;
 };
 
 class Engine : public Model {
@@ -106,11 +106,11 @@ class Engine : public Model {
   void set_layer_observer(std::function<void(int64_t layer)> f) const;
   // Sees every MoE layer's request for the distinct experts of a pass (empty function: none).
   void set_request_observer(std::function<void(int32_t layer, const int32_t* experts, int64_t n)> f) const;
-  // Benchmark only (engine/benchmark.cpp): replaces every MoE layer's routed expert ids
-  // (compute/expert_source.h, ExpertSourceSlot::override_routes; empty function: the model's own).
   // Beside a GPU, the experts the host computes (compute/host_experts.h; null: none). install() sets it
   // from LoadOptions::experts_on; tests give their own.
   void set_host_experts(std::shared_ptr<HostExperts> host) const;
+  // Benchmark only (engine/benchmark.cpp): replaces every MoE layer's routed expert ids
+  // (compute/expert_source.h, ExpertSourceSlot::override_routes; empty function: the model's own).
   void set_route_override(std::function<bool(int32_t layer, int64_t T, int64_t k, int32_t* ids, bool hint)> f) const;
 
   // Opens DIR: reads config.json, maps the checkpoint, builds the decoder and

@@ -37,6 +37,8 @@ Device parse_device(const std::string& s);
 // Auto: a fixed set in VRAM computed there, the others on the host for passes that
 // give them fewer than LoadOptions::host_expert_rows rows, copied in otherwise.
 enum class ExpertsOn { Gpu, Cpu, Auto };
+// Auto's default row bound (LoadOptions::host_expert_rows says why 16).
+inline constexpr int64_t kDefaultHostExpertRows = 16;
 // "gpu", "cpu" or "auto"; errors name the value.
 ExpertsOn parse_experts_on(const std::string& s);
 
@@ -60,7 +62,7 @@ struct MemoryRequest {
   std::string device = "auto";
   double vram_gib = 0;         // GPU: bytes of device memory sluice may use in GiB; 0: free memory minus a margin
   std::string experts_on = "gpu";   // GPU: gpu | cpu | auto (ExpertsOn); auto becomes the default once run on a GPU
-  int64_t host_expert_rows = 16;    // GPU, auto: LoadOptions::host_expert_rows
+  int64_t host_expert_rows = kDefaultHostExpertRows;  // GPU, auto: LoadOptions::host_expert_rows
   // Positions the per-sequence state is planned for (0: 4096, at most the
   // model's context); commands that know their length (run, generate, bench) set it.
   int64_t context_tokens = 0;

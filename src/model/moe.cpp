@@ -12,6 +12,24 @@
 
 namespace sluice {
 
+namespace {
+// An expert acquired from its source for one call, released when this goes (the call threw or not).
+class HeldExpert {
+ public:
+  HeldExpert(ExpertSource& src, int32_t layer, int32_t expert)
+      : src_(src), layer_(layer), expert_(expert), w_(src.acquire(layer, expert)) {}
+  ~HeldExpert() { src_.release(layer_, expert_); }
+  HeldExpert(const HeldExpert&) = delete;
+  HeldExpert& operator=(const HeldExpert&) = delete;
+  const ExpertWeights& weights() const { return w_; }
+
+ private:
+  ExpertSource& src_;
+  int32_t layer_, expert_;
+  const ExpertWeights& w_;
+};
+}  // namespace
+
 void MoeBlock::route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<float>& weights) const {
   const int64_t T = x.rows(), E = spec_.n_experts, K = spec_.top_k;
   // The router's logits come to the host: the choice of experts is host logic.
@@ -229,16 +247,10 @@ void MoeBlock::run_on_device(const Pass& p, std::vector<bool> done, Tensor xin, 
   // Expert by expert (a backend without grouped calls): its input is gathered just before its call.
   auto run_one = [&](size_t i) {
     const int32_t e = p.chosen[i];
-    const ExpertWeights& w = src.acquire(layer_, e);
-    try {
-      Buffer Xe(be_, p.rows_of(i), W);
-      be_.gather_rows(xin, p.rows[size_t(e)], Xe);
-      be_.expert_ffn(w, act_, Xe, Y.row_range(p.offsets[i], p.rows_of(i)));
-    } catch (...) {
-      src.release(layer_, e);
-      throw;
-    }
-    src.release(layer_, e);
+    const HeldExpert held(src, layer_, e);
+    Buffer Xe(be_, p.rows_of(i), W);
+    be_.gather_rows(xin, p.rows[size_t(e)], Xe);
+    be_.expert_ffn(held.weights(), act_, Xe, Y.row_range(p.offsets[i], p.rows_of(i)));
   };
   auto flush = [&] {
     if (group.empty()) return;
@@ -306,17 +318,11 @@ void MoeBlock::compute_on_host(const Pass& p, const std::vector<size_t>& on_host
     done[pick] = true;
     const int32_t e = p.chosen[on_host[pick]];
     const int64_t r0 = first[pick], n = first[pick + 1] - r0;
-    const ExpertWeights& w = src.acquire(layer_, e);
-    try {
-      host.backend->expert_ffn(w, act_, Tensor(host_x.data() + r0 * W, n, W, W), Tensor(host_y.data() + r0 * W, n, W, W));
-    } catch (...) {
-      src.release(layer_, e);
-      throw;
-    }
-    src.release(layer_, e);
+    const HeldExpert held(src, layer_, e);
+    host.backend->expert_ffn(held.weights(), act_, Tensor(host_x.data() + r0 * W, n, W, W),
+                             Tensor(host_y.data() + r0 * W, n, W, W));
   }
   host.host_calls += on_host.size();
-  host.host_rows += uint64_t(first.back());
   host.host_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

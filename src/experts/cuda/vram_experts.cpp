@@ -118,20 +118,16 @@ bool VramExperts::preload(const ExpertTable& shapes) {
 }
 
 int64_t VramExperts::preload_fixed(const ExpertTable& shapes) {
-  if (!preload(shapes)) {
-    int64_t placed = 0;
-    for (int32_t e = 0; placed < slots_.slots(); ++e) {
-      bool any = false;
-      for (int32_t l = 0; l < shapes.layers() && placed < slots_.slots(); ++l) {
+  if (!preload(shapes)) {  // not all fit: every layer's experts in turn, lowest ids first
+    int32_t most = 0;
+    for (int32_t l = 0; l < shapes.layers(); ++l) most = std::max(most, shapes.experts(l));
+    for (int32_t e = 0; e < most && slots_.used() < slots_.slots(); ++e)
+      for (int32_t l = 0; l < shapes.layers() && slots_.used() < slots_.slots(); ++l) {
         if (e >= shapes.experts(l)) continue;
-        any = true;
         request(l, &e, 1);
         acquire(l, e);
         release(l, e);
-        ++placed;
       }
-      if (!any) break;
-    }
     hits_ = hit_bytes_ = 0;
   }
   frozen_ = true;
