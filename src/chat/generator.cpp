@@ -18,7 +18,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 Generator::Generator(const Model& model, const ChatCodec& codec, GenerationCounters& counters, int64_t context_length,
                      std::shared_ptr<Drafter> drafter, const SpeculationOptions& speculation, PromptCacheOptions cache,
-                     int64_t prefill_chunk, double prefill_slice_seconds)
+                     int64_t prefill_chunk, double prefill_slice_seconds, int64_t prefill_span)
     : model_(model),
       codec_(codec),
       counters_(counters),
@@ -26,6 +26,7 @@ Generator::Generator(const Model& model, const ChatCodec& codec, GenerationCount
       context_(context_length),
       prefill_chunk_(std::max<int64_t>(1, prefill_chunk)),
       prefill_slice_(prefill_slice_seconds),
+      prefill_span_(prefill_span),
       drafter_(std::move(drafter)),
       speculation_(speculation) {
   stop_ids_ = model.info().eos_ids;
@@ -79,6 +80,8 @@ Generator::PendingPrefill Generator::begin_prefill(const std::vector<int32_t>& p
   PendingPrefill p{{}, 0, {}, PrefillPacer(prefill_chunk_, prefill_slice_), Clock::now(), {}};
   p.conv = cache_.take(prompt, boundaries);
   p.conv.session->set_prefill_chunk(prefill_chunk_);
+  p.conv.session->set_prefill_span(prefill_span_);
+  p.pacer = PrefillPacer(p.conv.session->prefill_piece(), prefill_slice_);  // a span when the model has them
   p.fed = p.conv.session->tokens().size();  // prompt tokens already in the state
   out.cached_tokens = int64_t(p.fed);
   p.save_at = cache_.save_points();

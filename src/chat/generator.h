@@ -33,10 +33,14 @@ class Generator {
   // `cache`: how many conversations are kept for prefix reuse, and where
   // prompt states are saved (runtime/prompt_cache.h). prefill_slice_seconds:
   // with a positive target, prefill chunks are sized to take about that long
-  // (chat/prefill_pacer.h), at most prefill_chunk tokens.
+  // (chat/prefill_pacer.h), at most prefill_chunk tokens. prefill_span: longer
+  // prompt pieces go layer by layer in spans of up to this many tokens (Session
+  // spans; -1: the model's prefill_span(), 0: none); a piece is then a span,
+  // and the pacer's limit with it.
   Generator(const Model& model, const ChatCodec& codec, GenerationCounters& counters, int64_t context_length,
             std::shared_ptr<Drafter> drafter = nullptr, const SpeculationOptions& speculation = {},
-            PromptCacheOptions cache = {}, int64_t prefill_chunk = 64, double prefill_slice_seconds = 0);
+            PromptCacheOptions cache = {}, int64_t prefill_chunk = 64, double prefill_slice_seconds = 0,
+            int64_t prefill_span = -1);
 
   // Context budget checks before queueing: throws ApiError(400) when the prompt does not fit.
   int64_t max_new_tokens(const GenerationRequest& req, int64_t prompt_tokens) const;
@@ -109,6 +113,7 @@ class Generator {
   int64_t context_;
   int64_t prefill_chunk_;
   double prefill_slice_;
+  int64_t prefill_span_;
   std::shared_ptr<Drafter> drafter_;  // null: no speculation
   SpeculationOptions speculation_;
 };

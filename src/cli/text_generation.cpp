@@ -114,7 +114,7 @@ std::unique_ptr<PrefillMeter> prefill_meter(const Session& s, int64_t tokens, bo
   const auto* engine = dynamic_cast<const Engine*>(&s.model());
   if (!engine || tokens < 256 || !(stats || isatty(STDERR_FILENO))) return nullptr;
   auto last = std::make_shared<std::chrono::steady_clock::time_point>();
-  return std::make_unique<PrefillMeter>(*engine, tokens, s.prefill_chunk(), [last, tokens](const PrefillProgress& p) {
+  return std::make_unique<PrefillMeter>(*engine, tokens, s.prefill_piece(), [last, tokens](const PrefillProgress& p) {
     const auto now = std::chrono::steady_clock::now();
     if (p.tokens_done < double(tokens) && now - *last < std::chrono::milliseconds(250)) return;
     *last = now;

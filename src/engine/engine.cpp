@@ -238,9 +238,32 @@ void Engine::forward(State& state, const int32_t* tokens, int64_t T, float* logi
   decoder_->forward(state, tokens, T, logits, all_logits, trace);
 }
 void Engine::forward_batch(std::span<const SequenceFeed> feeds) const { decoder_->forward_batch(feeds); }
+void Engine::forward_span(State& state, const int32_t* tokens, int64_t T, int64_t chunk, float* logits) const {
+  decoder_->forward_span(state, tokens, T, chunk, logits);
+}
+uint64_t Engine::span_bytes_per_token() const { return decoder_->span_bytes_per_token(); }
 ExpertStats Engine::expert_stats() const { return decoder_->expert_stats(); }
 
 uint64_t Engine::activation_bytes_per_token() const { return decoder_->activation_bytes_per_token(); }
+
+namespace {
+struct PrefillPasses {
+  int64_t chunk = 1, span = 0;
+};
+// Engine::prefill_chunk and prefill_span from the room (three quarters of the reserve),
+// the activations of a chunk's token and a span's lasting bytes per token.
+PrefillPasses prefill_passes(uint64_t room, uint64_t per_token, uint64_t span_per_token) {
+  per_token = std::max<uint64_t>(1, per_token);
+  PrefillPasses p;
+  const int64_t whole = std::max<int64_t>(1, int64_t(room / per_token));
+  p.chunk = whole;
+  if (span_per_token == 0) return p;
+  const int64_t chunk = std::max<int64_t>(1, int64_t(room / 4 / per_token));
+  const int64_t span = int64_t((room - uint64_t(chunk) * per_token) / span_per_token);
+  if (span > whole) p = {chunk, span};
+  return p;
+}
+}  // namespace
 
 // Under mpirun every rank must compute the same model with the same kernels
 // (else they route differently and the exchange mixes up rows), and make the
@@ -260,14 +283,22 @@ void Engine::agree_between_ranks() {
     fail("the ranks of this mpirun job do not run the same model with the same kernels and device kind (rank {} has "
          "{} for {}): give every host the same model files, build and SLUICE_ISA",
          x->rank(), id, dir_);
-  agreed_prefill_chunk_ = x->agree_min(prefill_chunk());
+  // Chunk by chunk (no spans under mpirun): the whole-reserve chunk, the smallest of the ranks'.
+  const uint64_t reserve = plan_.reserve > 0 ? plan_.reserve : kMappedReserve;
+  agreed_prefill_chunk_ = x->agree_min(prefill_passes(reserve / 4 * 3, activation_bytes_per_token(), 0).chunk);
 }
+
 
 int64_t Engine::prefill_chunk() const {
   if (agreed_prefill_chunk_ > 0) return agreed_prefill_chunk_;
   const uint64_t reserve = plan_.reserve > 0 ? plan_.reserve : kMappedReserve;
-  const uint64_t per_token = std::max<uint64_t>(1, activation_bytes_per_token());
-  return std::max<int64_t>(1, int64_t(reserve / 4 * 3 / per_token));
+  return prefill_passes(reserve / 4 * 3, activation_bytes_per_token(), span_bytes_per_token()).chunk;
+}
+
+int64_t Engine::prefill_span() const {
+  if (agreed_prefill_chunk_ > 0) return 0;  // under mpirun: one exchange per layer per chunk, as agreed
+  const uint64_t reserve = plan_.reserve > 0 ? plan_.reserve : kMappedReserve;
+  return prefill_passes(reserve / 4 * 3, activation_bytes_per_token(), span_bytes_per_token()).span;
 }
 const Checkpoint& Engine::checkpoint() const { return decoder_->checkpoint(); }
 

@@ -60,17 +60,27 @@ class Engine : public Model {
   void forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
                ForwardTrace* trace = nullptr) const override;
   void forward_batch(std::span<const SequenceFeed> feeds) const override;
+  void forward_span(State& state, const int32_t* tokens, int64_t T, int64_t chunk, float* logits) const override;
+  uint64_t span_bytes_per_token() const override;
   ExpertStats expert_stats() const override;
-  // A new conversation with this model, prefilling in chunks of prefill_chunk().
+  // A new conversation with this model, prefilling in chunks of prefill_chunk()
+  // (spans of prefill_span() layer by layer).
   Session session() const {
     Session s(*this);
     s.set_prefill_chunk(prefill_chunk());
     return s;
   }
-  // The longest prefill chunk whose activations fit in three quarters of the
-  // plan's reserve (768 MiB without a budget): each distinct routed expert is
-  // read once per layer per chunk, so longer chunks read the pool fewer times.
+  // How a long prompt goes through the model within three quarters of the plan's
+  // reserve (768 MiB without a budget). Each distinct routed expert (and a
+  // streamed spine layer) is read once per layer per pass, so the longer the
+  // pass the fewer times the pool is read. Chunk by chunk, a pass is a chunk
+  // whose activations take it all. Layer by layer (Model::forward_span), a pass
+  // is a span: its rows' lasting values (the residual stream, Block AttnRes
+  // snapshots, a MoE layer's routes and sum) take three quarters of it and a
+  // chunk's activations the rest; used when that span is longer than the
+  // whole-reserve chunk. prefill_span() is 0 when it is not (and under mpirun).
   int64_t prefill_chunk() const;
+  int64_t prefill_span() const override;
   uint64_t activation_bytes_per_token() const;
 
   const std::string& dir() const { return dir_; }

@@ -22,7 +22,7 @@ struct PrefillProgress {
   double eta_seconds = 0;          // seconds * (left / done); 0 until something is done
 };
 
-// Watches `engine` while a prompt of `tokens` is fed in chunks of `chunk`
+// Watches `engine` while a prompt of `tokens` is fed in passes of `chunk`
 // tokens (0: one pass), calling `report` after every layer of every pass.
 // Only one meter (or other layer observer) per engine at a time.
 class PrefillMeter {

@@ -46,6 +46,14 @@ class FfnBlock {
   virtual int64_t activation_floats_per_token(int64_t routed_width) const = 0;
   // A guess at this block's input (used to prefetch routed experts); default: nothing.
   virtual void prefetch_hint(Tensor /*x*/) const {}
+  // forward() over every row of a long prefill's span (model/decoder.h forward_span), holding
+  // per-call scratch for at most `batch_rows` rows at a time. Rows are independent and the
+  // products give a row the same bits whatever the batch, so this is forward()'s result.
+  // Default: forward() over consecutive batches of rows.
+  virtual void forward_span(Tensor x, Tensor out, int64_t batch_rows) const;
+  // What forward_span holds for every row of the span at once, in floats per row (beyond
+  // the batch's scratch, which activation_floats_per_token bounds). Default: nothing.
+  virtual int64_t span_floats_per_token() const { return 0; }
 };
 
 }  // namespace sluice

@@ -56,12 +56,16 @@ std::unique_ptr<ExpertSource> Decoder::take_expert_source() {
   return std::move(installed_source_);
 }
 
-void Decoder::prefetch_next(size_t l, Tensor h) const {
+void Decoder::prefetch_next(size_t l, Tensor h, Tensor scratch) const {
   if (!prefetch_ || l + 1 >= layers_.size()) return;
   const Layer& next = layers_[l + 1];
-  Buffer xn(be_, h.rows(), h.cols());
-  be_.rmsnorm(h, next.ffn_norm, eps_, xn);
-  next.ffn->prefetch_hint(xn);
+  Buffer own;
+  if (!scratch.data()) {
+    own = Buffer(be_, h.rows(), h.cols());
+    scratch = own;
+  }
+  be_.rmsnorm(h, next.ffn_norm, eps_, scratch);
+  next.ffn->prefetch_hint(scratch);
 }
 
 // The hidden state after layer l must be finite (model/finite_check.h): checked

@@ -86,6 +86,9 @@ class Decoder : public Model {
   void forward(State& state, const int32_t* tokens, int64_t T, float* logits, bool all_logits,
                ForwardTrace* trace) const override;
   void forward_batch(std::span<const SequenceFeed> feeds) const override;
+  // Layer by layer over all T tokens (model/decoder_span.cpp).
+  void forward_span(State& state, const int32_t* tokens, int64_t T, int64_t chunk, float* logits) const override;
+  uint64_t span_bytes_per_token() const override;
 
  private:
   ModelInfo info_;
@@ -104,7 +107,8 @@ class Decoder : public Model {
   LayerHooks* hooks_ = nullptr;
   std::function<void(int64_t)> on_layer_;
 
-  void prefetch_next(size_t layer, Tensor h) const;
+  // Hints the next MoE layer's experts from h (scratch: h's shape, or empty to allocate it).
+  void prefetch_next(size_t layer, Tensor h, Tensor scratch = {}) const;
   void trace_layer(ForwardTrace* trace, size_t layer, Tensor h) const;
 
   // One sequence of a pass: its state and its rows of the activations.
@@ -118,6 +122,9 @@ class Decoder : public Model {
   void forward_residual(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const;
   void forward_attn_res(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const;
   void check_feed(const State& state, const int32_t* tokens, int64_t T) const;
+  // forward_span's layers: attention in chunks of c rows from position pos0, feed-forward over all rows.
+  void span_residual(State& state, int64_t pos0, int64_t c, Tensor h, Tensor xn, Tensor f) const;
+  void span_attn_res(State& state, int64_t pos0, int64_t c, Tensor h, Tensor xn, Tensor f) const;
   void forward_pass(std::span<const SequenceFeed> feeds, ForwardTrace* trace) const;
 };
 

@@ -130,6 +130,19 @@ class Model {
   virtual void forward_batch(std::span<const SequenceFeed> feeds) const {
     for (const SequenceFeed& f : feeds) forward(*f.state, f.tokens, f.n, f.logits, f.all_logits);
   }
+  // Feeds T tokens of one sequence, as forward() with all_logits false, in passes of
+  // at most `chunk` tokens' activations: bit for bit what forward() over consecutive
+  // chunks gives. A model may run it layer by layer (every layer over all T tokens
+  // before the next, attention chunk by chunk), reading each layer's weights and
+  // routed experts once for the T tokens rather than once per chunk. Default: the
+  // forward() calls over consecutive chunks.
+  virtual void forward_span(State& state, const int32_t* tokens, int64_t T, int64_t chunk, float* logits) const;
+  // What forward_span holds for every one of its tokens at once, in bytes (its chunk's
+  // activations aside); 0: it holds none (it runs chunk by chunk).
+  virtual uint64_t span_bytes_per_token() const { return 0; }
+  // The longest prompt piece a session feeds through forward_span at once (0: none, chunk
+  // by chunk): set by a model that knows its memory (engine/engine.h).
+  virtual int64_t prefill_span() const { return 0; }
   // Counters of the routed-expert source (reads, cache hits, prefetch).
   virtual ExpertStats expert_stats() const { return {}; }
 };

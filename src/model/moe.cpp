@@ -143,9 +143,42 @@ MoeBlock::Pass MoeBlock::group_by_expert(const std::vector<int32_t>& ids, const 
   return p;
 }
 
-void MoeBlock::forward(Tensor x, Tensor out) const {
+void MoeBlock::forward(Tensor x, Tensor out) const { forward_rows(x, out, 0); }
+
+void MoeBlock::forward_span(Tensor x, Tensor out, int64_t batch_rows) const { forward_rows(x, out, batch_rows); }
+
+// Per row of a span: the router's logits on the device and the host, the routes and
+// their packed copies (ids, weights, rows), the latent input, the shared expert's output
+// and the weighted sum. The chosen experts' inputs, outputs and scratch are a batch's.
+int64_t MoeBlock::span_floats_per_token() const {
+  const int64_t D = router_.cols(), W = latent_ ? latent_->down.rows() : D, K = spec_.top_k;
+  return 2 * spec_.n_experts + 5 * K + W + (shared_ ? D : 0) + W;
+}
+
+// The packed rows [n0, n1) of p as a pass of their own: the experts they belong to (the
+// first and last possibly cut), each with its rows in that range, in the same order.
+MoeBlock::Pass MoeBlock::slice(const Pass& p, int64_t n0, int64_t n1) const {
+  Pass q;
+  q.rows.resize(p.rows.size());
+  for (size_t i = 0; i < p.chosen.size(); ++i) {
+    const int64_t a = std::max(n0, p.offsets[i]), b = std::min(n1, p.offsets[i + 1]);
+    if (a >= b) continue;
+    const int32_t e = p.chosen[i];
+    q.chosen.push_back(e);
+    const auto& all = p.rows[size_t(e)];
+    q.rows[size_t(e)].assign(all.begin() + (a - p.offsets[i]), all.begin() + (b - p.offsets[i]));
+    q.offsets.push_back(q.offsets.back() + (b - a));
+  }
+  q.packed_rows.assign(p.packed_rows.begin() + n0, p.packed_rows.begin() + n1);
+  q.packed_weights.assign(p.packed_weights.begin() + n0, p.packed_weights.begin() + n1);
+  q.mine_begin = 0;
+  q.mine_end = q.chosen.size();
+  return q;
+}
+
+void MoeBlock::forward_rows(Tensor x, Tensor out, int64_t batch_rows) const {
   trace::Span traced("compute", trace::enabled() ? fmt::format("moe L{}", layer_) : std::string());
-  const int64_t T = x.rows(), D = router_.cols();
+  const int64_t T = x.rows(), D = router_.cols(), K = spec_.top_k;
   ExpertSource& src = *experts_->source;
   std::vector<int32_t> ids;
   std::vector<float> wts;
@@ -168,9 +201,37 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
   Buffer shared_out;
   if (shared_) {
     shared_out = Buffer(be_, T, D);
-    shared_->forward(x, shared_out);
+    if (batch_rows > 0) shared_->forward_span(x, shared_out, batch_rows);
+    else shared_->forward(x, shared_out);
   }
 
+  // The chosen experts over their rows, summed into acc in expert-id order. A span's
+  // packed rows go in batches of batch_rows x top_k (cut anywhere: a row's experts still
+  // add in id order, and a product's rows do not depend on the batch), so each expert is
+  // read once for the whole span while the scratch stays a chunk's. Under expert
+  // parallelism one batch: one exchange per layer.
+  Buffer acc(be_, T, W);
+  const int64_t N = p.offsets.back();
+  const int64_t step = batch_rows > 0 && !experts_->shards.sharded() ? std::max<int64_t>(1, batch_rows * K) : N;
+  if (step >= N) {
+    compute_experts(p, xin, acc);
+  } else {
+    for (int64_t n0 = 0; n0 < N; n0 += step) compute_experts(slice(p, n0, std::min(N, n0 + step)), xin, acc);
+  }
+  if (latent_) {
+    if (!latent_->norm.empty()) be_.rmsnorm(acc, latent_->norm, latent_->eps, acc);
+    be_.matmul(latent_->up, acc, out);
+  } else {
+    be_.copy(acc, out);
+  }
+  if (shared_) be_.add(shared_out, out);
+}
+
+// The pass's chosen experts (this rank's) over their rows of xin, each output weighted and
+// added into acc in packed (expert-id) order.
+void MoeBlock::compute_experts(const Pass& p, Tensor xin, Tensor acc) const {
+  ExpertSource& src = *experts_->source;
+  const int64_t W = xin.cols();
   // Beside a GPU, the chosen experts the host computes (compute/host_experts.h), and
   // their rows of the input, brought to the host before the device's work is queued.
   const int64_t N = p.offsets.back();
@@ -217,15 +278,7 @@ void MoeBlock::forward(Tensor x, Tensor out) const {
   }
   if (experts_->shards.sharded()) share_outputs(p.chosen, p.offsets, packed_y);
   // Weighted sum in expert-id order: identical whatever the arrival order was.
-  Buffer acc(be_, T, W);
   be_.scatter_add(packed_y, p.packed_rows, p.packed_weights, acc);
-  if (latent_) {
-    if (!latent_->norm.empty()) be_.rmsnorm(acc, latent_->norm, latent_->eps, acc);
-    be_.matmul(latent_->up, acc, out);
-  } else {
-    be_.copy(acc, out);
-  }
-  if (shared_) be_.add(shared_out, out);
 }
 
 // The pass's backend computes each chosen expert not skipped once over its tokens into

@@ -8,7 +8,10 @@
 // layer (top_k rows per token); each expert's gathered input and scratch live
 // for its call on a backend that goes expert by expert (the CPU), for the group
 // on one that runs groups at once (CUDA): activation_floats_per_token, which
-// sets the prefill chunk, counts what the backend holds.
+// sets the prefill chunk, counts what the backend holds. Over a long prefill's
+// span (forward_span) the packed rows go in batches of a chunk's size, each
+// batch's outputs added into the sum in id order before the next: every chosen
+// expert is read once for the whole span while the scratch stays a chunk's.
 // Expert parallelism (compute/expert_exchange.h): under mpirun each rank
 // requests and computes only the chosen experts it owns (a contiguous run of
 // the packed outputs), one exchange per layer fills in the others' rows, and
@@ -40,8 +43,10 @@ class MoeBlock : public FfnBlock {
       : be_(be), layer_(layer), experts_(std::move(experts)), router_(router), router_bias_(router_bias), spec_(spec),
         act_(act), shared_(std::move(shared)), latent_(std::move(latent)) {}
   void forward(Tensor x, Tensor out) const override;
+  void forward_span(Tensor x, Tensor out, int64_t batch_rows) const override;
   void prefetch_hint(Tensor x) const override;
   int64_t activation_floats_per_token(int64_t routed_width) const override;
+  int64_t span_floats_per_token() const override;
 
   // Routing only: top-k ids and weights (host data) for each row of x ([T, top_k] each).
   void route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<float>& weights) const;
@@ -70,6 +75,10 @@ class MoeBlock : public FfnBlock {
     int64_t rows_of(size_t i) const { return offsets[i + 1] - offsets[i]; }
   };
   Pass group_by_expert(const std::vector<int32_t>& ids, const std::vector<float>& wts, int64_t T) const;
+  Pass slice(const Pass& p, int64_t n0, int64_t n1) const;
+  // forward() with the chosen experts' packed rows in batches of batch_rows x top_k (0: one batch).
+  void forward_rows(Tensor x, Tensor out, int64_t batch_rows) const;
+  void compute_experts(const Pass& p, Tensor xin, Tensor acc) const;
   void run_on_device(const Pass& p, std::vector<bool> done, Tensor xin, Tensor Y) const;
   void compute_on_host(const Pass& p, const std::vector<size_t>& on_host, std::vector<float>& host_x,
                        std::vector<float>& host_y, int64_t W) const;

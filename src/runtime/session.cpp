@@ -19,12 +19,17 @@ const std::vector<float>& Session::feed(const std::vector<int32_t>& tokens, cons
   if (tokens.empty()) fail("nothing to feed: empty token list");
   check_fits(tokens.size());
   logits_.resize(size_t(model_.info().vocab));
-  const int64_t T = int64_t(tokens.size()), step = chunk_ > 0 ? chunk_ : T;
+  const int64_t T = int64_t(tokens.size()), piece = prefill_piece(), step = piece > 0 ? piece : T;
+  // A piece longer than a chunk goes layer by layer (bit for bit the chunks' result).
+  auto pass = [&](int64_t b, int64_t n, float* out) {
+    if (chunk_ > 0 && n > chunk_) model_.forward_span(*state_, tokens.data() + b, n, chunk_, out);
+    else model_.forward(*state_, tokens.data() + b, n, out, false);
+  };
   for (int64_t b = 0; b < T; b += step) {
     const int64_t n = std::min(step, T - b);
     float* out = b + n == T ? logits_.data() : nullptr;
     if (!stop) {
-      model_.forward(*state_, tokens.data() + b, n, out, false);
+      pass(b, n, out);
     } else {
       // A pass stopped between layers leaves some layers fed: the mark taken
       // before it returns every layer to the chunk's start (rollback is exact).
@@ -35,7 +40,7 @@ const std::vector<float>& Session::feed(const std::vector<int32_t>& tokens, cons
       state_->checkpoint(/*record=*/false);
       state_->stop = &stop;
       try {
-        model_.forward(*state_, tokens.data() + b, n, out, false);
+        pass(b, n, out);
       } catch (...) {
         state_->stop = nullptr;
         state_->rollback(0);
@@ -48,6 +53,11 @@ const std::vector<float>& Session::feed(const std::vector<int32_t>& tokens, cons
     tokens_.insert(tokens_.end(), tokens.begin() + b, tokens.begin() + b + n);
   }
   return logits_;
+}
+
+int64_t Session::prefill_piece() const {
+  const int64_t span = prefill_span();
+  return chunk_ > 0 && span > chunk_ ? span : chunk_;
 }
 
 std::vector<float> Session::feed_all(const std::vector<int32_t>& tokens, ForwardTrace* trace) {

@@ -21,10 +21,11 @@ class Session {
 
   // Feeds tokens; returns the logits of the last one ([vocab]). Tokens beyond the
   // model's context (ModelInfo::max_positions) are refused before any is fed.
-  // `stop` (optional) is polled before each chunk and between the layers of
-  // each pass; when it says stop, feed() throws sluice::Cancelled and the
-  // session holds the chunks fed before that one (tokens() and the state
-  // agree; no logits), as if only they had been fed. Polling it changes no value.
+  // `stop` (optional) is polled before each piece (prefill_piece()) and between
+  // the layers and chunks of each pass; when it says stop, feed() throws
+  // sluice::Cancelled and the session holds the pieces fed before that one
+  // (tokens() and the state agree; no logits), as if only they had been fed.
+  // Polling it changes no value.
   const std::vector<float>& feed(const std::vector<int32_t>& tokens, const std::function<bool()>& stop = {});
   // Feeds tokens and returns logits for every one of them ([T, vocab]).
   std::vector<float> feed_all(const std::vector<int32_t>& tokens, ForwardTrace* trace = nullptr);
@@ -52,6 +53,14 @@ class Session {
   // every distinct expert it needs once). 0: no limit.
   void set_prefill_chunk(int64_t n) { chunk_ = n; }
   int64_t prefill_chunk() const { return chunk_; }
+  // Longer inputs go in spans of up to this many tokens, each layer by layer with
+  // chunks of prefill_chunk() (Model::forward_span: a span reads each distinct
+  // expert once per layer, the same bits). Default: the model's prefill_span();
+  // 0: chunk by chunk.
+  void set_prefill_span(int64_t n) { span_ = n; }
+  int64_t prefill_span() const { return span_ < 0 ? model_.prefill_span() : span_; }
+  // The tokens feed() gives one pass over the layers: a span, or a chunk.
+  int64_t prefill_piece() const;
 
   // Feeds sessions[i] tokens[i] (each not empty), all in one forward pass of
   // their shared model: several conversations decoded together, each layer's
@@ -68,6 +77,7 @@ class Session {
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
   int64_t chunk_ = 64;
+  int64_t span_ = -1;  // the model's
   std::vector<size_t> checkpoint_tokens_;  // tokens() size at each open mark
 };
 

@@ -944,6 +944,26 @@ TEST_P(CudaGolden, BatchedLogitsEqualOneTokenAtATime) {
   EXPECT_EQ(0, std::memcmp(batched.data(), single.data(), batched.size() * 4));
 }
 
+// A long prompt layer by layer (Model::forward_span: attention chunk by chunk, a MoE layer's
+// experts in batches of a chunk's rows, the batches' sums added in expert-id order) gives the
+// bits of chunk-by-chunk passes on the GPU too, then the same decoded logits.
+TEST_P(CudaGolden, LayerByLayerPrefillGivesTheChunksBits) {
+  const std::string name = GetParam();
+  auto g = load_model(model_dir(name), on_gpu());
+  const int64_t ctx = g->info().max_positions > 0 ? g->info().max_positions : 1 << 20;
+  const int64_t n = std::min<int64_t>(300, ctx - 4), chunk = (n + 4) / 5;
+  std::vector<int32_t> prompt;
+  for (int64_t i = 0; i < n; ++i) prompt.push_back(int32_t(3 + (i * 7919 + i / 13) % (g->info().vocab - 3)));
+  Session chunks(*g), span(*g);
+  chunks.set_prefill_chunk(chunk);
+  chunks.set_prefill_span(0);
+  span.set_prefill_chunk(chunk);
+  span.set_prefill_span(2 * chunk + 2);
+  const std::vector<float> want = chunks.feed(prompt);
+  EXPECT_EQ(span.feed(prompt), want);
+  EXPECT_EQ(span.feed({prompt[7]}), chunks.feed({prompt[7]})) << "the decoded token after the prompt";
+}
+
 // Experts streamed from disk into a small RAM cache, and a VRAM cache small
 // enough to evict, give the bits of every expert resident.
 TEST_P(CudaGolden, StreamedAndEvictingEqualResident) {

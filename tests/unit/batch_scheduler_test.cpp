@@ -90,13 +90,14 @@ struct Together {
   int64_t passes = 0, most_running = 0, steps = 0;
 };
 
-// prefill_chunk: the prompt tokens of a prefill slice (one per step).
+// prefill_chunk: the prompt tokens of a prefill slice (one per step; no spans, which would make
+// a slice as long as the model's span).
 Together run_together(const Model& m, const ChatCodec& codec, const std::vector<Case>& cases, int64_t parallel,
                       int64_t prefill_chunk = 64) {
   GenerationCounters counters;
   PromptCacheOptions cache;
   cache.slots = 4;
-  Generator g(m, codec, counters, 0, nullptr, {}, cache, prefill_chunk);
+  Generator g(m, codec, counters, 0, nullptr, {}, cache, prefill_chunk, 0, /*prefill_span=*/0);
   BatchScheduler sched(m, codec, g, counters, parallel);
   std::vector<Client> clients(cases.size());
   Together t;

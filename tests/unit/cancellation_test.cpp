@@ -35,12 +35,15 @@ TEST(Cancellation, StopBetweenLayersKeepsTheChunksBeforeAndChangesNoBits) {
   ASSERT_GE(layers, 3);
   const std::vector<int32_t> prompt = prompt_of(300, m->info().vocab);
 
+  // Chunk by chunk (no spans): the test is about what a stop keeps of the chunks (PrefillSpan's tests do spans).
   Session whole(*m);
   whole.set_prefill_chunk(chunk);
+  whole.set_prefill_span(0);
   const std::vector<float> expected = whole.feed(prompt);
 
   Session quiet(*m);  // a check that never fires
   quiet.set_prefill_chunk(chunk);
+  quiet.set_prefill_span(0);
   int64_t polls = 0;
   EXPECT_TRUE(same_bits(quiet.feed(prompt, [&] { return ++polls, false; }), expected));
   const int64_t chunks = (int64_t(prompt.size()) + chunk - 1) / chunk;
@@ -50,6 +53,7 @@ TEST(Cancellation, StopBetweenLayersKeepsTheChunksBeforeAndChangesNoBits) {
   for (const int64_t fire_at : {2 * (1 + layers) + 1 + 2, 2 * (1 + layers) + 1}) {
     Session s(*m);
     s.set_prefill_chunk(chunk);
+    s.set_prefill_span(0);
     int64_t n = 0;
     EXPECT_THROW(s.feed(prompt, [&] { return ++n == fire_at; }), Cancelled);
     EXPECT_EQ(n, fire_at);
@@ -63,6 +67,7 @@ TEST(Cancellation, StopBetweenLayersKeepsTheChunksBeforeAndChangesNoBits) {
   // Stopped inside an open mark (the server keeps one over a reply): the mark still rolls back exactly.
   Session marked(*m);
   marked.set_prefill_chunk(chunk);
+  marked.set_prefill_span(0);
   marked.feed(std::vector<int32_t>(prompt.begin(), prompt.begin() + 100));
   marked.checkpoint(true);
   int64_t n = 0;

@@ -25,8 +25,12 @@ TEST(PrefillChunk, FollowsTheActivationReserve) {
   const uint64_t per_token = m->activation_bytes_per_token();
   // At least the residual stream, the Block AttnRes snapshots and one MoE layer's expert outputs.
   EXPECT_GT(per_token, uint64_t(4 * 256 + 4 * 128) * sizeof(float));
-  EXPECT_EQ(m->prefill_chunk(), int64_t((768ull << 20) / 4 * 3 / per_token));
-  EXPECT_GE(m->prefill_chunk(), 2000);
+  // Long prompts go in spans layer by layer (PrefillSpan's tests): a chunk then takes a quarter
+  // of the room, three quarters of the reserve.
+  ASSERT_GT(m->prefill_span(), 0);
+  EXPECT_EQ(m->prefill_chunk(), int64_t((768ull << 20) / 4 * 3 / 4 / per_token));
+  EXPECT_GE(m->prefill_chunk(), 500);
+  EXPECT_GE(m->prefill_span(), 2000);
   EXPECT_EQ(m->session().prefill_chunk(), m->prefill_chunk());
   // Under a budget the chunk follows its reserve: a smaller budget, a shorter chunk.
   MemoryRequest small, large;
@@ -34,8 +38,9 @@ TEST(PrefillChunk, FollowsTheActivationReserve) {
   large.ram_gib = 0.5;
   auto a = Engine::open(test::fixture("golden/kimi_k3_tiny"), small);
   auto b = Engine::open(test::fixture("golden/kimi_k3_tiny"), large);
-  EXPECT_EQ(a->prefill_chunk(), int64_t(a->plan().reserve / 4 * 3 / per_token));
+  EXPECT_EQ(a->prefill_chunk(), int64_t(a->plan().reserve / 4 * 3 / 4 / per_token));
   EXPECT_LT(a->prefill_chunk(), b->prefill_chunk());
+  EXPECT_LT(a->prefill_span(), b->prefill_span());
 }
 
 // The counter test: every MoE layer asks once for the distinct experts of the
@@ -87,6 +92,7 @@ TEST(PrefillChunk, TwoThousandTokensReadEachRoutedExpertAtMostOncePerLayer) {
   auto m64 = load_model(dir, o);
   Session c(*m64);
   c.set_prefill_chunk(64);
+  c.set_prefill_span(0);  // chunk by chunk (layer by layer would read each expert once: PrefillSpan)
   EXPECT_EQ(c.feed(prompt), whole);
   EXPECT_GT(m64->expert_stats().reads_submitted, 10 * st.reads_submitted);
 }
