@@ -55,7 +55,8 @@ void add_chat_command(CLI::App& app, Action& action) {
       SpeculationOptions spec;
       spec.max_draft = o->gen.draft_max;
       chat::Generator gen(*model, *codec, counters, model->context_length(), o->gen.drafter, spec, {},
-                          o->gen.prefill_chunk > 0 ? o->gen.prefill_chunk : model->prefill_chunk());
+                          o->gen.prefill_chunk > 0 ? o->gen.prefill_chunk : model->prefill_chunk(), 0,
+                          o->gen.prefill_span);
       nlohmann::json messages = nlohmann::json::array();
       if (!o->system.empty()) messages.push_back({{"role", "system"}, {"content", o->system}});
       const bool tty = isatty(STDIN_FILENO), color = isatty(STDOUT_FILENO);

@@ -1,5 +1,6 @@
 #include "cli/text_generation.h"
 
+#include <limits>
 #include <unistd.h>
 
 #include <algorithm>
@@ -86,6 +87,13 @@ void add_generation_options(CLI::App* cmd, TextGenOptions& g) {
                   "Prompt tokens per forward pass (0: as many as the memory plan's activation reserve allows; each "
                   "pass reads each routed expert it needs once per layer)")
       ->capture_default_str();
+  cmd->add_option("--prefill-span", g.prefill_span,
+                  "Prompt tokens per layer-by-layer span (-1: the memory plan's, used when longer than a chunk; 0: chunk by "
+                  "chunk). A span runs every layer over all its tokens before the next, attention in chunks: each "
+                  "routed expert and streamed spine layer is read once per span instead of once per chunk, the same "
+                  "logits")
+      ->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()).description(""))
+      ->capture_default_str();
 }
 
 void check_generation_options(const TextGenOptions& g) {
@@ -160,6 +168,7 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
   const ExpertStats before = s.model().expert_stats();
   ExpertStats after_prompt = before;
   if (o.prefill_chunk > 0) s.set_prefill_chunk(o.prefill_chunk);
+  if (o.prefill_span >= 0) s.set_prefill_span(o.prefill_span);
   std::unique_ptr<PrefillMeter> meter = prefill_meter(s, int64_t(prompt.size()), o.stats);
   auto seen = [&](int32_t t) {
     if (st.generated == 1) {  // the prompt is in, nothing fed after it yet

@@ -30,6 +30,7 @@ struct TextGenOptions {
   bool no_draft_gate = false;  // always draft draft_max tokens (--no-draft-gate)
   bool stats = false;  // speculation / expert statistics to stderr
   int64_t prefill_chunk = 0;  // tokens per prefill pass; 0: as many as the memory plan allows
+  int64_t prefill_span = -1;  // tokens per layer-by-layer span; -1: the plan's, 0: none
   SamplingParams sampling{.temperature = 0};  // greedy unless --temperature
   DraftChoice draft;         // --draft, --ngram, --suffix-tokens, --draft-model
   std::shared_ptr<Drafter> drafter;  // made by make_drafter() once the target is loaded

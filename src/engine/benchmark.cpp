@@ -299,6 +299,7 @@ nlohmann::json measure_generation(const BenchRequest& r, const Engine& model, co
                                   std::vector<int32_t>* text = nullptr) {
   Session g = model.session();
   if (r.chunk > 0) g.set_prefill_chunk(r.chunk);
+  if (r.span >= 0) g.set_prefill_span(r.span);
   SpeculationOptions so;
   so.max_draft = r.draft_max;
   so.adaptive = !r.no_draft_gate;
@@ -407,6 +408,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   auto session = std::make_unique<Session>(model->session());
   Session& s = *session;
   if (r.chunk > 0) s.set_prefill_chunk(r.chunk);
+  if (r.span >= 0) s.set_prefill_span(r.span);
   const uint64_t io0 = process_read_bytes();
   tick.say(fmt::format("bench: prefilling {} tokens", prompt.size()), true);
   const ExpertStats before_prefill = model->expert_stats();
@@ -669,6 +671,7 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
       tick.say(fmt::format("bench: prefilling sequence {} of {} ({} tokens)", i + 1, B, prompt.size()), true);
       owned.push_back(std::make_unique<Session>(model->session()));
       if (r.chunk > 0) owned.back()->set_prefill_chunk(r.chunk);
+      if (r.span >= 0) owned.back()->set_prefill_span(r.span);
       routed.clear();
       owned.back()->feed(prompt);
       prefill_distinct += routed.distinct_bytes();

@@ -28,6 +28,7 @@ struct BenchRequest {
   MemoryRequest mem;  // mem.ram_gib > 0 is required
   int64_t tokens = 16, prompt_tokens = 16;
   int64_t chunk = 0;  // prefill chunk in tokens; 0: as many as the memory plan's reserve allows
+  int64_t span = -1;  // prefill span in tokens (Session spans); -1: the plan's, 0: chunk by chunk
   uint64_t seed = 1;          // of the random prompt and the io-only requests
   std::vector<int32_t> prompt;  // when not empty, used instead of a random prompt
   int64_t repeat_prompt = 1;    // the prompt this many times (copy-heavy input)

@@ -120,7 +120,7 @@ struct HttpServer::Impl {
         opts(std::move(o)),
         queue(opts.max_queue, size_t(opts.parallel)),
         generator(m, c, metrics, opts.context_length, opts.drafter, opts.speculation, opts.cache,
-                  opts.prefill_chunk > 0 ? opts.prefill_chunk : 64, opts.prefill_slice_seconds),
+                  opts.prefill_chunk > 0 ? opts.prefill_chunk : 64, opts.prefill_slice_seconds, opts.prefill_span),
         scheduler(opts.parallel > 1 ? std::make_unique<chat::BatchScheduler>(m, c, generator, metrics, opts.parallel)
                                     : nullptr),
         runner(scheduler ? std::make_unique<BatchRunner>(*scheduler) : nullptr),

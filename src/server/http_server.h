@@ -35,6 +35,7 @@ struct ServerOptions {
   // Requests decoded together in one forward pass (chat/batch_scheduler.h); 1: one at a time.
   int64_t parallel = 1;
   int64_t prefill_chunk = 0;  // prompt tokens per prefill pass (0: the sessions' 64; serve sets the plan's)
+  int64_t prefill_span = -1;  // prompt tokens per layer-by-layer span (-1: the model's, 0: none)
   // Prefill chunks sized to take about this long, at most prefill_chunk tokens
   // (chat/prefill_pacer.h); 0: every chunk prefill_chunk tokens.
   double prefill_slice_seconds = 0;
