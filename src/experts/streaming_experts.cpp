@@ -111,9 +111,14 @@ StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& c
     drives_.emplace_back();
     drives_.back().queue = ReadQueue::create(opts_.queue, opts_.queue_depth);
   }
-  const int64_t n = slot_bytes_ ? int64_t(opts_.cache_bytes / slot_bytes_) : 0;
+  int64_t n = slot_bytes_ ? int64_t(opts_.cache_bytes / slot_bytes_) : 0;
   if (slot_bytes_ && n < 1)
     fail("expert cache of {} bytes cannot hold one expert ({} bytes)", opts_.cache_bytes, slot_bytes_);
+  // Never more slots than experts: a budget larger than the pool would otherwise populate
+  // (MAP_POPULATE) memory no expert can use, all of it at start-up.
+  int64_t experts = 0;
+  for (int32_t l = 0; l < table.layers(); ++l) experts += table.experts(l);
+  n = std::min(n, experts);
   slots_.resize(size_t(n));
   slot_table_ = ExpertSlotTable(n, slot_table_.policy());
   if (slot_table_.policy() == EvictionPolicy::Heat) load_heat();

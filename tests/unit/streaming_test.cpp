@@ -152,6 +152,26 @@ TEST(Streaming, PrefaultTouchesTheCacheWithoutChangingBits) {
   EXPECT_GT(m->expert_stats().verify_seconds, 0.0);
 }
 
+// A cache larger than the whole pool holds one slot per expert, no more: the arena (populated
+// at start-up) is never bigger than what the experts can use.
+TEST(Streaming, CacheNeverHasMoreSlotsThanExperts) {
+  const std::string dir = test::fixture("golden/qwen3_moe_tiny");
+  auto probe = load_model(dir);
+  int64_t experts = 0;
+  for (int32_t l = 0; l < probe->experts().layers(); ++l) experts += probe->experts().experts(l);
+  ASSERT_GT(experts, 2);
+  LoadOptions o;
+  o.stream_experts = true;
+  o.streaming.cache_bytes = 1ull << 30;  // far more than the pool
+  auto m = load_model(dir, o);
+  const StreamingExperts* se = m->streaming_experts();
+  ASSERT_NE(se, nullptr);
+  EXPECT_EQ(se->slots(), experts);
+  EXPECT_LT(se->host_arena().bytes, uint64_t(o.streaming.cache_bytes));
+  o.streaming.cache_bytes = se->host_arena().bytes / uint64_t(experts) * 2;  // two slots: the cap does not bind
+  EXPECT_EQ(load_model(dir, o)->streaming_experts()->slots(), 2);
+}
+
 }  // namespace
 }  // namespace sluice
 
