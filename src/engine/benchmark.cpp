@@ -424,6 +424,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   auto routes = std::make_unique<RouteRecorder>(*model);
   ExpertStats prev = model->expert_stats();
   const uint64_t prefill_read = prev.bytes_read - before_prefill.bytes_read;
+  const uint64_t prefill_copied = prev.device_bytes_copied - before_prefill.device_bytes_copied;
   const double prefill_verify = prev.verify_seconds - before_prefill.verify_seconds;
   const StreamingExperts* reader = model->streaming_experts();
   const std::vector<DriveStats> drives0 = reader ? reader->drive_stats() : std::vector<DriveStats>{};
@@ -543,6 +544,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"prefill_chunk", s.prefill_chunk()},
       {"prefill_span", s.prefill_span()},
       {"prefill_expert_bytes_read", prefill_read},
+      {"prefill_device_bytes_copied", prefill_copied},
       {"prefill_distinct_expert_bytes", prefill_distinct},
       {"bytes_read_per_token", bytes_per_token},
       {"expert_bytes_read_per_token", mean(ebytes)},

@@ -110,6 +110,7 @@ TEST(Benchmark, PrefillReadsTheDistinctRoutedExperts) {
   EXPECT_GT(distinct, 0u);
   EXPECT_GE(read, distinct);
   EXPECT_LT(double(read), 1.5 * double(distinct));
+  EXPECT_EQ(j["prefill_device_bytes_copied"].get<uint64_t>(), 0u) << "nothing is copied to a GPU on the CPU";
   EXPECT_GE(std::max(j["prefill_chunk"].get<int64_t>(), j["prefill_span"].get<int64_t>()), 100);
   // Waiting for reads is part of the prefill's time, never more than all of it.
   EXPECT_GE(j["prefill_stall_seconds"].get<double>(), 0.0);
