@@ -79,6 +79,9 @@ Generator::PendingPrefill Generator::begin_prefill(const std::vector<int32_t>& p
   PendingPrefill p{{}, 0, {}, PrefillPacer(prefill_chunk_, prefill_slice_), Clock::now(), {}};
   p.conv = cache_.take(prompt, boundaries);
   p.conv.session->set_prefill_chunk(prefill_chunk_);
+  // A drafter reading the target's hidden rows (DSpark) gets them from every
+  // pass from here on; a cached conversation that kept none drafts nothing.
+  capture_for_drafter(*p.conv.session, drafter_.get());
   p.fed = p.conv.session->tokens().size();  // prompt tokens already in the state
   out.cached_tokens = int64_t(p.fed);
   p.save_at = cache_.save_points();
