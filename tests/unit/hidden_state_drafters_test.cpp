@@ -233,6 +233,35 @@ TEST_P(HiddenDraftSpeculation, ContextFollowsRollbacks) {
   EXPECT_TRUE(a->propose_for(w, h2, 4).empty());
 }
 
+// The target goes back into rows the drafter already took (a conversation
+// rolled back to a mark and continued otherwise): the drafter drops what it
+// built from them and drafts as a fresh one would on the new text.
+TEST_P(HiddenDraftSpeculation, FollowsARollbackIntoRowsItTook) {
+  auto model = load_model(model_dir(target()), test::on_test_device());
+  test::TempDir tmp;
+  const std::string dir = synth_drafter(tmp, *model, kind(), 7);
+  auto a = open_drafter(dir, *model), b = open_drafter(dir, *model);
+  const auto prompt = prompt_of(*model, 12);
+  Session s(*model);
+  capture_for_drafter(s, a.get());
+  s.feed(std::vector<int32_t>(prompt.begin(), prompt.begin() + 6));
+  s.checkpoint();
+  s.feed(std::vector<int32_t>(prompt.begin() + 6, prompt.end()));
+  std::vector<int32_t> h1 = s.tokens();
+  h1.push_back(3);
+  ASSERT_FALSE(a->propose_for(s, h1, 4).empty());  // rows of all 12 positions taken
+  s.rollback(2);                                   // back to 8 positions
+  s.feed({5, 6, 7});
+  std::vector<int32_t> h2 = s.tokens();
+  h2.push_back(9);
+  Session t(*model);
+  capture_for_drafter(t, b.get());
+  t.feed(s.tokens());
+  const auto da = a->propose_for(s, h2, 5), db = b->propose_for(t, h2, 5);
+  EXPECT_EQ(da.size(), 5u);
+  EXPECT_EQ(da, db);
+}
+
 INSTANTIATE_TEST_SUITE_P(K3Models, HiddenDraftSpeculation,
                          ::testing::Combine(::testing::Values("kimi_k3_tiny", "sluice-k3-mini"),
                                             ::testing::Values("dspark", "eagle3")),
