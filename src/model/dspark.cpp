@@ -1,5 +1,6 @@
 #include "model/dspark.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -164,6 +165,7 @@ std::vector<int32_t> DSparkModel::draft(const std::vector<int32_t>& history, int
 
 DSparkModel::Draft DSparkModel::draft_block(int32_t anchor, int64_t k) {
   Draft out;
+  k = std::min(k, opts_.max_block);
   if (k <= 0) return out;
   const DSparkConfig& s = cfg_;
   const int64_t B = k + 1, P = positions_, D = s.hidden, H = s.heads, qh = s.nope + s.rope_dim, V = s.vocab;

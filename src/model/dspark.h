@@ -89,6 +89,9 @@ struct DSparkConfig {
 struct DSparkOptions {
   // Stop a draft at the first token whose confidence (a sigmoid) is below this (0: never).
   float min_confidence = 0.0f;
+  // The longest block it drafts: DSpark was trained on blocks of 7 mask tokens
+  // after the anchor (Deltafin's maximum_drafts; vLLM's default).
+  int64_t max_block = 7;
 };
 
 class DSparkModel : public HiddenDraftModel {

@@ -134,6 +134,15 @@ TEST(DSparkLoader, ReadsThePublishedRoster) {
   ASSERT_NE(ds, nullptr) << "a k3_dspark config is detected as a DSpark drafter";
   EXPECT_EQ(hs->target_layers(), (std::vector<int64_t>{0, 1, 3, 5, 6}));  // [2,23,47,71,89] of 93, of 7
   EXPECT_EQ(ds->config().mask_token, 1021);
+  // Blocks of at most 7 drafts, whatever is asked.
+  Session s(*model);
+  capture_for_drafter(s, d.get());
+  s.feed(prompt_of(*model, 5));
+  std::vector<int32_t> h = s.tokens();
+  h.push_back(4);
+  EXPECT_EQ(d->propose_for(s, h, 10).size(), 7u);
+  h.push_back(8);
+  EXPECT_TRUE(d->propose_for(s, h, 3).empty()) << "a history that is not the session's and one chosen token";
 }
 
 // (target model, drafter kind)
