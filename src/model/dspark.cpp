@@ -118,15 +118,28 @@ DSparkModel::DSparkModel(const std::string& dir, Backend& be, Matrix embed, Matr
   if (embed_.rows() != c.vocab || head_.rows() != c.vocab)
     fail("{}: the borrowed embedding ({} rows) and head ({} rows) must have the drafter's {} ids", dir, embed_.rows(),
          head_.rows(), c.vocab);
-  for (int64_t l = 0; l < c.layers; ++l) cache_.emplace_back(be_, 0, c.kv_lora + c.rope_dim);
 }
 
 DSparkModel::~DSparkModel() = default;
 
-int64_t DSparkModel::state_bytes() const {
-  int64_t b = 0;
-  for (const auto& c : cache_) b += c.bytes();
-  return b;
+namespace {
+// Every layer's attention cache over the context positions: [positions, kv_lora + rope].
+struct DSparkState : HiddenDraftModel::State {
+  std::vector<Buffer> cache;
+  int64_t pos = 0;
+  int64_t positions() const override { return pos; }
+  int64_t bytes() const override {
+    int64_t b = 0;
+    for (const auto& c : cache) b += c.bytes();
+    return b;
+  }
+};
+}  // namespace
+
+std::unique_ptr<HiddenDraftModel::State> DSparkModel::new_state() const {
+  auto s = std::make_unique<DSparkState>();
+  for (int64_t l = 0; l < cfg_.layers; ++l) s->cache.emplace_back(be_, 0, cfg_.kv_lora + cfg_.rope_dim);
+  return s;
 }
 
 void DSparkModel::latent_rows(const Layer& L, Tensor x, int64_t pos0, Tensor rows) const {
@@ -138,8 +151,9 @@ void DSparkModel::latent_rows(const Layer& L, Tensor x, int64_t pos0, Tensor row
   be_.rope(cfg_.rope, rows.col_range(C, R), 1, R, 0, pos0);
 }
 
-void DSparkModel::extend(const float* rows, int64_t n, const std::vector<int32_t>&) {
+void DSparkModel::extend(State& state, const float* rows, int64_t n, const std::vector<int32_t>&) const {
   if (n <= 0) return;
+  auto& st = static_cast<DSparkState&>(state);
   const int64_t W = cfg_.target_hidden * int64_t(cfg_.target_layers.size());
   Buffer in(be_, n, W), ctx(be_, n, cfg_.hidden);
   be_.upload(rows, in);
@@ -147,28 +161,30 @@ void DSparkModel::extend(const float* rows, int64_t n, const std::vector<int32_t
   be_.rmsnorm(ctx, context_norm_, cfg_.eps, ctx);
   // Each layer's cache rows come from the context states alone (no input norm).
   for (size_t l = 0; l < layers_.size(); ++l) {
-    cache_[l].resize_rows(positions_ + n);
-    latent_rows(layers_[l], ctx, positions_, cache_[l].row_range(positions_, n));
+    st.cache[l].resize_rows(st.pos + n);
+    latent_rows(layers_[l], ctx, st.pos, st.cache[l].row_range(st.pos, n));
   }
-  positions_ += n;
+  st.pos += n;
 }
 
-void DSparkModel::cut(int64_t n) {
-  if (n >= positions_) return;
-  for (auto& b : cache_) b.resize_rows(n);
-  positions_ = n;
+void DSparkModel::cut(State& state, int64_t n) const {
+  auto& st = static_cast<DSparkState&>(state);
+  if (n >= st.pos) return;
+  for (auto& b : st.cache) b.resize_rows(n);
+  st.pos = n;
 }
 
-std::vector<int32_t> DSparkModel::draft(const std::vector<int32_t>& history, int64_t k) {
-  return history.empty() ? std::vector<int32_t>{} : draft_block(history.back(), k).tokens;
+std::vector<int32_t> DSparkModel::draft(State& s, const std::vector<int32_t>& history, int64_t k) const {
+  return history.empty() ? std::vector<int32_t>{} : draft_block(s, history.back(), k).tokens;
 }
 
-DSparkModel::Draft DSparkModel::draft_block(int32_t anchor, int64_t k) {
+DSparkModel::Draft DSparkModel::draft_block(State& state, int32_t anchor, int64_t k) const {
+  auto& st = static_cast<DSparkState&>(state);
   Draft out;
   k = std::min(k, opts_.max_block);
   if (k <= 0) return out;
   const DSparkConfig& s = cfg_;
-  const int64_t B = k + 1, P = positions_, D = s.hidden, H = s.heads, qh = s.nope + s.rope_dim, V = s.vocab;
+  const int64_t B = k + 1, P = st.pos, D = s.hidden, H = s.heads, qh = s.nope + s.rope_dim, V = s.vocab;
   std::vector<int32_t> block(size_t(B), s.mask_token);
   block[0] = anchor;
   Buffer h(be_, B, D), xn(be_, B, D), a(be_, B, D), q(be_, B, H * qh), qa(be_, B, s.q_lora), att(be_, B, H * s.v_dim);
@@ -184,7 +200,7 @@ DSparkModel::Draft DSparkModel::draft_block(int32_t anchor, int64_t k) {
     be_.matmul(L.q_b, qa, q);
     be_.rope(s.rope, q, H, qh, s.nope, P);
     // The block's own cache rows go after the context's for this draft only.
-    Buffer& cache = cache_[l];
+    Buffer& cache = st.cache[l];
     cache.resize_rows(P + B);
     latent_rows(L, xn, P, cache.row_range(P, B));
     // Non-causal: every block row sees the whole context and the whole block

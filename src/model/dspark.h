@@ -104,20 +104,19 @@ class DSparkModel : public HiddenDraftModel {
   ~DSparkModel() override;
   const DSparkConfig& config() const { return cfg_; }
 
+  std::unique_ptr<State> new_state() const override;
   const std::vector<int64_t>& target_layers() const override { return cfg_.target_layers; }
-  int64_t positions() const override { return positions_; }
-  void cut(int64_t n) override;
-  void extend(const float* rows, int64_t n, const std::vector<int32_t>& history) override;
-  std::vector<int32_t> draft(const std::vector<int32_t>& history, int64_t k) override;
-  int64_t state_bytes() const override;
+  void cut(State& s, int64_t n) const override;
+  void extend(State& s, const float* rows, int64_t n, const std::vector<int32_t>& history) const override;
+  std::vector<int32_t> draft(State& s, const std::vector<int32_t>& history, int64_t k) const override;
 
   struct Draft {
     std::vector<int32_t> tokens;
     std::vector<float> confidence;  // sigmoid of the confidence head per token (1 without the head)
   };
-  // Up to k tokens to follow `anchor`, the token at positions() (chosen by
+  // Up to k tokens to follow `anchor`, the token at s.positions() (chosen by
   // the target and not yet fed to it), with their confidences.
-  Draft draft_block(int32_t anchor, int64_t k);
+  Draft draft_block(State& s, int32_t anchor, int64_t k) const;
 
  private:
   struct Layer {
@@ -137,9 +136,6 @@ class DSparkModel : public HiddenDraftModel {
   std::vector<float> confidence_w_;  // [D + rank], host
   float confidence_b_ = 0.0f;
   std::vector<Layer> layers_;
-  // Every layer's attention cache over the context positions: [positions, kv_lora + rope].
-  std::vector<Buffer> cache_;
-  int64_t positions_ = 0;
 };
 
 }  // namespace sluice

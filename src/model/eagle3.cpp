@@ -121,8 +121,6 @@ Eagle3Model::Eagle3Model(const std::string& dir, const ModelInfo& target, Backen
         fail("{}: d2t maps draft id {} outside the vocabulary", *t.file, d);
   }
   if (embed_.rows() != c.vocab) fail("{}: the borrowed embedding has {} rows, not {}", dir, embed_.rows(), c.vocab);
-  cache_ = Buffer(be_, 0, c.kv_lora + c.rope_dim);
-  fused_ = Buffer(be_, 0, H);
 }
 
 void Eagle3Model::attention_input(const int32_t* tokens, Tensor g, Tensor x) const {
@@ -144,16 +142,35 @@ void Eagle3Model::latent_rows(Tensor x, int64_t pos0, Tensor rows) const {
 
 Eagle3Model::~Eagle3Model() = default;
 
-void Eagle3Model::cut(int64_t n) {
-  if (n >= positions_) return;
-  n = std::max<int64_t>(n, 0);
-  fused_.resize_rows(n);
-  cache_.resize_rows(std::max<int64_t>(n - 1, 0));  // a row's cache entry needs its successor token
-  positions_ = n;
+namespace {
+struct Eagle3State : HiddenDraftModel::State {
+  Buffer cache;  // [positions - 1, kv_lora + rope]: rows paired with their successor token
+  Buffer fused;  // [positions, H]: every taken row's fused hidden state
+  int64_t pos = 0;
+  int64_t positions() const override { return pos; }
+  int64_t bytes() const override { return cache.bytes() + fused.bytes(); }
+};
+}  // namespace
+
+std::unique_ptr<HiddenDraftModel::State> Eagle3Model::new_state() const {
+  auto s = std::make_unique<Eagle3State>();
+  s->cache = Buffer(be_, 0, cfg_.kv_lora + cfg_.rope_dim);
+  s->fused = Buffer(be_, 0, cfg_.hidden);
+  return s;
 }
 
-void Eagle3Model::extend(const float* rows, int64_t n, const std::vector<int32_t>& history) {
+void Eagle3Model::cut(State& state, int64_t n) const {
+  auto& st = static_cast<Eagle3State&>(state);
+  if (n >= st.pos) return;
+  n = std::max<int64_t>(n, 0);
+  st.fused.resize_rows(n);
+  st.cache.resize_rows(std::max<int64_t>(n - 1, 0));  // a row's cache entry needs its successor token
+  st.pos = n;
+}
+
+void Eagle3Model::extend(State& state, const float* rows, int64_t n, const std::vector<int32_t>& history) const {
   if (n <= 0) return;
+  auto& st = static_cast<Eagle3State&>(state);
   const int64_t H = cfg_.hidden, Ht = cfg_.target_hidden, taps = int64_t(cfg_.target_layers.size());
   Buffer in(be_, n, taps * Ht);
   be_.upload(rows, in);
@@ -161,31 +178,33 @@ void Eagle3Model::extend(const float* rows, int64_t n, const std::vector<int32_t
     const Tensor tap = in.view().col_range(int64_t(j) * Ht, Ht);
     be_.rmsnorm(tap, fc_norms_[j], cfg_.eps, tap);
   }
-  fused_.resize_rows(positions_ + n);
-  be_.matmul(fc_, in, fused_.row_range(positions_, n));
-  positions_ += n;
+  st.fused.resize_rows(st.pos + n);
+  be_.matmul(fc_, in, st.fused.row_range(st.pos, n));
+  st.pos += n;
   // Every row but the newest now has its successor token fed: into the cache.
-  const int64_t from = cache_.rows(), to = positions_ - 1;
+  const int64_t from = st.cache.rows(), to = st.pos - 1;
   if (to <= from) return;
   const int64_t m = to - from;
   Buffer x(be_, m, 2 * H);
-  attention_input(history.data() + from + 1, fused_.row_range(from, m), x);
-  cache_.resize_rows(to);
-  latent_rows(x, from, cache_.row_range(from, m));
+  attention_input(history.data() + from + 1, st.fused.row_range(from, m), x);
+  st.cache.resize_rows(to);
+  latent_rows(x, from, st.cache.row_range(from, m));
 }
 
-std::vector<int32_t> Eagle3Model::draft(const std::vector<int32_t>& history, int64_t k) {
+std::vector<int32_t> Eagle3Model::draft(State& state, const std::vector<int32_t>& history, int64_t k) const {
+  auto& st = static_cast<Eagle3State&>(state);
+  Buffer& cache = st.cache;
   std::vector<int32_t> out;
-  if (k <= 0 || positions_ == 0 || int64_t(history.size()) != positions_ + 1) return out;
+  if (k <= 0 || st.pos == 0 || int64_t(history.size()) != st.pos + 1) return out;
   const Eagle3Config& s = cfg_;
-  const int64_t H = s.hidden, qh = s.nope + s.rope_dim, committed = cache_.rows();
+  const int64_t H = s.hidden, qh = s.nope + s.rope_dim, committed = cache.rows();
   const MlaShape shape{.n_heads = s.heads, .kv_lora = s.kv_lora, .nope = s.nope, .rope_dim = s.rope_dim,
                        .v_dim = s.v_dim, .scale = s.attn_scale};
   Buffer g(be_, 1, H), x(be_, 1, 2 * H), qa(be_, 1, s.q_lora), q(be_, 1, s.heads * qh), att(be_, 1, s.heads * s.v_dim);
   Buffer h(be_, 1, H), xn(be_, 1, H), f(be_, 1, H), gt(be_, 1, s.intermediate), ut(be_, 1, s.intermediate),
       act(be_, 1, s.intermediate), logits(be_, 1, s.draft_vocab);
   std::vector<float> lg(size_t(s.draft_vocab));
-  be_.copy(fused_.row_range(positions_ - 1, 1), g);  // the newest row, paired with the chosen token
+  be_.copy(st.fused.row_range(st.pos - 1, 1), g);  // the newest row, paired with the chosen token
   int32_t token = history.back();
   for (int64_t i = 0; i < k; ++i) {
     const int64_t p = committed + i;  // this step's position (its cache row)
@@ -194,9 +213,9 @@ std::vector<int32_t> Eagle3Model::draft(const std::vector<int32_t>& history, int
     be_.rmsnorm(qa, q_a_norm_, s.eps, qa);
     be_.matmul(q_b_, qa, q);
     be_.rope(s.rope, q, s.heads, qh, s.nope, p);
-    cache_.resize_rows(p + 1);
-    latent_rows(x, p, cache_.row_range(p, 1));
-    be_.mla_attend(shape, kv_b_, q, cache_.row_range(0, p + 1), p, att);
+    cache.resize_rows(p + 1);
+    latent_rows(x, p, cache.row_range(p, 1));
+    be_.mla_attend(shape, kv_b_, q, cache.row_range(0, p + 1), p, att);
     be_.matmul(o_, att, h);
     be_.add(g, h);  // the residual is the fused hidden state
     be_.rmsnorm(h, post_norm_, s.eps, xn);
@@ -215,7 +234,7 @@ std::vector<int32_t> Eagle3Model::draft(const std::vector<int32_t>& history, int
     out.push_back(token);
     be_.copy(xn, g);  // the next step continues from this one's post-norm hidden state
   }
-  cache_.resize_rows(committed);
+  cache.resize_rows(committed);
   return out;
 }
 

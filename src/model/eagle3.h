@@ -80,12 +80,11 @@ class Eagle3Model : public HiddenDraftModel {
   ~Eagle3Model() override;
   const Eagle3Config& config() const { return cfg_; }
 
+  std::unique_ptr<State> new_state() const override;
   const std::vector<int64_t>& target_layers() const override { return cfg_.target_layers; }
-  int64_t positions() const override { return positions_; }
-  void cut(int64_t n) override;
-  void extend(const float* rows, int64_t n, const std::vector<int32_t>& history) override;
-  std::vector<int32_t> draft(const std::vector<int32_t>& history, int64_t k) override;
-  int64_t state_bytes() const override { return cache_.bytes() + fused_.bytes(); }
+  void cut(State& s, int64_t n) const override;
+  void extend(State& s, const float* rows, int64_t n, const std::vector<int32_t>& history) const override;
+  std::vector<int32_t> draft(State& s, const std::vector<int32_t>& history, int64_t k) const override;
 
  private:
   // x: [T, 2H] attention inputs at positions pos0..: their cache rows.
@@ -100,9 +99,6 @@ class Eagle3Model : public HiddenDraftModel {
   std::vector<Vector> fc_norms_;  // empty: the taps go into fc as they are
   Vector hidden_norm_, input_norm_, post_norm_, q_a_norm_, kv_a_norm_, norm_;
   std::vector<int64_t> d2t_;      // empty: draft ids are target ids
-  Buffer cache_;                  // [positions - 1, kv_lora + rope]: rows paired with their successor token
-  Buffer fused_;                  // [positions, H]: every taken row's fused hidden state
-  int64_t positions_ = 0;
 };
 
 }  // namespace sluice

@@ -2,7 +2,7 @@
 // over a conversation's turns (each reusing the last one's prompt and reply,
 // so the session rolls back into rows the drafter took), a second
 // conversation in between and a return to the first, every reply is the one
-// generated without a drafter, greedy and sampled.
+// generated without a drafter, greedy and sampled, and it drafts in each.
 #include <gtest/gtest.h>
 
 #include "chat/chat_codec.h"
@@ -115,11 +115,11 @@ TEST(HiddenStateDraftersInChat, RepliesAreThoseWithoutADrafter) {
       const auto want = converse(*model, nullptr, temperature, &none);
       const auto got = converse(*model, choose_drafter(c, *model), temperature, &proposed);
       EXPECT_EQ(got, want) << kind << ", temperature " << temperature;
-      // It drafted in the first turn, in the second (after the session went
-      // back into rows it took) and in the other conversation. (Back in the
-      // first one it drafts nothing: one drafter follows one session at a time.)
+      // It drafted in every request: the first turn, the second (after the
+      // session went back into rows it took), the other conversation and the
+      // first one's third turn (its state kept beside the other's).
       ASSERT_EQ(proposed.size(), 4u);
-      for (size_t i = 0; i < 3; ++i) EXPECT_GT(proposed[i], 0) << kind << ", request " << i;
+      for (size_t i = 0; i < 4; ++i) EXPECT_GT(proposed[i], 0) << kind << ", request " << i;
     }
   }
 }

@@ -224,7 +224,7 @@ TEST_P(HiddenDraftSpeculation, ContextFollowsRollbacks) {
   const auto da = a->propose_for(s, history, 6), db = b->propose_for(t, history, 6);
   EXPECT_EQ(da.size(), 6u);
   EXPECT_EQ(da, db);
-  EXPECT_EQ(dynamic_cast<HiddenStateDrafter&>(*a).model().positions(), s.position());
+  EXPECT_EQ(dynamic_cast<HiddenStateDrafter&>(*a).positions(s), s.position());
   // A new conversation with the same drafter starts its context over.
   Session u(*model);
   capture_for_drafter(u, a.get());
@@ -269,6 +269,36 @@ TEST_P(HiddenDraftSpeculation, FollowsARollbackIntoRowsItTook) {
   const auto da = a->propose_for(s, h2, 5), db = b->propose_for(t, h2, 5);
   EXPECT_EQ(da.size(), 5u);
   EXPECT_EQ(da, db);
+}
+
+// Sequences served in turn each keep their state, up to the number asked
+// for; the least recently served goes first and drafts nothing once back.
+TEST(HiddenStateDrafter, KeepsTheLastSequencesItServed) {
+  auto model = load_model(test::fixture("golden/kimi_k3_tiny"), test::on_test_device());
+  test::TempDir tmp;
+  const std::string dir = synth_drafter(tmp, *model);
+  const Decoder& d = model->decoder();
+  HiddenStateDrafter drafter(std::make_unique<DSparkModel>(dir, model->backend(), d.embedding(), d.head()),
+                             /*sequences=*/2);
+  std::vector<std::unique_ptr<Session>> s;
+  std::vector<std::vector<int32_t>> h;
+  for (int i = 0; i < 3; ++i) {
+    s.push_back(std::make_unique<Session>(*model));
+    capture_for_drafter(*s.back(), &drafter);
+    s.back()->feed(prompt_of(*model, 6 + i));
+    h.push_back(s.back()->tokens());
+    h.back().push_back(int32_t(11 + i));
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(drafter.propose_for(*s[size_t(i)], h[size_t(i)], 3).size(), 3u) << i;
+  EXPECT_EQ(drafter.positions(*s[0]), -1) << "the first sequence made room for the third";
+  EXPECT_EQ(drafter.positions(*s[1]), 7);
+  // The second goes on (two more positions fed), the first has lost its rows.
+  s[1]->feed({h[1].back(), 5});
+  h[1] = s[1]->tokens();
+  h[1].push_back(2);
+  EXPECT_EQ(drafter.propose_for(*s[1], h[1], 3).size(), 3u);
+  EXPECT_EQ(drafter.positions(*s[1]), 9);
+  EXPECT_TRUE(drafter.propose_for(*s[0], h[0], 3).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(K3Models, HiddenDraftSpeculation,
