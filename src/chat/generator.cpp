@@ -82,6 +82,9 @@ Generator::PendingPrefill Generator::begin_prefill(const std::vector<int32_t>& p
   p.conv.session->set_prefill_chunk(prefill_chunk_);
   p.conv.session->set_prefill_span(prefill_span_);
   p.pacer = PrefillPacer(p.conv.session->prefill_piece(), prefill_slice_);  // a span when the model has them
+  // A drafter reading the target's hidden rows (DSpark) gets them from every
+  // pass from here on; a cached conversation that kept none drafts nothing.
+  capture_for_drafter(*p.conv.session, drafter_.get());
   p.fed = p.conv.session->tokens().size();  // prompt tokens already in the state
   out.cached_tokens = int64_t(p.fed);
   p.save_at = cache_.save_points();

@@ -104,7 +104,9 @@ void add_serve_command(CLI::App& app, Action& action) {
                   "Speculate with this smaller model's greedy continuation instead (implies --speculate). With "
                   "another tokenizer than the target's it drafts through text: the conversation's text is tokenised "
                   "for it and its draft tokenised again with the target's tokenizer (a model without tokenizer "
-                  "files reads ids 0-255 as bytes)");
+                  "files reads ids 0-255 as bytes). K3's own drafters, DSpark (config model_type k3_dspark) and "
+                  "EAGLE-3 with MLA (architectures Eagle3*), read the target's hidden states from its own passes "
+                  "and borrow its embedding");
   cmd->add_flag("--draft-retokenize", o->draft.retokenize,
                 "With --draft-model: draft through text even when the draft model has the target's tokenizer");
   cmd->add_option("--context-length", o->context,

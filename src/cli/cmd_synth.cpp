@@ -2,7 +2,11 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "format/config.h"
 #include "store/synthetic.h"
+#include "store/synthetic_dspark.h"
+#include "store/synthetic_eagle3.h"
+#include "util/error.h"
 #include "util/progress.h"
 
 namespace sluice::cli {
@@ -15,7 +19,14 @@ void add_synth_command(CLI::App& app, Action& action) {
   auto layers = std::make_shared<int64_t>(0), experts = std::make_shared<int64_t>(0), top_k = std::make_shared<int64_t>(0),
        vocab = std::make_shared<int64_t>(0), hidden = std::make_shared<int64_t>(0), inter = std::make_shared<int64_t>(0);
   auto quiet = std::make_shared<bool>(false);
-  cmd->add_option("--arch", o->arch, "deepseek_v3, kimi_k2, qwen3_moe or kimi_k3")->required();
+  cmd->add_option("--arch", o->arch,
+                  "deepseek_v3, kimi_k2, qwen3_moe, kimi_k3, or a drafter for --target: k3_dspark (DSpark) or "
+                  "k3_eagle3 (EAGLE-3.1 MLA)")
+      ->required();
+  auto target = std::make_shared<std::string>();
+  cmd->add_option("--target", *target,
+                  "k3_dspark, k3_eagle3: the K3-shaped model directory the drafter is for (its hidden size, vocabulary and "
+                  "layer count; the drafter's other widths are small)");
   cmd->add_option("--out", o->out_dir, "Output directory")->required();
   cmd->add_option("--preset", o->preset, "real: the released model's widths; small: golden-test widths")
       ->capture_default_str();
@@ -48,6 +59,27 @@ void add_synth_command(CLI::App& app, Action& action) {
   cmd->add_flag("--quiet", *quiet, "No progress display");
   cmd->callback([=, &action] {
     action = [=] {
+      if (o->arch == "k3_dspark" || o->arch == "k3_eagle3") {
+        if (target->empty()) fail("synth --arch {} needs --target DIR (the model it drafts for)", o->arch);
+        const Config c = Config::load(*target);
+        const Config t = c.opt_sub("text_config") ? c.sub("text_config") : c;
+        const int64_t H = t.req_int("hidden_size"), V = t.req_int("vocab_size"), L = t.req_int("num_hidden_layers");
+        if (o->arch == "k3_dspark") {
+          DSparkSynthOptions d = dspark_synth_for_target(H, V, L);
+          d.out_dir = o->out_dir;
+          d.seed = o->seed;
+          synthesize_dspark(d);
+        } else {
+          Eagle3SynthOptions e = eagle3_synth_for_target(H, V, L);
+          e.out_dir = o->out_dir;
+          e.seed = o->seed;
+          synthesize_eagle3(e);
+        }
+        std::printf("wrote a random-weight %s drafter for %s to %s\n", o->arch.c_str(), target->c_str(),
+                    o->out_dir.c_str());
+        return 0;
+      }
+      if (!target->empty()) fail("--target is about --arch k3_dspark or k3_eagle3");
       auto set = [](std::optional<int64_t>& dst, int64_t v) {
         if (v > 0) dst = v;
       };

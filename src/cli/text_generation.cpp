@@ -70,7 +70,9 @@ void add_generation_options(CLI::App* cmd, TextGenOptions& g) {
                   "Speculate with this smaller model's greedy continuation instead (implies --speculate). With "
                   "another tokenizer than the target's it drafts through text: the target's text is tokenised "
                   "for it and its draft tokenised again with the target's tokenizer (a model without tokenizer "
-                  "files reads ids 0-255 as bytes)");
+                  "files reads ids 0-255 as bytes). K3's own drafters, DSpark (config model_type k3_dspark) and "
+                  "EAGLE-3 with MLA (architectures Eagle3*), read the target's hidden states from its own passes "
+                  "and borrow its embedding");
   cmd->add_flag("--draft-retokenize", g.draft.retokenize,
                 "With --draft-model: draft through text even when the draft model has the target's tokenizer "
                 "(measuring the cost of drafting across tokenizers)");
@@ -181,6 +183,7 @@ std::vector<int32_t> generate_tokens(Session& s, const std::vector<int32_t>& pro
     if (on_token) on_token(t);
   };
   std::vector<int32_t> out;
+  capture_for_drafter(s, o.speculate ? o.drafter.get() : nullptr);
   std::vector<float> logits = s.feed(prompt);
   auto take = [&](int32_t t) {
     out.push_back(t);

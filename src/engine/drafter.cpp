@@ -5,6 +5,11 @@
 #include <unordered_set>
 
 #include "engine/engine.h"
+#include "format/config.h"
+#include "model/decoder.h"
+#include "model/dspark.h"
+#include "model/eagle3.h"
+#include "runtime/hidden_state_drafter.h"
 #include "runtime/model_drafter.h"
 #include "runtime/retokenizing_drafter.h"
 #include "text/tokenizer.h"
@@ -114,6 +119,32 @@ std::shared_ptr<Drafter> choose_drafter(const DraftChoice& c, const Model& targe
 }
 
 std::shared_ptr<Drafter> choose_drafter(const DraftChoice& c, const Model& target, const std::string& target_dir) {
+  if (!c.model_dir.empty() && std::filesystem::exists(std::filesystem::path(c.model_dir) / "config.json") &&
+      DSparkConfig::is_dspark(Config::load(c.model_dir))) {
+    // K3's own block drafter: it reads the target's hidden rows and borrows its embedding and head.
+    const auto* engine = dynamic_cast<const Engine*>(&target);
+    if (!engine) fail("internal: a DSpark --draft-model needs the target engine (it borrows its embedding and head)");
+    try {
+      DSparkConfig::parse(Config::load(c.model_dir)).check_target(target.info());
+      const Decoder& d = engine->decoder();
+      return std::make_shared<HiddenStateDrafter>(
+          std::make_unique<DSparkModel>(c.model_dir, engine->backend(), d.embedding(), d.head()));
+    } catch (const Error& e) {
+      fail("--draft-model {} (a DSpark drafter): {}", c.model_dir, e.what());
+    }
+  }
+  if (!c.model_dir.empty() && std::filesystem::exists(std::filesystem::path(c.model_dir) / "config.json") &&
+      Eagle3Config::is_eagle3(Config::load(c.model_dir))) {
+    // An EAGLE-3 MLA drafter: it reads the target's hidden rows and borrows its embedding.
+    const auto* engine = dynamic_cast<const Engine*>(&target);
+    if (!engine) fail("internal: an EAGLE-3 --draft-model needs the target engine (it borrows its embedding)");
+    try {
+      return std::make_shared<HiddenStateDrafter>(std::make_unique<Eagle3Model>(
+          c.model_dir, target.info(), engine->backend(), engine->decoder().embedding()));
+    } catch (const Error& e) {
+      fail("--draft-model {} (an EAGLE-3 drafter): {}", c.model_dir, e.what());
+    }
+  }
   if (!c.model_dir.empty()) {
     // Each tokenizer is loaded once: compared here, then kept for drafting through text.
     ComparedTokenizers cmp;

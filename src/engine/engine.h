@@ -84,6 +84,8 @@ class Engine : public Model {
   uint64_t activation_bytes_per_token() const;
 
   const std::string& dir() const { return dir_; }
+  // The decoder the engine runs (drafters that borrow its embedding and head).
+  const Decoder& decoder() const { return *decoder_; }
   const Config& config() const { return config_; }
   const Checkpoint& checkpoint() const;
   const ExpertIndex& expert_index() const { return *index_; }

@@ -18,6 +18,7 @@ void State::rollback(int64_t keep) {
     if (l) l->rollback(keep);
   checkpoints.pop_back();
   pos = at + keep;
+  if (capture) capture->cut(pos);
 }
 
 void State::commit() {
@@ -92,6 +93,33 @@ void Decoder::trace_layer(ForwardTrace* trace, size_t l, Tensor h) const {
   be_.download(h, out.data() + at);
 }
 
+// Checks each sequence's hidden-state capture against the model and makes room for the pass's rows.
+void Decoder::prepare_captures(std::span<const PassSequence> seqs) const {
+  const int64_t D = info_.hidden;
+  for (const PassSequence& s : seqs)
+    if (HiddenCapture* c = s.state->capture.get()) {
+      if (c->hidden != D) fail("hidden-state capture of width {} on a model of hidden size {}", c->hidden, D);
+      for (int64_t layer : c->layers)
+        if (layer < 0 || layer >= layers()) fail("hidden-state capture of layer {}: the model has {}", layer, layers());
+      c->rows.resize(size_t((s.state->pos + s.rows - c->start) * c->width()));
+    }
+}
+
+// Copies the rows of h after layer l into the captures of the sequences that
+// ask for it (a download of rows already computed: no value changes).
+void Decoder::capture_layer(std::span<const PassSequence> seqs, size_t l, Tensor h) const {
+  for (const PassSequence& s : seqs) {
+    HiddenCapture* c = s.state->capture.get();
+    const int64_t col = c ? c->column_of(int64_t(l)) : -1;
+    if (col < 0) continue;
+    const int64_t D = h.cols(), W = c->width();
+    std::vector<float> part(size_t(s.rows * D));
+    be_.download(h.row_range(s.row0, s.rows), part.data());
+    float* dst = c->rows.data() + (s.state->pos - c->start) * W + col;
+    for (int64_t r = 0; r < s.rows; ++r) std::copy_n(part.data() + r * D, D, dst + r * W);
+  }
+}
+
 void Decoder::set_embedding(Matrix embed, Matrix lm_head, Vector final_norm, float eps) {
   embed_ = embed;
   lm_head_ = lm_head;
@@ -155,6 +183,7 @@ void Decoder::forward_residual(std::span<const PassSequence> seqs, Tensor h, For
     check_layer_finite(seqs, l, h);
     prefetch_next(l, h);
     trace_layer(trace, l, h);
+    capture_layer(seqs, l, h);
     if (on_layer_) on_layer_(int64_t(l));
   }
 }
@@ -198,6 +227,7 @@ void Decoder::forward_attn_res(std::span<const PassSequence> seqs, Tensor h, For
     check_layer_finite(seqs, l, h);
     prefetch_next(l, h);
     trace_layer(trace, l, h);
+    capture_layer(seqs, l, h);
     if (on_layer_) on_layer_(int64_t(l));
   }
   Buffer last(be_, R, D);
@@ -241,6 +271,7 @@ void Decoder::forward_pass(std::span<const SequenceFeed> feeds, ForwardTrace* tr
   std::vector<int32_t> tokens(static_cast<size_t>(R));
   for (size_t i = 0; i < seqs.size(); ++i)
     std::copy(fed[i]->tokens, fed[i]->tokens + fed[i]->n, tokens.begin() + seqs[i].row0);
+  prepare_captures(seqs);
   Buffer h(be_, R, D), xn(be_, R, D);
   be_.embed(embed_, tokens.data(), R, h);
   if (trace) trace->hidden.resize(layers_.size());

@@ -74,6 +74,9 @@ class Decoder : public Model {
   // Prefetch the next MoE layer's experts from a guess of its router input.
   void set_prefetch(bool on) { prefetch_ = on; }
   void set_embedding(Matrix embed, Matrix lm_head, Vector final_norm, float eps);
+  // The token embedding and the output head (drafters that borrow them: DSpark).
+  const Matrix& embedding() const { return embed_; }
+  const Matrix& head() const { return lm_head_; }
   // Tied embeddings: the head is the embedding table, read whole by every token.
   bool head_is_embedding() const { return lm_head_.q.data == embed_.q.data; }
   void add_layer(Layer layer) { layers_.push_back(std::move(layer)); }
@@ -119,6 +122,9 @@ class Decoder : public Model {
   std::vector<SequenceRows> layer_rows(std::span<const PassSequence> seqs, size_t layer) const;
   void check_layer_finite(std::span<const PassSequence> seqs, size_t layer, Tensor h) const;
   static void check_stop(std::span<const PassSequence> seqs);  // throws Cancelled when a state's stop says so
+  // Hidden-state captures (model.h HiddenCapture): room for a pass's rows, then each layer's rows.
+  void prepare_captures(std::span<const PassSequence> seqs) const;
+  void capture_layer(std::span<const PassSequence> seqs, size_t layer, Tensor h) const;
   void forward_residual(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const;
   void forward_attn_res(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const;
   void check_feed(const State& state, const int32_t* tokens, int64_t T) const;

@@ -42,6 +42,8 @@ void Decoder::forward_span(State& state, const int32_t* tokens, int64_t T, int64
     return;
   }
   check_feed(state, tokens, T);
+  const PassSequence whole{&state, 0, T};
+  prepare_captures({&whole, 1});
   const int64_t D = info_.hidden, pos0 = state.pos;
   Buffer h(be_, T, D), xn(be_, T, D), f(be_, T, D);
   be_.embed(embed_, tokens, T, h);
@@ -81,6 +83,7 @@ void Decoder::span_residual(State& state, int64_t pos0, int64_t c, Tensor h, Ten
     be_.add(f, h);
     if (hooks_) hooks_->after_layer(int64_t(l));
     check_layer_finite({&whole, 1}, l, h);
+    capture_layer({&whole, 1}, l, h);
     prefetch_next(l, h, xn);
     if (on_layer_) on_layer_(int64_t(l));
   }
@@ -127,6 +130,7 @@ void Decoder::span_attn_res(State& state, int64_t pos0, int64_t c, Tensor h, Ten
     be_.add(f, h);
     if (hooks_) hooks_->after_layer(int64_t(l));
     check_layer_finite({&whole, 1}, l, h);
+    capture_layer({&whole, 1}, l, h);
     prefetch_next(l, h, xn);
     if (on_layer_) on_layer_(int64_t(l));
   }

@@ -1,6 +1,7 @@
 // The model interface every architecture implements: a forward pass over
 // per-sequence state. Models are opened by the engine (engine/engine.h).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,6 +61,50 @@ class LayerState {
   virtual void restore(const std::vector<SavedTensor>& saved, int64_t positions) = 0;
 };
 
+// The residual stream's rows after chosen decoder layers, copied during every
+// pass that feeds the state (prefill chunks and verification batches alike):
+// what drafters trained on the target's hidden states (DSpark, EAGLE-3) read,
+// without a second pass. Each position's row is the chosen layers' outputs
+// side by side, in `layers` order (the same values ForwardTrace::hidden holds
+// for them). Only positions [start, State::pos) not yet taken by the reader
+// are held, so the capture stays small however long the sequence; a rollback
+// drops the rows past the kept position like the layers' caches do, and
+// records in `changed_from` when it drops rows the reader already took.
+struct HiddenCapture {
+  uint64_t id = 0;              // tells one sequence's capture from another's (a reader serving several)
+  std::vector<int64_t> layers;  // decoder layer indices
+  int64_t hidden = 0;           // floats per layer per position
+  int64_t start = 0;            // first position held
+  std::vector<float> rows;      // (State::pos - start) rows of width()
+  // The lowest position rolled back to below `start` since the reader's last
+  // take(): what it took from there on is no longer the sequence's (none: -1).
+  int64_t changed_from = -1;
+
+  int64_t width() const { return int64_t(layers.size()) * hidden; }
+  // Where this capture's part of layer `layer` goes in a row (-1: not captured).
+  int64_t column_of(int64_t layer) const {
+    for (size_t j = 0; j < layers.size(); ++j)
+      if (layers[j] == layer) return int64_t(j) * hidden;
+    return -1;
+  }
+  // Hands over the rows held (positions [start, pos)) and holds none after them.
+  std::vector<float> take(int64_t pos) {
+    std::vector<float> out = std::move(rows);
+    rows.clear();
+    start = pos;
+    changed_from = -1;
+    return out;
+  }
+  // The state went back to `pos` positions.
+  void cut(int64_t pos) {
+    if (pos < start) {
+      changed_from = changed_from < 0 ? pos : std::min(changed_from, pos);
+      start = pos;
+    }
+    rows.resize(size_t((pos - start) * width()));
+  }
+};
+
 // A sequence being decoded: position plus every layer's state.
 struct State {
   int64_t pos = 0;
@@ -75,6 +120,8 @@ struct State {
   // back to a mark taken before the pass (Session::feed does). Reading it
   // changes no computed value.
   const std::function<bool()>* stop = nullptr;
+  // Rows the decoder copies for a drafter during every pass (null: none).
+  std::unique_ptr<HiddenCapture> capture;
   int64_t bytes() const {
     int64_t b = 0;
     for (const auto& l : layers) b += l ? l->bytes() : 0;

@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "util/cancelled.h"
 #include "util/error.h"
@@ -161,10 +162,26 @@ void Session::restore(const SessionImage& image, int64_t positions) {
     }
   }
   st->pos = positions;
+  if (state_->capture) {  // the restored positions' rows were never captured
+    st->capture = std::move(state_->capture);
+    st->capture->rows.clear();
+    st->capture->start = positions;
+    st->capture->changed_from = 0;
+  }
   state_ = std::move(st);
   tokens_.assign(image.tokens.begin(), image.tokens.begin() + positions);
   logits_.clear();
   checkpoint_tokens_.clear();
+}
+
+void Session::capture_hidden(std::vector<int64_t> layers) {
+  static std::atomic<uint64_t> captures{0};
+  auto c = std::make_unique<HiddenCapture>();
+  c->id = ++captures;
+  c->layers = std::move(layers);
+  c->hidden = model_.info().hidden;
+  c->start = state_->pos;
+  state_->capture = std::move(c);
 }
 
 void Session::commit() {

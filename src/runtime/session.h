@@ -49,6 +49,12 @@ class Session {
   // count or shapes of another model, a token outside the vocabulary, the
   // context), leaving the session as it was.
   void restore(const SessionImage& image, int64_t positions);
+  // From now on every pass copies the outputs of decoder `layers` for its
+  // positions into hidden_capture() (model/model.h HiddenCapture), which a
+  // drafter reading the target's hidden states takes them from. Set it before
+  // the prompt is fed: rows of positions fed earlier are not there.
+  void capture_hidden(std::vector<int64_t> layers);
+  HiddenCapture* hidden_capture() const { return state_->capture.get(); }
   // Long inputs are fed in chunks of at most this many tokens (each chunk reads
   // every distinct expert it needs once). 0: no limit.
   void set_prefill_chunk(int64_t n) { chunk_ = n; }

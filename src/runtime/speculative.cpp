@@ -87,7 +87,7 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
     // Never draft past the token budget.
     const auto t0 = Clock::now();
     const int64_t want = drafter ? gate.next(max_new - n) : 0;
-    std::vector<int32_t> draft = want > 0 ? drafter->propose(history, want) : std::vector<int32_t>{};
+    std::vector<int32_t> draft = want > 0 ? drafter->propose_for(s, history, want) : std::vector<int32_t>{};
     if (draft.empty()) {
       logits = s.feed({next});
       const double dt = opts.pass_cost ? opts.pass_cost(1) : since(t0);
@@ -126,12 +126,19 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
   }
 }
 
+void capture_for_drafter(Session& s, const Drafter* drafter) {
+  if (!drafter || s.hidden_capture()) return;
+  std::vector<int64_t> layers = drafter->target_layers();
+  if (!layers.empty()) s.capture_hidden(std::move(layers));
+}
+
 std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, int64_t max_new, bool ignore_eos,
                               const TokenPicker& pick, Drafter* drafter, const SpeculationOptions& opts,
                               SpeculationStats* stats, const std::function<void(int32_t)>& on_token) {
   std::vector<int32_t> out;
   if (max_new <= 0) return out;
   const auto& eos = s.model().info().eos_ids;
+  capture_for_drafter(s, drafter);
   std::vector<float> logits = s.feed(prompt);
   auto take = [&](int32_t t) {
     out.push_back(t);

@@ -32,6 +32,16 @@ class Drafter {
   virtual std::vector<int32_t> propose_after(const std::vector<int32_t>& history, size_t /*settled*/, int64_t max) {
     return propose(history, max);
   }
+  // Decoder layers of the target whose outputs this drafter reads (empty:
+  // none). The target's session then captures them during its passes
+  // (Session::capture_hidden, set up by capture_for_drafter before the prompt).
+  virtual std::vector<int64_t> target_layers() const { return {}; }
+  // What decode() asks: `history` is target.tokens() and the token chosen
+  // after them (not yet fed). A drafter reading the target's hidden states
+  // takes them from `target`'s capture; by default this is propose().
+  virtual std::vector<int32_t> propose_for(Session& /*target*/, const std::vector<int32_t>& history, int64_t max) {
+    return propose(history, max);
+  }
   virtual DraftIndexSize index_size() const { return {}; }
   // Whether asking costs time even when nothing comes back (a draft model runs
   // before its draft is known to be usable): decode() then tells the gate of
@@ -124,6 +134,10 @@ using TokenSink = std::function<bool(int32_t token)>;
 int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> history, int64_t max_new,
                const TokenPicker& pick, const TokenSink& take, Drafter* drafter, const SpeculationOptions& opts,
                SpeculationStats* stats);
+
+// Makes `s` capture the hidden rows `drafter` reads (none: nothing to do);
+// call it before feeding the prompt.
+void capture_for_drafter(Session& s, const Drafter* drafter);
 
 // Feeds `prompt` (after whatever `s` already holds), then decodes with `pick`
 // (speculating when `drafter` is set, on the whole text so far), stopping after an
