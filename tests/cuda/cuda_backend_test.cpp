@@ -18,6 +18,7 @@
 #include "compute/cuda/cuda_backend.h"
 #include "compute/cuda/cuda_kernels.h"
 #include "compute/devices.h"
+#include "compute/host_experts.h"
 #include "engine/engine.h"
 #include "experts/vram_tier.h"
 #include "kernels/matmul.h"
@@ -1005,6 +1006,7 @@ TEST_P(CudaGolden, HostComputedExpertsWithinFiveTimesTheCpuError) {
     const char* what = where == ExpertsOn::Cpu ? "cpu" : "auto";
     LoadOptions o = on_gpu();
     o.experts_on = where;
+    o.host_expert_rows = 16;  // given, not measured: auto splits whatever this machine measures
     o.vram_budget = budget;
     auto g = load_model(model_dir(name), o);
     auto lg = logits(*g, ids, K);
@@ -1023,6 +1025,32 @@ TEST_P(CudaGolden, HostComputedExpertsWithinFiveTimesTheCpuError) {
     }
     auto again = load_model(model_dir(name), o);
     EXPECT_EQ(logits(*again, ids, K), lg) << what << ": a second run";
+  }
+}
+
+// --experts-on auto without --host-expert-rows measures at load and installs what it chose: the row
+// bound of compute/host_experts.h from the measurement, or exactly gpu's plan (the evicting VRAM cache,
+// no host policy) when the host is never faster.
+TEST(CudaExpertPlacement, AutoMeasuresAtLoadAndInstallsItsChoice) {
+  LoadOptions o = on_gpu();
+  o.experts_on = ExpertsOn::Auto;
+  auto m = load_model(model_dir("deepseek_v3_tiny_int4"), o);
+  const ExpertPlacement* p = m->expert_placement();
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(p->measured.has_value());
+  const HostExpertMeasurement& x = *p->measured;
+  std::printf("%s\n", p->describe().c_str());
+  EXPECT_GT(x.copy_gbps, 0);
+  ASSERT_EQ(x.host_seconds.size(), 5u);
+  for (const auto& [rows, sec] : x.host_seconds) EXPECT_GT(sec, 0) << rows << " rows";
+  EXPECT_LT(x.seconds, 1.0);  // short enough to run at every load
+  const int64_t bound = host_expert_max_rows(x.host_seconds, x.bytes, x.copy_gbps, kHostExpertMargin);
+  if (bound <= 1) {
+    EXPECT_EQ(p->runs, ExpertsOn::Gpu);
+    EXPECT_EQ(p->host_experts(cpu_backend()), nullptr);
+  } else {
+    EXPECT_EQ(p->runs, ExpertsOn::Auto);
+    EXPECT_EQ(p->host_max_rows, bound);
   }
 }
 
