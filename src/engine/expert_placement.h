@@ -47,9 +47,11 @@ struct HostExpertMeasurement {
   double seconds = 0;    // what measuring took
 };
 
-// The expert of `w` on the CPU backend at 1, 2, 4, 8 and 16 rows (best of 3, copies beyond the
-// last-level cache), and the pinned upload rate to `device`. About 25 x the 1-row time plus the
-// upload timing and copying ~2x the cache's bytes: ~0.1 s for a 17.5 MB expert.
+// The expert of `w` on the CPU backend at 1, 2, 4, 8 and 16 rows (best of 3 after a warm-up, on copies
+// that together exceed twice the last-level cache), and the pinned upload rate to `device` (64 MiB, 5
+// times). Its cost, estimated from bench --kernels on the H100 host (MXFP4 expert: 0.41 ms at 1 row,
+// 3.4 ms at 16): ~32 ms of products, copying ~2x the cache (~0.2 GB), pinning and uploading 64 MiB:
+// ~0.1 s in all; HostExpertMeasurement::seconds records what it took.
 HostExpertMeasurement measure_host_expert(const ExpertWeights& w, Backend& device);
 
 struct ExpertPlacement {
