@@ -198,7 +198,7 @@ ExpertPlacement Engine::place_experts_here(const LoadOptions& opts) const {
   for (int32_t l = 0; l < table.layers(); ++l)
     for (int32_t e = 0; e < table.experts(l); ++e)
       if (shards.owns(l, e) && !table.at(l, e).gate.empty()) {
-        const HostExpertMeasurement m = measure_host_expert(table.at(l, e), *backend_);
+        const HostExpertMeasurement m = measure_host_expert(table.at(l, e), *backend_, kHostExpertMargin);
         return place_experts(ExpertsOn::Auto, 0, &m);
       }
   return place_experts(ExpertsOn::Auto, 0, nullptr);  // no routed expert: nothing to place

@@ -24,19 +24,24 @@ const char* experts_on_name(ExpertsOn on) {
 
 }  // namespace
 
-HostExpertMeasurement measure_host_expert(const ExpertWeights& w, Backend& device) {
+HostExpertMeasurement measure_host_expert(const ExpertWeights& w, Backend& device, double margin) {
   const auto t0 = std::chrono::steady_clock::now();
   HostExpertMeasurement m;
   m.format = std::string(weight_format_name(w.gate.q.fmt));
   m.bytes = expert_bytes(w);
   m.threads = ThreadPool::global().size();
-  {
-    const ExpertCopies copies(w, copies_beyond_cache(m.bytes));
-    const int64_t rows[] = {1, 2, 4, 8, 16};
-    m.host_seconds = time_expert_rows(cpu_backend(), copies.experts(), rows, 3);
-  }
   // 64 MiB: long enough that the copy runs at the link's rate (bench --kernels --device cuda uses the same).
   m.copy_gbps = pinned_upload_gbps(device, 64ull << 20);
+  {
+    const ExpertCopies copies(w, copies_beyond_cache(m.bytes));
+    for (const int64_t rows : {1, 2, 4, 8, 16}) {
+      const int64_t one[] = {rows};
+      m.host_seconds.push_back(time_expert_rows(cpu_backend(), copies.experts(), one, 3).front());
+      // Decided once the copy wins at a count measured: larger counts cannot change the answer, and a
+      // slow host (where the measurement costs most) stops after one row.
+      if (host_expert_max_rows(m.host_seconds, m.bytes, m.copy_gbps, margin) <= rows) break;
+    }
+  }
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }

@@ -4,8 +4,8 @@
 // set on the host for passes that give them fewer than N rows. auto without it
 // measures at load, on this machine and this model: one of its routed experts
 // on the host's CPU backend (its own format and shape, the engine's threads)
-// at 1, 2, 4, 8 and 16 rows, and the pinned host -> device copy rate, and
-// takes compute/host_experts.h host_expert_max_rows of them. When the host is
+// at 1, 2, 4, 8 and 16 rows (stopping once decided), and the pinned host ->
+// device copy rate, and takes compute/host_experts.h host_expert_max_rows of them. When the host is
 // slower than the copy even at one row, auto runs exactly as gpu (the evicting
 // VRAM cache, nothing on the host), so it cannot be slower than gpu.
 //
@@ -42,17 +42,20 @@ struct HostExpertMeasurement {
   std::string format;  // the expert's weight format (weight_format_name)
   uint64_t bytes = 0;  // its stored bytes
   int threads = 0;     // the host's worker threads
-  std::vector<std::pair<int64_t, double>> host_seconds;  // (rows, best seconds per call)
+  std::vector<std::pair<int64_t, double>> host_seconds;  // (rows, best seconds per call), up to the deciding count
   double copy_gbps = 0;  // pinned host -> device (compute/devices.h pinned_upload_gbps)
   double seconds = 0;    // what measuring took
 };
 
-// The expert of `w` on the CPU backend at 1, 2, 4, 8 and 16 rows (best of 3 after a warm-up, on copies
-// that together exceed twice the last-level cache), and the pinned upload rate to `device` (64 MiB, 5
-// times). Its cost, estimated from bench --kernels on the H100 host (MXFP4 expert: 0.41 ms at 1 row,
-// 3.4 ms at 16): ~32 ms of products, copying ~2x the cache (~0.2 GB), pinning and uploading 64 MiB:
-// ~0.1 s in all; HostExpertMeasurement::seconds records what it took.
-HostExpertMeasurement measure_host_expert(const ExpertWeights& w, Backend& device);
+// The pinned upload rate to `device` (64 MiB, 5 times), then the expert of `w` on the CPU backend at 1,
+// 2, 4, 8 and 16 rows (best of 3 after a warm-up, on copies that together exceed twice the last-level
+// cache), stopping at the first count where the copy wins with `margin` (host_expert_max_rows is then
+// decided). Its cost, estimated from bench --kernels on the H100 host (MXFP4 expert: 0.41 ms at 1 row,
+// the copy wins from there): copying ~2x the cache, pinning and uploading 64 MiB, a few 1-row calls:
+// well under 0.1 s; where the host wins up to 16 rows, ~30 ms more of products. On a 2-core VM (32 MiB
+// cache) a K2-sized MXFP4 expert took 0.45-0.6 s through all five counts. HostExpertMeasurement::seconds
+// records what it took.
+HostExpertMeasurement measure_host_expert(const ExpertWeights& w, Backend& device, double margin);
 
 struct ExpertPlacement {
   ExpertsOn asked = ExpertsOn::Gpu;  // --experts-on

@@ -1041,8 +1041,13 @@ TEST(CudaExpertPlacement, AutoMeasuresAtLoadAndInstallsItsChoice) {
   const HostExpertMeasurement& x = *p->measured;
   std::printf("%s\n", p->describe().c_str());
   EXPECT_GT(x.copy_gbps, 0);
-  ASSERT_EQ(x.host_seconds.size(), 5u);
-  for (const auto& [rows, sec] : x.host_seconds) EXPECT_GT(sec, 0) << rows << " rows";
+  // From 1 row up to the count that decided (all five when the host wins at each).
+  ASSERT_GE(x.host_seconds.size(), 1u);
+  ASSERT_LE(x.host_seconds.size(), 5u);
+  for (size_t i = 0; i < x.host_seconds.size(); ++i) {
+    EXPECT_EQ(x.host_seconds[i].first, int64_t(1) << i);
+    EXPECT_GT(x.host_seconds[i].second, 0);
+  }
   EXPECT_LT(x.seconds, 1.0);  // short enough to run at every load
   const int64_t bound = host_expert_max_rows(x.host_seconds, x.bytes, x.copy_gbps, kHostExpertMargin);
   if (bound <= 1) {
