@@ -1,23 +1,22 @@
 #include "cli/bench_kernels.h"
 #include "cli/json_file.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "compute/backend.h"
+#include "compute/host_expert_timing.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/random_qmatrix.h"
+#include "util/cache_size.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -86,26 +85,6 @@ double measure_fma_per_cycle(const kernels::IsaKernels& isa, double ghz) {
   return std::max(0.5, std::round(per_cycle * 2) / 2);
 }
 
-// The last-level cache one core sees (sysfs; sysconf can report a whole
-// socket's L3 inside a VM), 32 MiB when neither says.
-size_t last_level_cache_bytes() {
-  size_t best = 0;
-  for (int i = 0; i < 8; ++i) {
-    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
-    std::string s;
-    if (!(f >> s) || s.empty()) continue;
-    size_t v = std::stoull(s);
-    if (s.back() == 'K') v <<= 10;
-    if (s.back() == 'M') v <<= 20;
-    best = std::max(best, v);
-  }
-  if (best == 0) {
-    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    best = l3 > 0 ? size_t(l3) : size_t(32) << 20;
-  }
-  return best;
-}
-
 // Streaming read of a buffer much larger than the last-level cache, split over
 // the pool's threads like the products are.
 double dram_read_gbps(const kernels::IsaKernels& isa, size_t& bytes_out) {
@@ -140,13 +119,9 @@ std::string kernel_format_key(WeightFormat f) {
 }
 
 std::vector<HostExpertTiming> time_host_experts() {
-  const int64_t hidden = 7168, inter = 2048, most_rows = 16;
-  std::vector<float> xs(size_t(most_rows * hidden)), ys(size_t(most_rows * hidden));
-  std::mt19937 rng(3);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (auto& v : xs) v = normal(rng);
+  const int64_t hidden = 7168, inter = 2048;
+  const int64_t rows[] = {1, 4, 16};
   std::vector<HostExpertTiming> out;
-  const GatedActivation act;
   for (WeightFormat fmt : {WeightFormat::BF16, WeightFormat::FP8_E4M3_BLOCK, WeightFormat::INT4_GROUP,
                            WeightFormat::MXFP4, WeightFormat::INT8_ROW}) {
     // Several experts in turn, together twice the last-level cache, so each call reads its
@@ -154,15 +129,14 @@ std::vector<HostExpertTiming> time_host_experts() {
     HostExpertTiming t{fmt, 0, {}};
     std::vector<OwnedQMatrix> owned;
     std::vector<ExpertWeights> experts;
-    const uint64_t llc = std::max<uint64_t>(last_level_cache_bytes(), 1);
-    for (uint64_t total = 0, e = 0; experts.size() < 2 || total < 2 * llc; ++e) {
-      owned.push_back(make_random_qmatrix(fmt, inter, hidden, 11 + 3 * e));
-      owned.push_back(make_random_qmatrix(fmt, inter, hidden, 12 + 3 * e));
-      owned.push_back(make_random_qmatrix(fmt, hidden, inter, 13 + 3 * e));
+    for (int64_t e = 0, n = 2; e < n; ++e) {
+      owned.push_back(make_random_qmatrix(fmt, inter, hidden, 11 + 3 * uint64_t(e)));
+      owned.push_back(make_random_qmatrix(fmt, inter, hidden, 12 + 3 * uint64_t(e)));
+      owned.push_back(make_random_qmatrix(fmt, hidden, inter, 13 + 3 * uint64_t(e)));
       t.bytes = 0;
       for (size_t k = owned.size() - 3; k < owned.size(); ++k)
         t.bytes += uint64_t(owned[k].data.size() + owned[k].scale.size());
-      total += t.bytes;
+      n = copies_beyond_cache(t.bytes);
       experts.emplace_back();
     }
     for (size_t e = 0; e < experts.size(); ++e) {
@@ -170,14 +144,7 @@ std::vector<HostExpertTiming> time_host_experts() {
       experts[e].up = host_matrix(owned[3 * e + 1].m);
       experts[e].down = host_matrix(owned[3 * e + 2].m);
     }
-    size_t next = 0;
-    for (const int64_t n : {int64_t(1), int64_t(4), most_rows}) {
-      const double s = best_seconds(kReps, [&] {
-        const ExpertWeights& ew = experts[next++ % experts.size()];
-        cpu_backend().expert_ffn(ew, act, Tensor(xs.data(), n, hidden, hidden), Tensor(ys.data(), n, hidden, hidden));
-      });
-      t.seconds.push_back({n, s});
-    }
+    t.seconds = time_expert_rows(cpu_backend(), experts, rows, kReps);
     out.push_back(std::move(t));
   }
   return out;

@@ -22,7 +22,8 @@ int run_kernels_bench(const std::string& json_out);
 std::string kernel_format_key(WeightFormat f);
 
 // One routed expert of Kimi K2's shape (gate and up 2048 x 7168, down 7168 x 2048) computed on the
-// host's CPU backend over 1, 4 and 16 rows, as `--experts-on cpu|auto` computes experts beside a GPU:
+// host's CPU backend over 1, 4 and 16 rows (compute/host_expert_timing.h), as `--experts-on cpu|auto`
+// computes experts beside a GPU:
 // the best seconds per call of each, and the expert's stored bytes.
 struct HostExpertTiming {
   WeightFormat format;
@@ -43,7 +44,9 @@ void add_host_expert_rows(const HostExpertTiming& t, nlohmann::json& rows);
 //    "experts": [{"format", "path", "experts", "hidden", "intermediate", "gbps"}],  (one grouped call, one token each)
 //    "batched": [{"format", "path", "tokens", "gflops"}],   (16, 64 and 512 tokens)
 //    "pinned_upload_gbps", "host_experts": [{"format", "bytes", "rows", "seconds"}],
-//    "host_expert_crossover": [{"format", "rows"}]}   (compute/host_experts.h rows_where_copy_wins at that rate)
+//    "host_expert_crossover": [{"format", "rows", "rows_with_margin"}]}   (the fewest rows at which the host is
+//    slower than the copy at that rate, 0: never of those measured; compute/host_experts.h host_expert_max_rows,
+//    alone and with engine/expert_placement.h's margin)
 int run_gpu_kernels_bench(int device, const std::string& json_out);
 
 }  // namespace sluice::cli

@@ -11,6 +11,7 @@
 
 #include "compute/devices.h"
 #include "compute/host_experts.h"
+#include "engine/expert_placement.h"
 #include "compute/tensor.h"
 #include "kernels/random_qmatrix.h"
 #include <fmt/format.h>
@@ -165,19 +166,29 @@ int run_gpu_kernels_bench(int device, const std::string& json_out) {
   // (--experts-on auto, --host-expert-rows): the host's time per row count against the copy's.
   const double upload = pinned_upload_gbps(be, 64ull << 20);
   std::printf("host -> device copies from pinned memory: %.1f GB/s (64 MiB). Experts of Kimi K2's shape on the host "
-              "(CPU backend) against copying them at that rate:\n%-6s %9s %10s %10s %10s %10s %s\n",
-              upload, "format", "MB", "copy ms", "ms 1 row", "ms 4 rows", "ms 16 rows", "host slower than the copy from");
+              "(CPU backend) against copying them at that rate (--experts-on auto without --host-expert-rows times the "
+              "model's own expert and adds x%.1f to the host's time):\n%-6s %9s %10s %10s %10s %10s %-32s %s\n",
+              upload, kHostExpertMargin, "format", "MB", "copy ms", "ms 1 row", "ms 4 rows", "ms 16 rows",
+              "host slower than the copy from", "with the margin");
   j["pinned_upload_gbps"] = upload;
   j["host_experts"] = nlohmann::json::array();
   j["host_expert_crossover"] = nlohmann::json::array();
+  // compute/host_experts.h's bound: the host computes fewer rows than it; past the last count: never slower.
+  auto slower_from = [](int64_t bound, int64_t last) {
+    return bound > last ? fmt::format("never (of 1, 4, {} rows)", last) : fmt::format("{} rows", bound);
+  };
   for (const HostExpertTiming& t : time_host_experts()) {
     add_host_expert_rows(t, j["host_experts"]);
-    const int64_t from = rows_where_copy_wins(t.seconds, t.bytes, upload);
-    j["host_expert_crossover"].push_back({{"format", kernel_format_key(t.format)}, {"rows", from}});
-    std::printf("%-6s %9.1f %10.3f %10.3f %10.3f %10.3f %s\n", kernel_format_key(t.format).c_str(), double(t.bytes) / 1e6,
-                upload > 0 ? 1e3 * double(t.bytes) / (upload * 1e9) : 0.0, 1e3 * t.seconds[0].second,
-                1e3 * t.seconds[1].second, 1e3 * t.seconds[2].second,
-                from > 0 ? fmt::format("{} rows", from).c_str() : "never (of 1, 4, 16 rows)");
+    const int64_t last = t.seconds.back().first;
+    const int64_t from = host_expert_max_rows(t.seconds, t.bytes, upload, 1.0);
+    const int64_t with_margin = host_expert_max_rows(t.seconds, t.bytes, upload, kHostExpertMargin);
+    j["host_expert_crossover"].push_back({{"format", kernel_format_key(t.format)},
+                                          {"rows", from > last ? 0 : from},
+                                          {"rows_with_margin", with_margin > last ? 0 : with_margin}});
+    std::printf("%-6s %9.1f %10.3f %10.3f %10.3f %10.3f %-32s %s\n", kernel_format_key(t.format).c_str(),
+                double(t.bytes) / 1e6, upload > 0 ? 1e3 * double(t.bytes) / (upload * 1e9) : 0.0,
+                1e3 * t.seconds[0].second, 1e3 * t.seconds[1].second, 1e3 * t.seconds[2].second,
+                slower_from(from, last).c_str(), slower_from(with_margin, last).c_str());
   }
   write_json_file(json_out, j);
   return 0;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "engine/expert_placement.h"
 #include "util/checked_number.h"
 #include "util/thread_pool.h"
 
@@ -36,6 +37,14 @@ void print_notice(const MemoryPlan& p) {
   std::fprintf(stderr, "sluice: %s\n", line.c_str());
   std::fflush(stderr);
 }
+
+// On a GPU with --experts-on auto: what was measured and chosen, once per loaded model.
+void print_placement(const ExpertPlacement& p) {
+  const std::string line = p.describe();
+  if (line.empty()) return;
+  std::fprintf(stderr, "sluice: %s\n", line.c_str());
+  std::fflush(stderr);
+}
 }  // namespace
 
 void add_plan_options(CLI::App* cmd, MemoryRequest& r) {
@@ -61,14 +70,22 @@ void add_plan_options(CLI::App* cmd, MemoryRequest& r) {
                   "GPU: where routed experts are computed. gpu: all on the GPU, copied into its VRAM expert cache; "
                   "cpu: all on the host from host memory (VRAM holds the spine); auto: a fixed set that fits in VRAM "
                   "on the GPU, the others on the host for passes that give them fewer than --host-expert-rows rows "
-                  "(decoding), copied to the GPU otherwise (prefill). The side depends on the expert and the pass, "
-                  "never on timing. cpu and auto are new and not yet measured on a GPU")
+                  "(decoding), copied to the GPU otherwise (prefill). Without --host-expert-rows, auto times one of "
+                  "the model's experts on the host at load (1 to 16 rows) against the pinned copy rate to the GPU, "
+                  "with a 1.5x margin for the host's slowdown in the engine; where the host is slower even at one "
+                  "row it runs exactly as gpu. One line on stderr says what it measured, how long that took and "
+                  "what it chose. Measured on an H100 host (16 cores, "
+                  "Kimi K3 MXFP4 experts of 17.5 MB, 2 layers, --vram 14, decode): gpu 170 tokens/s, cpu 71, auto "
+                  "at 16 rows 90 (the host took 0.62 ms per 1-row expert, the copy 0.43 ms at 54.5 GB/s), so there "
+                  "auto chooses gpu; a host with more cores and memory channels can choose otherwise. Which side "
+                  "computes an expert depends on the expert and the pass, never on timing, once loaded")
       ->capture_default_str()
       ->group(group);
   cmd->add_option("--host-expert-rows", r.host_expert_rows,
                   "GPU, --experts-on auto: experts outside VRAM with fewer rows than this in a pass are computed on "
-                  "the host (keep it above --draft-max + 1 so speculation computes each expert where plain decoding "
-                  "does)")
+                  "the host. 0 (default): measured at load, so two runs may choose differently; give a number to "
+                  "fix the placement across runs (keep it above --draft-max + 1 so speculation computes each expert "
+                  "where plain decoding does)")
       ->capture_default_str()
       ->group(group);
 }
@@ -77,6 +94,7 @@ void add_memory_options(CLI::App* cmd, MemoryRequest& r) {
   const std::string& group = kGroup;
   add_plan_options(cmd, r);
   r.on_plan = print_notice;
+  r.on_placement = print_placement;
   cmd->add_option("--policy", r.policy, "Expert cache policy: lru, lfu or heat (use counts kept across runs)")
       ->capture_default_str()
       ->group(group);

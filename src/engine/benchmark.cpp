@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -404,6 +405,8 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   auto overridden = std::make_unique<RoutingOverride>(*model, r);
   if (!overridden->label().empty()) tick.say("bench: " + overridden->label(), true);
   const MemoryPlan plan = model->plan();
+  const std::optional<ExpertPlacement> placed =
+      model->expert_placement() ? std::optional<ExpertPlacement>(*model->expert_placement()) : std::nullopt;
   const std::vector<int32_t> prompt = make_prompt(r, model->info().vocab);
   auto session = std::make_unique<Session>(model->session());
   Session& s = *session;
@@ -565,14 +568,11 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"prefill_tokens_per_second", prefill > 0 ? double(prompt.size()) / prefill : 0},
       {"device_bytes_copied_per_token", mean(dbytes)},
       {"device_copy_fraction", decode_total > 0 ? copy_total / decode_total : 0},
-      // Beside a GPU: per decoded token, expert calls (an expert over its rows) on each side, and the
-      // host's seconds in its calls (overlapping the GPU's); zeros on the CPU and with --experts-on gpu.
-      {"expert_placement",
-       {{"experts_on", plan.device.cuda() ? r.mem.experts_on : "cpu"},
-        {"cpu", double(host_calls) / n},
-        {"gpu", double(device_calls) / n},
-        {"cpu_seconds_per_token", host_expert_s / n},
-        {"pcie_bytes_per_token", mean(dbytes)}}},
+      // Beside a GPU: the engine's choice (engine/expert_placement.h: asked, what it runs as, auto's row
+      // bound and what it measured), then per decoded token, expert calls (an expert over its rows) on
+      // each side, and the host's seconds in its calls (overlapping the GPU's); zeros on the CPU and
+      // when every expert is on the GPU.
+      {"expert_placement", placed ? placed->to_json() : nlohmann::json{{"experts_on", "cpu"}}},
       {"prefetch_recall", recall},
       {"prefetch_issued", st.prefetch_issued},
       {"prefetch_wasted_bytes", st.prefetch_wasted_bytes},
@@ -583,6 +583,11 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"drives", drives},
       {"per_token", per_token},
   };
+  nlohmann::json& per_side = res.json["expert_placement"];
+  per_side["cpu"] = double(host_calls) / n;
+  per_side["gpu"] = double(device_calls) / n;
+  per_side["cpu_seconds_per_token"] = host_expert_s / n;
+  per_side["pcie_bytes_per_token"] = mean(dbytes);
   const std::string device = plan.device.name();
   const bool cuda = plan.device.cuda();
   const uint64_t budget = plan.budget;
@@ -637,11 +642,13 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
                                       device, res.json["tokens_per_second"].get<double>(),
                                       res.json["prefill_tokens_per_second"].get<double>(), human_bytes(mean(dbytes)),
                                       100 * res.json["device_copy_fraction"].get<double>()) +
-                                      (r.mem.experts_on == "gpu" ? std::string("; every expert computed on the GPU (--experts-on gpu)") :
-                                      fmt::format("; experts computed per token: {:.1f} on the host ({:.2f} ms of "
-                                                  "host time), {:.1f} on the GPU (--experts-on {})",
-                                                  double(host_calls) / n, 1e3 * host_expert_s / n,
-                                                  double(device_calls) / n, r.mem.experts_on)));
+                                      (!placed || placed->runs == ExpertsOn::Gpu
+                                           ? fmt::format("; every expert computed on the GPU (--experts-on {}{})",
+                                                         r.mem.experts_on, r.mem.experts_on == "gpu" ? "" : ": gpu chosen")
+                                           : fmt::format("; experts computed per token: {:.1f} on the host ({:.2f} ms of "
+                                                         "host time), {:.1f} on the GPU (--experts-on {})",
+                                                         double(host_calls) / n, 1e3 * host_expert_s / n,
+                                                         double(device_calls) / n, r.mem.experts_on)));
   return res;
 }
 

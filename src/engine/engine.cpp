@@ -111,6 +111,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& dir, const MemoryRequest
   e->plan_ = e->plan_for(r);
   if (r.on_plan) r.on_plan(e->plan_);
   e->install(load_options(e->plan_, r, dir));
+  if (r.on_placement && e->placement_) r.on_placement(*e->placement_);
   e->agree_between_ranks();
   return e;
 }
@@ -168,25 +169,39 @@ void Engine::install(const LoadOptions& opts) {
   tiers.streaming = opts.streaming;
   tiers.manifest_checksums = opts.use_prepared_spine;
   tiers.remote = is_stream_dir(dir_);  // `sluice pull --stream`: streamed, fetched on first use
+  placement_.reset();
   if (opts.device.cuda()) {
     tiers.vram_bytes = plan_vram(opts);
+    // After plan_vram read the free device memory: the measurement's copy leaves its buffer in the
+    // stream-ordered pool (for activations), which would count as taken and shrink the VRAM cache.
+    placement_ = place_experts_here(opts);
     // Every expert on the host: VRAM holds the spine only.
-    if (opts.experts_on == ExpertsOn::Cpu) tiers.vram_bytes = plan_.vram_expert_cache = 0;
-    tiers.vram_fixed = opts.experts_on == ExpertsOn::Auto;
+    if (placement_->runs == ExpertsOn::Cpu) tiers.vram_bytes = plan_.vram_expert_cache = 0;
+    tiers.vram_fixed = placement_->vram_fixed();
   }
   ExpertTiers built = make_expert_source(tiers, {dir_, d.checkpoint(), *index_, d.experts(), *backend_});
   streaming_ = built.streaming;
   d.set_expert_source(std::move(built.source));
-  d.expert_slot()->host.reset();
-  if (opts.device.cuda() && opts.experts_on != ExpertsOn::Gpu) {
-    auto host = std::make_shared<HostExperts>();
-    host->backend = &cpu_backend();
-    if (opts.experts_on == ExpertsOn::Auto) host->max_rows = opts.host_expert_rows;
-    d.expert_slot()->host = std::move(host);
-  }
+  d.expert_slot()->host = placement_ ? placement_->host_experts(cpu_backend()) : nullptr;
   d.set_prefetch(opts.prefetch);
   if (opts.stream_experts || opts.spine_budget > 0)
     stream_spine(opts.spine_budget > 0 ? opts.spine_budget : std::numeric_limits<uint64_t>::max());
+}
+
+// Auto without --host-expert-rows times this model's first routed expert (of this rank's share)
+// on the host before choosing; otherwise the options alone decide.
+ExpertPlacement Engine::place_experts_here(const LoadOptions& opts) const {
+  if (opts.experts_on != ExpertsOn::Auto || opts.host_expert_rows > 0)
+    return place_experts(opts.experts_on, opts.host_expert_rows, nullptr);
+  const ExpertTable& table = decoder_->experts();
+  const ExpertShards& shards = decoder_->expert_slot()->shards;
+  for (int32_t l = 0; l < table.layers(); ++l)
+    for (int32_t e = 0; e < table.experts(l); ++e)
+      if (shards.owns(l, e) && !table.at(l, e).gate.empty()) {
+        const HostExpertMeasurement m = measure_host_expert(table.at(l, e), *backend_, kHostExpertMargin);
+        return place_experts(ExpertsOn::Auto, 0, &m);
+      }
+  return place_experts(ExpertsOn::Auto, 0, nullptr);  // no routed expert: nothing to place
 }
 
 // On a GPU, routed experts are kept in what VRAM the spine and state leave,

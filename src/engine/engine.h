@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "compute/backend.h"
 #include "compute/expert_source.h"
+#include "engine/expert_placement.h"
 #include "engine/memory_plan.h"
 #include "experts/streaming_experts.h"
 #include "format/checkpoint.h"
@@ -41,13 +43,13 @@ struct LoadOptions {
   // kept in what the spine and state leave (plan_vram_expert_cache).
   uint64_t vram_budget = 0;
   bool vram_experts = true;  // GPU: keep routed experts in a VRAM cache (else copy them in for each use)
-  // GPU: which side computes the routed experts (memory_plan.h ExpertsOn; compute/host_experts.h).
+  // GPU: which side computes the routed experts (memory_plan.h ExpertsOn; engine/expert_placement.h).
   ExpertsOn experts_on = ExpertsOn::Gpu;
   // GPU, Auto: an expert outside the fixed VRAM set with fewer rows than this in a pass is computed on
-  // the host; with more, copying it in wins (prefill chunks). The default is above a speculative verify
-  // pass's rows per expert (--draft-max 8: at most 9), so drafts and plain decoding compute each expert
-  // on the same side and give the same bits.
-  int64_t host_expert_rows = kDefaultHostExpertRows;
+  // the host; with more, copying it in wins (prefill chunks). 0: measured at load (expert_placement.h).
+  // Above a speculative verify pass's rows per expert (--draft-max 8: at most 9), drafts and plain
+  // decoding compute each expert on the same side and give the same bits.
+  int64_t host_expert_rows = 0;
 };
 
 class Engine : public Model {
@@ -118,8 +120,10 @@ class Engine : public Model {
   void set_layer_observer(std::function<void(int64_t layer)> f) const;
   // Sees every MoE layer's request for the distinct experts of a pass (empty function: none).
   void set_request_observer(std::function<void(int32_t layer, const int32_t* experts, int64_t n)> f) const;
+  // Beside a GPU, which side computes the routed experts, as decided at load (null on the CPU).
+  const ExpertPlacement* expert_placement() const { return placement_ ? &*placement_ : nullptr; }
   // Beside a GPU, the experts the host computes (compute/host_experts.h; null: none). install() sets it
-  // from LoadOptions::experts_on; tests give their own.
+  // from expert_placement(); tests give their own.
   void set_host_experts(std::shared_ptr<HostExperts> host) const;
   // Benchmark only (engine/benchmark.cpp): replaces every MoE layer's routed expert ids
   // (compute/expert_source.h, ExpertSourceSlot::override_routes; empty function: the model's own).
@@ -138,12 +142,14 @@ class Engine : public Model {
   Engine(std::string dir, Config config, bool use_prepared_spine, Device device);
   void install(const LoadOptions& opts);
   uint64_t plan_vram(const LoadOptions& opts);
+  ExpertPlacement place_experts_here(const LoadOptions& opts) const;
   std::string dir_;
   Config config_;
   LoadOptions opts_;
   MemoryPlan plan_;
   Backend* backend_ = nullptr;
   uint64_t device_spine_bytes_ = 0;  // weights this model placed in device memory
+  std::optional<ExpertPlacement> placement_;  // GPU only
   std::unique_ptr<Decoder> decoder_;
   std::unique_ptr<ExpertIndex> index_;
   std::unique_ptr<SpineLayout> spine_layout_;

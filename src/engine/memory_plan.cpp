@@ -91,7 +91,8 @@ void check_memory_request(const MemoryRequest& r) {
   if (r.threads < 0) fail("--threads must be >= 1 (or 0: one per hardware thread), got {}", r.threads);
   parse_device(r.device);
   parse_experts_on(r.experts_on);
-  if (r.host_expert_rows < 1) fail("--host-expert-rows must be >= 1, got {}", r.host_expert_rows);
+  if (r.host_expert_rows < 0)
+    fail("--host-expert-rows must be >= 1 (or 0: measured at load), got {}", r.host_expert_rows);
 }
 
 MemoryPlan plan_memory(uint64_t budget, const ModelFootprint& f, Device device, BudgetSource source) {

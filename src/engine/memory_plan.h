@@ -19,6 +19,7 @@ namespace sluice {
 
 struct LoadOptions;
 struct MemoryPlan;
+struct ExpertPlacement;
 
 enum class DeviceKind { Cpu, Cuda };
 struct Device {
@@ -31,14 +32,14 @@ struct Device {
 // have one, else the CPU); errors name the value.
 Device parse_device(const std::string& s);
 
-// Beside a GPU, which side computes the routed experts (compute/host_experts.h):
+// Beside a GPU, which side computes the routed experts (compute/host_experts.h,
+// engine/expert_placement.h):
 // Gpu: every expert, copied into the VRAM expert cache (least recently used);
 // Cpu: every expert on the host, from host memory (VRAM holds the spine);
 // Auto: a fixed set in VRAM computed there, the others on the host for passes that
-// give them fewer than LoadOptions::host_expert_rows rows, copied in otherwise.
+// give them fewer than LoadOptions::host_expert_rows rows (given, or measured at
+// load), copied in otherwise; exactly Gpu when the host is never faster.
 enum class ExpertsOn { Gpu, Cpu, Auto };
-// Auto's default row bound (LoadOptions::host_expert_rows says why 16).
-inline constexpr int64_t kDefaultHostExpertRows = 16;
 // "gpu", "cpu" or "auto"; errors name the value.
 ExpertsOn parse_experts_on(const std::string& s);
 
@@ -61,8 +62,8 @@ struct MemoryRequest {
   int64_t threads = 0;         // worker threads (0: one per hardware thread)
   std::string device = "auto";
   double vram_gib = 0;         // GPU: bytes of device memory sluice may use in GiB; 0: free memory minus a margin
-  std::string experts_on = "gpu";   // GPU: gpu | cpu | auto (ExpertsOn); auto becomes the default once run on a GPU
-  int64_t host_expert_rows = kDefaultHostExpertRows;  // GPU, auto: LoadOptions::host_expert_rows
+  std::string experts_on = "auto";  // GPU: gpu | cpu | auto (ExpertsOn)
+  int64_t host_expert_rows = 0;     // GPU, auto: LoadOptions::host_expert_rows (0: measured at load)
   // Positions the per-sequence state is planned for (0: 4096, at most the
   // model's context); commands that know their length (run, generate, bench) set it.
   int64_t context_tokens = 0;
@@ -74,6 +75,9 @@ struct MemoryRequest {
   // Called with the plan once it is made, before any weight is read (the CLI
   // prints MemoryPlan::notice() there, so it is the first line of output).
   std::function<void(const MemoryPlan&)> on_plan;
+  // Called on a GPU with the engine's choice of where routed experts are computed, once it is
+  // made (the CLI prints ExpertPlacement::describe()).
+  std::function<void(const ExpertPlacement&)> on_placement;
 };
 // Throws naming the option when a value is out of range.
 void check_memory_request(const MemoryRequest& r);

@@ -18,6 +18,7 @@
 #include "compute/cuda/cuda_backend.h"
 #include "compute/cuda/cuda_kernels.h"
 #include "compute/devices.h"
+#include "compute/host_experts.h"
 #include "engine/engine.h"
 #include "experts/vram_tier.h"
 #include "kernels/matmul.h"
@@ -1025,6 +1026,7 @@ TEST_P(CudaGolden, HostComputedExpertsWithinFiveTimesTheCpuError) {
     const char* what = where == ExpertsOn::Cpu ? "cpu" : "auto";
     LoadOptions o = on_gpu();
     o.experts_on = where;
+    o.host_expert_rows = 16;  // given, not measured: auto splits whatever this machine measures
     o.vram_budget = budget;
     auto g = load_model(model_dir(name), o);
     auto lg = logits(*g, ids, K);
@@ -1043,6 +1045,37 @@ TEST_P(CudaGolden, HostComputedExpertsWithinFiveTimesTheCpuError) {
     }
     auto again = load_model(model_dir(name), o);
     EXPECT_EQ(logits(*again, ids, K), lg) << what << ": a second run";
+  }
+}
+
+// --experts-on auto without --host-expert-rows measures at load and installs what it chose: the row
+// bound of compute/host_experts.h from the measurement, or exactly gpu's plan (the evicting VRAM cache,
+// no host policy) when the host is never faster.
+TEST(CudaExpertPlacement, AutoMeasuresAtLoadAndInstallsItsChoice) {
+  LoadOptions o = on_gpu();
+  o.experts_on = ExpertsOn::Auto;
+  auto m = load_model(model_dir("deepseek_v3_tiny_int4"), o);
+  const ExpertPlacement* p = m->expert_placement();
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(p->measured.has_value());
+  const HostExpertMeasurement& x = *p->measured;
+  std::printf("%s\n", p->describe().c_str());
+  EXPECT_GT(x.copy_gbps, 0);
+  // From 1 row up to the count that decided (all five when the host wins at each).
+  ASSERT_GE(x.host_seconds.size(), 1u);
+  ASSERT_LE(x.host_seconds.size(), 5u);
+  for (size_t i = 0; i < x.host_seconds.size(); ++i) {
+    EXPECT_EQ(x.host_seconds[i].first, int64_t(1) << i);
+    EXPECT_GT(x.host_seconds[i].second, 0);
+  }
+  EXPECT_LT(x.seconds, 1.0);  // short enough to run at every load
+  const int64_t bound = host_expert_max_rows(x.host_seconds, x.bytes, x.copy_gbps, kHostExpertMargin);
+  if (bound <= 1) {
+    EXPECT_EQ(p->runs, ExpertsOn::Gpu);
+    EXPECT_EQ(p->host_experts(cpu_backend()), nullptr);
+  } else {
+    EXPECT_EQ(p->runs, ExpertsOn::Auto);
+    EXPECT_EQ(p->host_max_rows, bound);
   }
 }
 

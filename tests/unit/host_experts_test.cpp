@@ -6,7 +6,10 @@
 // put back in the wrong place, a missed expert or a sum in another order shows.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "compute/cpu/cpu_backend.h"
 #include "compute/host_experts.h"
@@ -95,14 +98,48 @@ TEST(HostExperts, OnHostWhenFewRowsAndNotOnTheDevice) {
   EXPECT_TRUE(h.on_host(even, 2, 7, 1));
 }
 
-TEST(HostExperts, CopyWinsFromTheFirstRowCountTheHostIsSlower) {
-  const std::vector<std::pair<int64_t, double>> host = {{1, 0.01}, {4, 0.05}, {16, 0.2}};
-  const uint64_t bytes = 1'000'000'000;  // 1 GB: 0.02 s at 50 GB/s
-  EXPECT_EQ(rows_where_copy_wins(host, bytes, 50), 4);
-  EXPECT_EQ(rows_where_copy_wins(host, bytes, 200), 1);   // 0.005 s: even one row is slower on the host
-  EXPECT_EQ(rows_where_copy_wins(host, bytes, 10), 16);   // 0.1 s
-  EXPECT_EQ(rows_where_copy_wins(host, bytes, 1), 0);     // 1 s: the host is faster at every count
-  EXPECT_EQ(rows_where_copy_wins(host, bytes, 0), 0);     // no copy rate (no GPU)
+// compute/host_experts.h host_expert_max_rows: 1 GB copied at 50 GB/s takes 0.02 s.
+const std::vector<std::pair<int64_t, double>> kHost = {{1, 0.01}, {2, 0.015}, {4, 0.05}, {8, 0.09}, {16, 0.2}};
+constexpr uint64_t kGB = 1'000'000'000;
+
+TEST(HostExperts, MaxRowsIsTheFirstMeasuredCountTheCopyWins) {
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, 50, 1.0), 4);   // 0.05 s > 0.02 s from 4 rows
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, 10, 1.0), 16);  // copy 0.1 s
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, 2 * 10, 1.0), 8);  // copy 0.05 s: 0.05 at 4 rows is not slower
+}
+
+TEST(HostExperts, MaxRowsFasterAtOneRowOnly) {
+  // Copy 0.0125 s: the host's 0.01 s at 1 row wins, its 0.015 s at 2 rows loses: one row on the host.
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, 80, 1.0), 2);
+}
+
+TEST(HostExperts, MaxRowsHostNeverFaster) {
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, 200, 1.0), 1);  // copy 0.005 s
+  // The margin turns a host that is faster alone into one that is not: 0.01 x 1.5 > 0.0125.
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, 80, 1.5), 1);
+}
+
+TEST(HostExperts, MaxRowsHostAlwaysFasterStopsPastTheLastCount) {
+  // Faster at every count measured: one past the last (nothing is known beyond 16 rows).
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, 1, 1.0), 17);
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, 1, 1.5), 17);
+}
+
+TEST(HostExperts, MaxRowsUnusableInputsPutNothingOnTheHost) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, 0, 1.0), 1);    // no copy rate (no GPU, pinning failed)
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, -5, 1.0), 1);
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, nan, 1.0), 1);
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, inf, 1.0), 1);
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, 1, nan), 1);    // margin
+  EXPECT_EQ(host_expert_max_rows(kHost, kGB, 1, 0), 1);
+  EXPECT_EQ(host_expert_max_rows(kHost, 0, 1, 1.0), 1);      // no bytes
+  EXPECT_EQ(host_expert_max_rows({}, kGB, 1, 1.0), 1);       // nothing timed
+  EXPECT_EQ(host_expert_max_rows({{2, 0.01}, {4, 0.02}}, kGB, 1, 1.0), 1);  // one row not timed
+  // A time that is not a positive number: the copy wins from that count.
+  EXPECT_EQ(host_expert_max_rows({{1, 0.01}, {2, nan}, {4, 0.02}}, kGB, 1, 1.0), 2);
+  EXPECT_EQ(host_expert_max_rows({{1, 0.0}, {2, 0.01}}, kGB, 1, 1.0), 1);
+  EXPECT_EQ(host_expert_max_rows({{1, inf}, {2, 0.01}}, kGB, 1, 1.0), 1);
 }
 
 }  // namespace
