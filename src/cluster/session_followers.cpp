@@ -32,6 +32,11 @@ class MirroredSessions : public SessionMirror {
     std::string bytes = encode_session_op(op);
     cluster_.broadcast(bytes);
   }
+  void failed(const std::exception& e) override {
+    if (!cluster_.exchange() || !cluster_.exchange()->lost().empty()) return;  // lost: said by every request
+    cluster_.abort(fmt::format("a pass the other ranks also run failed on rank 0, leaving them out of step: {}", e.what()),
+                   1);
+  }
 
  private:
   Cluster& cluster_;

@@ -24,6 +24,18 @@ std::mutex g_mirror_mutex;  // session_mirror()
 SessionMirror* g_mirror = nullptr;
 }  // namespace
 
+// Runs a pass already sent to the followers: a failure here leaves them out of step (SessionMirror::failed).
+template <class F>
+void sent_pass(SessionMirror* mirror, F&& pass) {
+  if (!mirror) return pass();
+  try {
+    pass();
+  } catch (const std::exception& e) {
+    mirror->failed(e);
+    throw;
+  }
+}
+
 SessionMirror* session_mirror() {
   std::lock_guard lock(g_mirror_mutex);
   return g_mirror;
@@ -112,7 +124,7 @@ const std::vector<float>& Session::feed(const std::vector<int32_t>& tokens, cons
         SessionOp op = SessionOp::on(SessionOp::Feed, id_, n, chunk_);
         op.tokens = {std::vector<int32_t>(tokens.begin() + b, tokens.begin() + b + n)};
         mirror_->send(op);
-        pass(tokens.data() + b, n, out, {});
+        sent_pass(mirror_, [&] { pass(tokens.data() + b, n, out, {}); });
       } else {
         pass(tokens.data() + b, n, out, stop);
       }
@@ -152,7 +164,9 @@ std::vector<float> Session::feed_all(const std::vector<int32_t>& tokens, Forward
   for (int64_t b = 0; b < T; b += step) {
     ForwardTrace part;
     const int64_t n = std::min(step, T - b);
-    model_.forward(*state_, tokens.data() + b, n, all.data() + b * V, true, trace ? &part : nullptr);
+    sent_pass(mirror_, [&] {
+      model_.forward(*state_, tokens.data() + b, n, all.data() + b * V, true, trace ? &part : nullptr);
+    });
     if (trace) {
       trace->hidden.resize(part.hidden.size());
       for (size_t l = 0; l < part.hidden.size(); ++l)
@@ -190,7 +204,7 @@ void Session::feed_together(std::span<Session* const> sessions, std::span<const 
     }
     m->send(op);
   }
-  model.forward_batch(feeds);
+  sent_pass(sessions[0]->mirror_, [&] { model.forward_batch(feeds); });
   for (size_t i = 0; i < sessions.size(); ++i)
     sessions[i]->tokens_.insert(sessions[i]->tokens_.end(), tokens[i].begin(), tokens[i].end());
 }
@@ -223,7 +237,7 @@ void Session::rollback(int64_t keep) {
     state_->rollback(0);
     tokens_.resize(at);
     checkpoint_tokens_.pop_back();
-    feed_chunks(again);
+    sent_pass(mirror_, [&] { feed_chunks(again); });
     return;
   }
   state_->rollback(keep);

@@ -11,6 +11,7 @@
 // of this.
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -55,6 +56,10 @@ class SessionMirror {
   virtual int32_t model_index(const Model& model) const = 0;
   // Sends `op` to the ranks that follow (throws sluice::Error when they are lost).
   virtual void send(const SessionOp& op) = 0;
+  // A pass sent to the followers failed here (not a refusal: those come
+  // before send): their copies may hold what this one does not, or they may
+  // be waiting in the pass's exchange. Ends the job unless the ranks are lost already.
+  virtual void failed(const std::exception& e) = 0;
 };
 
 // The process's mirror: null unless rank 0 of an mpirun job serves or chats. Not owned.

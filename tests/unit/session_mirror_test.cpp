@@ -26,6 +26,7 @@ class LoopbackMirror : public SessionMirror {
   ~LoopbackMirror() override { set_session_mirror(nullptr); }
   std::unique_lock<std::recursive_mutex> hold() override { return std::unique_lock(mutex_); }
   int32_t model_index(const Model& m) const override { return &m == &model_ ? 0 : -1; }
+  void failed(const std::exception& e) override { ADD_FAILURE() << "a sent pass failed: " << e.what(); }
   void send(const SessionOp& op) override {
     ++sent[op.kind];
     DecodedSessionOp d;
