@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <random>
 #include <cstdio>
 #include <sstream>
 
@@ -86,11 +87,14 @@ std::unique_ptr<RankWatch> RankWatch::listen(std::vector<std::string> hosts) {
       ::listen(w->listen_fd_, 64) != 0 || getsockname(w->listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0)
     fail("rank 0 could not listen for the other ranks' watch connections: {}", std::strerror(errno));
   w->port_ = ntohs(sa.sin_port);
+  // Sent to the ranks through MPI with the address: a connection that cannot say it is not one of them.
+  std::random_device rd;
+  w->nonce_ = (uint64_t(rd()) << 32) ^ rd();
   return w;
 }
 
 std::string RankWatch::address() const {
-  std::string s = std::to_string(port_);
+  std::string s = fmt::format("{} {}", port_, nonce_);
   for (const std::string& a : own_addresses()) s += " " + a;
   return s;
 }
@@ -106,17 +110,20 @@ void RankWatch::accept_ranks(double seconds) {
     if (fd < 0) continue;
     timeval tv{5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    int32_t rank = -1;
-    if (recv(fd, &rank, sizeof(rank), MSG_WAITALL) != ssize_t(sizeof(rank)) || rank <= 0 ||
-        size_t(rank) >= hosts_.size() || seen[size_t(rank)]) {
+    struct {
+      int64_t rank = -1;  // no padding: every byte sent is set
+      uint64_t nonce = 0;
+    } hello;
+    if (recv(fd, &hello, sizeof(hello), MSG_WAITALL) != ssize_t(sizeof(hello)) || hello.nonce != nonce_ ||
+        hello.rank <= 0 || size_t(hello.rank) >= hosts_.size() || seen[size_t(hello.rank)]) {
       close(fd);
       continue;
     }
     tv = {0, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     keep_alive(fd);
-    seen[size_t(rank)] = true;
-    peers_.push_back({fd, rank});
+    seen[size_t(hello.rank)] = true;
+    peers_.push_back({fd, int(hello.rank)});
   }
   close(listen_fd_);
   listen_fd_ = -1;
@@ -132,14 +139,20 @@ std::unique_ptr<RankWatch> RankWatch::connect(const std::string& address, int ra
                                               std::function<void(const std::string&)> on_lost) {
   std::istringstream in(address);
   int port = 0;
-  in >> port;
+  uint64_t nonce = 0;
+  in >> port >> nonce;
   std::unique_ptr<RankWatch> w(new RankWatch());
   w->on_lost_ = std::move(on_lost);
   for (std::string a; in >> a;) {
     const int fd = connect_within(a, port, 2000);
     if (fd < 0) continue;
-    const int32_t r = rank;
-    if (send(fd, &r, sizeof(r), MSG_NOSIGNAL) != ssize_t(sizeof(r))) {
+    struct {
+      int64_t rank = -1;  // no padding: every byte sent is set
+      uint64_t nonce = 0;
+    } hello;
+    hello.rank = rank;
+    hello.nonce = nonce;
+    if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != ssize_t(sizeof(hello))) {
       close(fd);
       continue;
     }

@@ -9,6 +9,7 @@
 // them); a rank whose connection to rank 0 closes ends itself.
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,7 @@ class RankWatch {
 
   int listen_fd_ = -1;
   int port_ = 0;
+  uint64_t nonce_ = 0;  // rank 0: what a rank's connection must say
   std::function<void(const std::string&)> on_lost_;  // the other ranks
   std::vector<std::string> hosts_;  // rank 0: every rank's host
   std::vector<std::pair<int, int>> peers_;  // (fd, rank)
