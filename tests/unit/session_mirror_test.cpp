@@ -144,6 +144,22 @@ TEST_P(SessionMirrorTest, CancelledPrefillBatchesAndSpeculation) {
   }
 }
 
+// A long feed goes in spans, layer by layer (Model::forward_span): the replica
+// feeds each span as one too, and a rollback that feeds again does it alike.
+TEST_P(SessionMirrorTest, SpansAreFedAsSpans) {
+  LoopbackMirror m(*model);
+  Session s(*model);
+  s.set_prefill_chunk(4);
+  s.set_prefill_span(12);
+  s.feed(seq(30, 7, V()));  // spans of 12, 12 and 6 tokens
+  EXPECT_EQ(m.sent[SessionOp::Feed], 3);
+  expect_mirrored(m, s);
+  s.checkpoint(false);  // no records: keeping part feeds it again
+  s.feed(seq(20, 8, V()));
+  s.rollback(15);
+  expect_mirrored(m, s);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, SessionMirrorTest, ::testing::Values("qwen3_moe_tiny", "kimi_linear_tiny"));
 
 TEST(SessionOpWire, RoundTripsAndRefusesGarbage) {
