@@ -172,7 +172,9 @@ def main():
     global MODEL
     MODEL = os.path.basename(os.path.normpath(model))
     ranks = int(sys.argv[4]) if len(sys.argv) > 4 else 3
-    args = ["serve", "--model", model, "--host", "127.0.0.1", "--port", "0", "--parallel", "2", "--cache-slots", "2"]
+    # Small chunks and spans: prompts go in several pieces, spans layer by layer, each sent to the followers.
+    args = ["serve", "--model", model, "--host", "127.0.0.1", "--port", "0", "--parallel", "2", "--cache-slots", "2",
+            "--prefill-chunk", "8", "--prefill-span", "16"]
     t0 = time.time()
     alone = Server([sluice] + args, dict(os.environ))
     try:
