@@ -117,6 +117,7 @@ TEST_P(SessionMirrorTest, CancelledPrefillBatchesAndSpeculation) {
   LoopbackMirror m(*model);
   Session a(*model), b(*model);
   a.set_prefill_chunk(4);
+  a.set_prefill_span(0);  // chunk by chunk: a piece per chunk
   // Cancelled before its third chunk: both hold the two chunks fed.
   int polls = 0;
   EXPECT_THROW(a.feed(seq(16, 2, V()), [&] { return ++polls > 2; }), Cancelled);
