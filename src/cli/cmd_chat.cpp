@@ -14,6 +14,7 @@
 #include "chat/generator.h"
 #include "cli/commands.h"
 #include "cluster/cluster.h"
+#include "cluster/session_followers.h"
 #include "cli/memory_options.h"
 #include "cli/text_generation.h"
 #include "engine/engine.h"
@@ -43,7 +44,12 @@ void add_chat_command(CLI::App& app, Action& action) {
   add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
-      refuse_several_ranks("chat");  // its input reaches rank 0 alone
+      // Under mpirun rank 0 reads and prints; the other ranks follow its sessions (cluster/session_followers.h).
+      Cluster* cluster = process_cluster();
+      const bool several = cluster && cluster->ranks() > 1;
+      if (several && !o->gen.draft.model_dir.empty())
+        fail("--draft-model does not run across the ranks of an mpirun job yet (its sessions are not mirrored); "
+             "use --draft ngram or suffix, or start it without mpirun");
       check_generation_options(o->gen);
       apply_memory_options(o->mem);
       const std::string dir = model_or_default(o->model);
@@ -51,6 +57,12 @@ void add_chat_command(CLI::App& app, Action& action) {
       print_plan(o->gen, *model);
       make_drafter(o->gen, *model);
       auto codec = chat::make_chat_codec(dir, model->info().vocab);
+      // The other ranks have done what rank 0 did so far (and failed where it failed).
+      if (several && cluster->rank() > 0) {
+        follow_sessions(*cluster, {model.get()});
+        return 0;
+      }
+      const auto mirror = several ? mirror_sessions(*cluster, {model.get()}) : nullptr;
       chat::GenerationCounters counters;  // nothing reads them on the terminal
       SpeculationOptions spec;
       spec.max_draft = o->gen.draft_max;

@@ -1,12 +1,15 @@
 // sluice serve: the OpenAI-compatible HTTP server.
-#include <limits>
+#include <unistd.h>
+
 #include <cstdio>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "chat/chat_codec.h"
 #include "cli/commands.h"
 #include "cluster/cluster.h"
+#include "cluster/session_followers.h"
 #include "cli/memory_options.h"
 #include "cli/text_generation.h"
 #include "engine/drafter.h"
@@ -158,7 +161,12 @@ void add_serve_command(CLI::App& app, Action& action) {
   add_memory_options(cmd, o->mem);
   cmd->callback([o, &action] {
     action = [o] {
-      refuse_several_ranks("serve", " (expert parallelism covers generate, run, logits, eval and bench)");
+      // Under mpirun rank 0 serves and the other ranks follow its sessions (cluster/session_followers.h).
+      Cluster* cluster = process_cluster();
+      const bool several = cluster && cluster->ranks() > 1;
+      if (several && !o->draft.model_dir.empty())
+        fail("--draft-model does not run across the ranks of an mpirun job yet (its sessions are not mirrored); "
+             "use --draft ngram or suffix, or start it without mpirun");
       check_draft_choice(o->draft);
       o->draft.speculate = o->speculate;
       o->s.speculation.adaptive = !o->no_draft_gate;
@@ -215,10 +223,19 @@ void add_serve_command(CLI::App& app, Action& action) {
                         {"memory_plan_text", plan.describe()},
                         {"memory_notice", plan.notice()}};
       o->s.sampling_defaults = server::sampling_defaults(o->model);
+      // The other ranks have done what rank 0 did so far (and failed where it failed).
+      if (several && cluster->rank() > 0) {
+        follow_sessions(*cluster, {model.get()});
+        return 0;
+      }
+      const auto mirror = several ? mirror_sessions(*cluster, {model.get()}) : nullptr;
       server::HttpServer srv(*model, *codec, o->s);
       const int port = srv.bind();
       std::fprintf(stderr, "sluice: serving '%s' (%s) on http://%s:%d (chat page at /)\n", o->s.model_name.c_str(),
                    codec->describe().c_str(), o->s.host.c_str(), port);
+      if (several)  // mpirun's own SIGTERM (or Ctrl-C) kills every rank at once, mid-reply
+        std::fprintf(stderr, "sluice: rank 0 of %d serves as pid %d; SIGTERM to it finishes the running requests and "
+                     "stops every rank\n", cluster->ranks(), int(getpid()));
       std::fflush(stderr);
       stop_signals.serve(srv);
       std::fprintf(stderr, "sluice: stopped\n");

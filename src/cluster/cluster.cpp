@@ -1,9 +1,11 @@
 #include "cluster/cluster.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdio>
@@ -14,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "cluster/rank_watch.h"
 #include "kernels/isa.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -48,6 +51,9 @@ class SingleProcess : public Cluster {
   std::string host() const override { return hostname(); }
   ExpertExchange* exchange() override { return nullptr; }
   std::vector<std::string> gather(const std::string& text) override { return {text}; }
+  void broadcast(std::string&) override {}
+  void watch_ranks() override {}
+  void unwatch() override {}
   [[noreturn]] void abort(const std::string& message, int code) override {
     std::fprintf(stderr, "sluice: error: %s\n", message.c_str());
     std::exit(code);
@@ -66,8 +72,17 @@ class MpiCluster : public Cluster, public ExpertExchange {
  public:
   MpiCluster(int& argc, char**& argv) {
     int provided = 0;
+    // MPI's own threads (OpenMPI's progress and PMIx threads) start here: with SIGINT and SIGTERM blocked
+    // in them, such a signal reaches this thread (or the server's signal thread, server/stop_signals.h)
+    // instead of ending the process from one of theirs.
+    sigset_t stop, before;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &before);
     // Serialized: whichever thread runs the forward pass (the server's batch thread) calls MPI, one at a time.
     MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
     MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
     // A failed collective (a lost rank) comes back as an error code, said as a sluice error.
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -106,9 +121,14 @@ class MpiCluster : public Cluster, public ExpertExchange {
       say(fmt::format("sluice: rank {} of {} ({}): {} exchanges, computed {} of {} expert rows, sent {} bytes, "
                       "received {} bytes\n",
                       rank_, size_, host_, exchanges_, rows_computed_, rows_total_, bytes_sent_, bytes_received_));
-    for (auto& [w, t] : row_types_) MPI_Type_free(&t);
-    MPI_Comm_free(&comm_);
-    MPI_Finalize();
+    const bool lost = watch_ && watch_->is_lost();
+    watch_.reset();
+    // After a lost rank the others' collectives are still pending: finalizing would wait for them forever.
+    if (!lost) {
+      for (auto& [w, t] : row_types_) MPI_Type_free(&t);
+      MPI_Comm_free(&comm_);
+      MPI_Finalize();
+    }
     if (err_fd_ >= 0) close(err_fd_);
     set_expert_exchange(nullptr);
     g_cluster = nullptr;
@@ -137,6 +157,38 @@ class MpiCluster : public Cluster, public ExpertExchange {
     return out;
   }
 
+  void broadcast(std::string& bytes) override {
+    check_not_lost();
+    uint64_t n = bytes.size();
+    wait(ibcast(&n, 1, MPI_UINT64_T), "a command");
+    if (rank_ != 0) bytes.resize(size_t(n));
+    // In pieces: one MPI message counts at most INT_MAX elements (a state image may be larger).
+    for (uint64_t at = 0; at < n; at += kPiece)
+      wait(ibcast(bytes.data() + at, int(std::min<uint64_t>(kPiece, n - at)), MPI_CHAR), "a command");
+  }
+
+  void watch_ranks() override {
+    const std::vector<std::string> hosts = gather(host_);
+    std::string address;
+    if (rank_ == 0) {
+      auto w = RankWatch::listen(hosts);
+      address = w->address();
+      broadcast(address);
+      w->accept_ranks(20);
+      watch_ = std::move(w);
+    } else {
+      broadcast(address);
+      watch_ = RankWatch::connect(address, rank_, [this](const std::string& why) {
+        say(fmt::format("sluice: {}: rank {} of {} (on {}) stops\n", why, rank_, size_, host_));
+        std::_Exit(1);
+      });
+    }
+  }
+  void unwatch() override {
+    if (watch_) watch_->stop();
+  }
+  std::string lost() const override { return watch_ ? watch_->lost() : std::string(); }
+
   [[noreturn]] void abort(const std::string& message, int code) override {
     say(fmt::format("sluice: {} (rank {} of {}, on {})\n", message, rank_, size_, host_));
     MPI_Abort(comm_, code);
@@ -153,8 +205,11 @@ class MpiCluster : public Cluster, public ExpertExchange {
       counts[size_t(r)] = int(begin[size_t(r) + 1] - begin[size_t(r)]);
     }
     if (kill_at_ > 0 && exchanges_ + 1 == kill_at_) raise(SIGKILL);
-    const int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rows, counts.data(), displs.data(),
-                                  row_type(width), comm_);
+    check_not_lost();
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rows, counts.data(), displs.data(), row_type(width),
+                             comm_, &req);
+    if (rc == MPI_SUCCESS) wait(req, "the expert outputs");
     if (rc != MPI_SUCCESS)
       fail("the exchange of expert outputs between the {} ranks failed on rank {} ({}): {} (a rank has stopped? "
            "mpirun's message names it)",
@@ -186,6 +241,38 @@ class MpiCluster : public Cluster, public ExpertExchange {
   void say(const std::string& s) const {
     const int fd = err_fd_ >= 0 ? err_fd_ : 2;
     if (write(fd, s.data(), s.size()) < 0) return;
+  }
+
+  std::unique_ptr<RankWatch> watch_;  // serve and chat (watch_ranks)
+
+  void check_not_lost() const {
+    if (watch_ && watch_->is_lost())
+      fail("{}; the ranks cannot compute together any more (restart the job)", watch_->lost());
+  }
+
+  static constexpr uint64_t kPiece = uint64_t(1) << 30;
+
+  MPI_Request ibcast(void* data, int count, MPI_Datatype type) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int rc = MPI_Ibcast(data, count, type, 0, comm_, &req);
+    if (rc != MPI_SUCCESS) fail("rank {} ({}) could not take part in a broadcast: {}", rank_, host_, mpi_error(rc));
+    return req;
+  }
+
+  // Polls `req` until it completes: spinning at first (the next command of a
+  // busy server comes within microseconds), then sleeping a millisecond between
+  // polls (an idle server's followers wait without taking a core).
+  void wait(MPI_Request req, const char* what) {
+    const auto start = std::chrono::steady_clock::now();
+    for (uint64_t polls = 0;; ++polls) {
+      int done = 0;
+      const int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) fail("rank {} ({}) lost the other ranks waiting for {}: {}", rank_, host_, what, mpi_error(rc));
+      if (done) return;
+      if (polls % 64 == 63) check_not_lost();
+      if (polls % 64 == 63 && std::chrono::steady_clock::now() - start > std::chrono::milliseconds(20))
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
 
   // One row of expert output: `width` floats.
@@ -240,9 +327,5 @@ std::unique_ptr<Cluster> join_cluster(int& argc, char**& argv) {
 
 Cluster* process_cluster() { return g_cluster; }
 bool primary_rank() { return !g_cluster || g_cluster->rank() == 0; }
-void refuse_several_ranks(const char* command, const char* why) {
-  if (g_cluster && g_cluster->ranks() > 1)
-    fail("{} does not run across the ranks of an mpirun job yet{}; start it without mpirun", command, why);
-}
 
 }  // namespace sluice

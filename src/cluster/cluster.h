@@ -27,6 +27,17 @@ class Cluster {
   virtual ExpertExchange* exchange() = 0;
   // Every rank's `text`, in rank order (one collective: every rank calls it).
   virtual std::vector<std::string> gather(const std::string& text) = 0;
+  // Rank 0's `bytes` to every rank (one collective: every rank calls it; on
+  // the others `bytes` becomes rank 0's). A rank waiting for it sleeps
+  // between polls once it has waited a while, so ranks that follow an idle
+  // server do not spin.
+  virtual void broadcast(std::string& bytes) = 0;
+  // serve and chat: from here on a lost rank is noticed (cluster/rank_watch.h)
+  // instead of waited for; rank 0 then fails every pass and broadcast with
+  // the reason (ExpertExchange::lost). One collective: every rank calls it.
+  virtual void watch_ranks() = 0;
+  // The job is ending normally: connections closing are no loss.
+  virtual void unwatch() = 0;
   // A command failed on this rank: says so on the terminal, naming the rank,
   // and ends the whole job (the other ranks would wait for it forever).
   [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
@@ -42,8 +53,5 @@ std::unique_ptr<Cluster> join_cluster(int& argc, char**& argv);
 Cluster* process_cluster();
 // True on rank 0 or without a cluster: the rank that prints and writes files.
 bool primary_rank();
-// For the commands expert parallelism does not cover yet: fails, saying so,
-// when this process is one of several ranks (`command`: its name).
-void refuse_several_ranks(const char* command, const char* why = "");
 
 }  // namespace sluice

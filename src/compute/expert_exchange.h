@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace sluice {
@@ -29,6 +30,10 @@ class ExpertExchange {
   // The smallest of every rank's `value` (one collective, every rank calls it):
   // what must be the same on every rank although each host plans for itself.
   virtual int64_t agree_min(int64_t value) = 0;
+  // Why the ranks can no longer compute together (a rank was lost), empty
+  // while they can: every later exchange fails with it, and the server's
+  // /health says it.
+  virtual std::string lost() const { return {}; }
 };
 
 // The process's exchange: null (one process) unless the command line started

@@ -185,7 +185,7 @@ CachedConversation PromptCache::take(const std::vector<int32_t>& prompt, const s
     } else if (c.mark >= 0 && slot_use >= c.mark && s.open_checkpoints() == 1) {
       s.rollback(slot_use - c.mark);
     } else {
-      s.restore(s.image(), slot_use);
+      s.cut(slot_use);
     }
     out.session = std::move(c.session);
     reused = slot_use;

@@ -11,11 +11,24 @@
 
 namespace sluice {
 
+class SessionMirror;
+
+// Under mpirun's serve and chat, rank 0's sessions are mirrored on the other
+// ranks (runtime/session_mirror.h): each operation below that changes the
+// state is sent to them first and done there too, passes included.
 class Session {
  public:
-  explicit Session(const Model& model) : model_(model), state_(model.new_state()) {}
+  explicit Session(const Model& model);
+  // A session that is never mirrored (a follower's copy, SessionReplica).
+  struct NotMirrored {};
+  Session(const Model& model, NotMirrored);
+  ~Session();
+  Session(Session&& other) noexcept;  // the mirrors' copy moves with it
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   const Model& model() const { return model_; }
+  uint64_t id() const { return id_; }  // unique in the process: what a mirror names it by
   int64_t position() const { return state_->pos; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
 
@@ -55,6 +68,9 @@ class Session {
   // the prompt is fed: rows of positions fed earlier are not there.
   void capture_hidden(std::vector<int64_t> layers);
   HiddenCapture* hidden_capture() const { return state_->capture.get(); }
+  // restore(image(), positions): the session cut to its first `positions` tokens
+  // (mirrored ranks cut their own copy instead of receiving the image).
+  void cut(int64_t positions);
   // Long inputs are fed in chunks of at most this many tokens (each chunk reads
   // every distinct expert it needs once). 0: no limit.
   void set_prefill_chunk(int64_t n) { chunk_ = n; }
@@ -78,7 +94,12 @@ class Session {
 
  private:
   void check_fits(size_t n) const;
+  void pass(const int32_t* tokens, int64_t n, float* out, const std::function<bool()>& stop);
+  void feed_chunks(const std::vector<int32_t>& tokens);  // feed() without stop, not mirrored
+  void restore_here(const SessionImage& image, int64_t positions);
   const Model& model_;
+  SessionMirror* mirror_ = nullptr;  // rank 0 of mirrored ranks
+  uint64_t id_ = 0;                  // the name the mirrors know it by
   std::unique_ptr<State> state_;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;

@@ -11,6 +11,7 @@
 #include <httplib.h>
 
 #include "chat/batch_scheduler.h"
+#include "compute/expert_exchange.h"
 #include "chat/generator.h"
 #include "chat/prompt_boundaries.h"
 #include "chat/output_grammar.h"
@@ -85,6 +86,12 @@ bool same_secret(const std::string& a, const std::string& b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
   return diff == 0 && !b.empty();
+}
+
+// Under mpirun: once a rank is lost no pass can run, and the server stays up only to say why.
+std::string ranks_lost() {
+  const ExpertExchange* x = expert_exchange();
+  return x ? x->lost() : std::string();
 }
 
 }  // namespace
@@ -244,6 +251,11 @@ void HttpServer::Impl::add_info_routes() {
     res.set_content(chat_page(chat_page_card(model, codec, opts)), "text/html; charset=utf-8");
   });
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    if (const std::string why = ranks_lost(); !why.empty()) {
+      res.status = 503;
+      res.set_content(to_text({{"status", "unavailable"}, {"reason", why}}), kJson);
+      return;
+    }
     res.set_content("{\"status\":\"ok\"}", kJson);
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -557,6 +569,8 @@ void HttpServer::Impl::responses_route(const std::string& raw_body, httplib::Res
 }
 
 bool HttpServer::Impl::wait_for_turn(Job& job, httplib::Response& res) {
+  if (const std::string why = ranks_lost(); !why.empty())
+    throw ApiError(503, "server_error", "", "rank_lost", fmt::format("the server cannot generate: {}", why));
   auto turn = queue.join();
   if (!turn) {
     const int64_t ahead = queue.running() + queue.waiting();

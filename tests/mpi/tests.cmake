@@ -21,9 +21,19 @@ if(NOT CMAKE_CROSSCOMPILING AND NOT SLUICE_SANITIZE AND NOT SLUICE_TSAN)
     # A rank killed mid-run ends the job with an error naming it (no rank left waiting).
     add_test(NAME mpi.lost_rank COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/lost_rank_test.py $<TARGET_FILE:sluice>
              ${SLUICE_MPIEXEC} ${CMAKE_SOURCE_DIR}/tests/fixtures/golden/qwen3_moe_tiny)
+    # serve and chat under mpirun: rank 0 serves or reads the terminal, the others follow its sessions.
+    set(golden ${CMAKE_SOURCE_DIR}/tests/fixtures/golden)
+    add_test(NAME mpi.serve COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/serve_test.py $<TARGET_FILE:sluice>
+             ${SLUICE_MPIEXEC} ${golden}/qwen3_moe_tiny 3)
+    add_test(NAME mpi.chat COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/chat_test.py $<TARGET_FILE:sluice>
+             ${SLUICE_MPIEXEC} ${CMAKE_SOURCE_DIR}/models/sluice-k3-mini 3)
+    # A rank killed while serving: an error naming it and /health saying why (not a hung server).
+    add_test(NAME mpi.serve_lost_rank COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/serve_lost_rank_test.py
+             $<TARGET_FILE:sluice> ${SLUICE_MPIEXEC} ${golden}/qwen3_moe_tiny)
     list(TRANSFORM SLUICE_MPI_MODELS PREPEND mpi.)
     # Three ranks each: two such tests at once on CI's two cores.
-    set_tests_properties(${SLUICE_MPI_MODELS} mpi.sluice_k3_mini mpi.lost_rank PROPERTIES LABELS mpi TIMEOUT 600
+    set_tests_properties(${SLUICE_MPI_MODELS} mpi.sluice_k3_mini mpi.lost_rank mpi.serve mpi.chat
+                         mpi.serve_lost_rank PROPERTIES LABELS mpi TIMEOUT 600
                          PROCESSORS 2)
   endif()
 endif()
