@@ -41,6 +41,10 @@ if(NOT CMAKE_CROSSCOMPILING AND NOT SLUICE_SANITIZE AND NOT SLUICE_TSAN)
                  ${SLUICE_MPIEXEC} ${netns} ${dir} ${dir}/reference.safetensors 3)
         list(APPEND netns_tests mpi.netns.${name})
       endforeach()
+      add_test(NAME mpi.netns.sluice_k3_mini COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/netns_test.py
+               $<TARGET_FILE:sluice> ${SLUICE_MPIEXEC} ${netns} ${CMAKE_SOURCE_DIR}/models/sluice-k3-mini
+               ${CMAKE_SOURCE_DIR}/tests/fixtures/golden/sluice_k3_mini_reference.safetensors 3)
+      list(APPEND netns_tests mpi.netns.sluice_k3_mini)
       add_test(NAME mpi.netns.lost_rank COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/lost_rank_test.py
                $<TARGET_FILE:sluice> ${SLUICE_MPIEXEC} ${CMAKE_SOURCE_DIR}/tests/fixtures/golden/qwen3_moe_tiny ${netns})
       list(APPEND netns_tests mpi.netns.lost_rank)
