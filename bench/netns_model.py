@@ -23,7 +23,8 @@ counted in bytes and turned into time by a rate measured with one process):
           each a link latency lat plus the software's a (measured: the exchange
           of 12 bytes), and every rank receiving the other ranks' rows (B k rows
           of the MoE width W in float32) over its one link
-    imb   the busiest rank's share of the expert rows over the mean (measured)
+    imb   the busiest rank's distinct experts over the mean, a layer-pass (random routing,
+          simulated: busiest(); the ranks meet at every layer's exchange)
 
   P ranks sharing this machine's C cores (P >= C; what bench/netns_ranks.sh
   measures; each rank runs one thread): every rank reads the whole spine and
@@ -38,6 +39,7 @@ import argparse
 import json
 import math
 import os
+import random
 import struct
 import sys
 
@@ -74,6 +76,22 @@ def config_numbers(c):
 
 def distinct(E, k, B):
     return E * (1 - (1 - k / E) ** B)
+
+
+def busiest(E, k, B, P, trials=400, seed=1):
+    """The busiest rank's distinct experts over the mean, per layer-pass: the ranks wait for each other at
+    every layer's exchange. Random routing (k distinct of E a token), experts split in P contiguous runs."""
+    rng = random.Random(seed)
+    total = 0.0
+    for _ in range(trials):
+        chosen = set()
+        for _ in range(B):
+            chosen.update(rng.sample(range(E), k))
+        per = [0] * P
+        for e in chosen:
+            per[e * P // E] += 1
+        total += max(per) / (len(chosen) / P)
+    return total / trials
 
 
 def tx(P, B, k, W, rate_bps, lat_s, a_s):
@@ -202,8 +220,11 @@ def main():
     print(f"  spine {S3 / 1e9:.1f} GB a pass in bf16 (attention {2 * attn / 1e9:.1f}, MoE-layer dense parts "
           f"{2 * moe_spine / 1e9:.1f} (router, latent projections, 2 shared experts), lm_head {2 * head / 1e9:.1f}); "
           f"int8 spine: half")
-    print(f"  inputs: busiest rank {imb:.2f}x the mean share; exchange software a = {a_s * 1e6:.0f} us a step; "
+    print(f"  inputs: exchange software a = {a_s * 1e6:.0f} us a step; "
           "host rate R: the bytes a pass reads per second")
+    imbs = {(B, Ph): busiest(Ek, kk, B, Ph) for B in (1, 4, 16, 64) for Ph in (2, 4)}
+    print("  busiest host's experts over the mean a layer (simulated, random routing): "
+          + ", ".join(f"B={B} {Ph} hosts {x:.2f}" for (B, Ph), x in sorted(imbs.items())))
     verdict = {}
     for spine_name, Sx in (("bf16", S3), ("int8", S3 / 2)):
         for Rh in (100e9, 300e9):
@@ -217,7 +238,7 @@ def main():
                         t1 = (Sx + X) / Rh
                         out = []
                         for Ph in (2, 4):
-                            tp = (Sx + X * imb / Ph) / Rh + Lk * tx(Ph, B, kk, LW, rate, lat, a_s)
+                            tp = (Sx + X * imbs[(B, Ph)] / Ph) / Rh + Lk * tx(Ph, B, kk, LW, rate, lat, a_s)
                             out.append((B / tp, t1 / tp))
                             verdict[(spine_name, Rh, rate, lat, B, Ph)] = t1 / tp
                         exch = Lk * tx(4, B, kk, LW, rate, lat, a_s)
@@ -232,7 +253,8 @@ def main():
     print("  The term that prevents it: S, the spine every rank reads whole each pass (attention and the MoE "
           "layers' dense parts are not split); the hosts divide only X(B). Removing it: split the spine too "
           "(tensor-parallel attention and shared experts, a second exchange a layer), or batches large enough "
-          "that X(B) dwarfs S.")
+          "that X(B) dwarfs S; and imb, the busiest host's experts (2 / imb caps 2 hosts even with S = 0): a "
+          "split by measured load instead of equal bytes, or replicating the hottest experts.")
 
 
 if __name__ == "__main__":
