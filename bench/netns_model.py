@@ -3,7 +3,9 @@
 compute; checked against bench/netns_ranks.sh's measurements, then projected
 for Kimi K3 on 2 and 4 hosts.
 
-Usage: bench/netns_model.py RESULTS.jsonl MODEL_DIR [--cores N] [--k3-config CONFIG.json]
+Usage: bench/netns_model.py RESULTS.jsonl MODEL_DIR|CHECKPOINT.json [--cores N] [--k3-config CONFIG.json]
+       bench/netns_model.py --summary MODEL_DIR > CHECKPOINT.json   (what the model needs of a checkpoint,
+       so the measurements can be modelled after the checkpoint is deleted; netns_ranks.sh writes it)
 
 The model (CPU decode is a pass over the weights a pass touches, so compute is
 counted in bytes and turned into time by a rate measured with one process):
@@ -45,7 +47,10 @@ import sys
 
 
 def checkpoint_bytes(model_dir):
-    """Spine bytes a pass reads, one routed expert's bytes, and the config."""
+    """Spine bytes a pass reads, all routed experts' bytes, and the config."""
+    if model_dir.endswith(".json"):
+        j = json.load(open(model_dir))
+        return j["spine_bytes"], j["routed_bytes"], j["config"]
     cfg = json.load(open(os.path.join(model_dir, "config.json")))
     c = cfg.get("text_config", cfg)
     files = sorted(f for f in os.listdir(model_dir) if f.endswith(".safetensors") and f.startswith("model"))
@@ -104,6 +109,10 @@ RATES = {"native": None, "10gbit": 10e9, "25gbit": 25e9}
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--summary":
+        S, routed, c = checkpoint_bytes(sys.argv[2])
+        print(json.dumps({"spine_bytes": S, "routed_bytes": routed, "config": c}))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results")
     ap.add_argument("model")

@@ -35,6 +35,9 @@ mkdir -p "$out"
 results="$out/results.jsonl"
 : >"$results"
 
+# What the model needs of the checkpoint (spine and expert bytes, config), kept beside the results.
+python3 "$here/netns_model.py" --summary "$model" >"$out/checkpoint.json"
+
 probe="$out/exchange_probe"
 mpicxx -O2 -std=c++20 -Wall "$here/exchange_probe.cpp" -o "$probe"
 
@@ -121,4 +124,4 @@ EOF
     tail -n1 "$results"
   done
 done
-echo "netns_ranks: results in $results (python3 bench/netns_model.py $results)"
+echo "netns_ranks: results in $results (python3 bench/netns_model.py $results $out/checkpoint.json)"
