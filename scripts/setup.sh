@@ -17,6 +17,7 @@ PACKAGES=(
   nginx-light python3 clang libclang-rt-14-dev
   chromium  # the server.chat_page test drives the chat page in it, headless
   libopenmpi-dev openmpi-bin  # expert parallelism over MPI (mpirun -np N sluice ...; the mpi.* tests)
+  iproute2  # ip netns and tc: the mpi.netns.* tests' ranks in network namespaces (scripts/netns-ranks.sh)
 )
 # ARM64 cross compiler, user-mode qemu, and the arm64 builds of the libraries
 # (Debian multiarch; nlohmann-json and CLI11 are architecture-independent).

@@ -3,7 +3,10 @@
 leaving the other ranks waiting in the exchange: rank 1 of 3 is killed
 (SIGKILL, SLUICE_CLUSTER_KILL_AT) before its 5th exchange of expert outputs.
 
-Usage: lost_rank_test.py SLUICE MPIRUN MODEL_DIR
+Usage: lost_rank_test.py SLUICE MPIRUN MODEL_DIR [NETNS_SCRIPT]
+
+With NETNS_SCRIPT (scripts/netns-ranks.sh) each rank runs in its own network
+namespace and the ranks talk over TCP on veth links, as between hosts.
 """
 import os
 import subprocess
@@ -12,11 +15,16 @@ import sys
 
 def main():
     sluice, mpirun, model = sys.argv[1:4]
+    netns = sys.argv[4] if len(sys.argv) > 4 else None
     env = dict(os.environ)
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
-               OMPI_MCA_mpi_yield_when_idle="1", SLUICE_CLUSTER_KILL_AT="1:5")
-    cmd = [mpirun, "--oversubscribe", "-np", "3", sluice, "generate", "--model", model, "--tokens", "5,17,9",
-           "--max-new", "32", "--ignore-eos"]
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_mpi_yield_when_idle="1",
+               SLUICE_CLUSTER_KILL_AT="1:5")
+    if netns:  # the script puts TCP on the links; shared memory must not join
+        launch = [netns, "-n", "3", "--mpirun", mpirun, "--"]
+    else:
+        env["OMPI_MCA_btl"] = "self,vader"
+        launch = [mpirun, "--oversubscribe", "-np", "3"]
+    cmd = launch + [sluice, "generate", "--model", model, "--tokens", "5,17,9", "--max-new", "32", "--ignore-eos"]
     try:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=120)
     except subprocess.TimeoutExpired:
