@@ -68,7 +68,9 @@ const ExpertWeights& VramExperts::acquire(int32_t layer, int32_t expert) {
   const ExpertSlots::Claim c = frozen_ ? ExpertSlots::Claim{} : slots_.claim(layer, expert);
   if (c.slot < 0) {  // no cache, or every slot in use: the backend copies it in for the call
     ++passthrough_[{layer, expert}];
-    return host_.acquire(layer, expert);
+    const ExpertWeights& w = host_.acquire(layer, expert);
+    copied_ += expert_bytes(w);  // crosses PCIe all the same (a long prefill's experts mostly go this way)
+    return w;
   }
   s = c.slot;
   const ExpertWeights& hw = host_.acquire(layer, expert);
