@@ -1,7 +1,6 @@
 // sluice bench: decode speed and I/O of a model with experts streamed from
 // storage under a memory budget (engine/benchmark.h). Prints a one-line
 // summary per measurement, progress on stderr, and writes the JSON.
-#include <limits>
 #include <cstdio>
 #include <fstream>
 
@@ -62,13 +61,7 @@ void add_bench_command(CLI::App& app, Action& action) {
                   "Prefill chunk size in tokens (0: as many as the memory plan's activation reserve allows; each "
                   "chunk reads each routed expert it needs once per layer)")
       ->capture_default_str();
-  cmd->add_option("--prefill-span", r.span,
-                  "Prompt tokens per layer-by-layer span (-1: the memory plan's, used when longer than a chunk; 0: chunk by "
-                  "chunk). A span runs every layer over all its tokens before the next, attention in chunks: each "
-                  "routed expert and streamed spine layer is read once per span instead of once per chunk, the same "
-                  "logits")
-      ->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()).description(""))
-      ->capture_default_str();
+  add_prefill_span_option(cmd, r.span);
   cmd->add_option("--batch", r.batch,
                   "Decode this many sequences together (each its own random prompt, prefilled alone first): one "
                   "forward pass per step for all; aggregate tokens/s and bytes read per generated token")

@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <limits>
 
 #include <fmt/format.h>
 
@@ -77,13 +76,7 @@ void add_serve_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--prefill-chunk", o->s.prefill_chunk,
                   "Prompt tokens per prefill pass (0: as many as the memory plan allows)")->capture_default_str();
-  cmd->add_option("--prefill-span", o->s.prefill_span,
-                  "Prompt tokens per layer-by-layer span (-1: the memory plan's, used when longer than a chunk; 0: chunk by "
-                  "chunk). A span runs every layer over all its tokens before the next, attention in chunks: each "
-                  "routed expert and streamed spine layer is read once per span instead of once per chunk, the same "
-                  "logits")
-      ->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()).description(""))
-      ->capture_default_str();
+  add_prefill_span_option(cmd, o->s.prefill_span);
   cmd->add_option("--prefill-slice", o->prefill_slice_s,
                   "Seconds a prefill chunk should take: chunks are sized from the measured rate (at most "
                   "--prefill-chunk tokens), so a gone client, SIGTERM or the requests decoding beside a long prompt "

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "engine/expert_placement.h"
 #include "util/checked_number.h"
@@ -88,6 +89,16 @@ void add_plan_options(CLI::App* cmd, MemoryRequest& r) {
                   "where plain decoding does)")
       ->capture_default_str()
       ->group(group);
+}
+
+void add_prefill_span_option(CLI::App* cmd, int64_t& span) {
+  cmd->add_option("--prefill-span", span,
+                  "Prompt tokens per layer-by-layer span (-1: the memory plan's, used when longer than a chunk; 0: chunk by "
+                  "chunk). A span runs every layer over all its tokens before the next, attention in chunks: each "
+                  "routed expert and streamed spine layer is read once per span instead of once per chunk, the same "
+                  "logits")
+      ->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()).description(""))
+      ->capture_default_str();
 }
 
 void add_memory_options(CLI::App* cmd, MemoryRequest& r) {

@@ -1,11 +1,11 @@
 #include "cli/text_generation.h"
 
-#include <limits>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 
+#include "cli/memory_options.h"
 #include "cluster/cluster.h"
 #include "engine/drafter.h"
 #include "engine/prefill_progress.h"
@@ -89,13 +89,7 @@ void add_generation_options(CLI::App* cmd, TextGenOptions& g) {
                   "Prompt tokens per forward pass (0: as many as the memory plan's activation reserve allows; each "
                   "pass reads each routed expert it needs once per layer)")
       ->capture_default_str();
-  cmd->add_option("--prefill-span", g.prefill_span,
-                  "Prompt tokens per layer-by-layer span (-1: the memory plan's, used when longer than a chunk; 0: chunk by "
-                  "chunk). A span runs every layer over all its tokens before the next, attention in chunks: each "
-                  "routed expert and streamed spine layer is read once per span instead of once per chunk, the same "
-                  "logits")
-      ->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()).description(""))
-      ->capture_default_str();
+  add_prefill_span_option(cmd, g.prefill_span);
 }
 
 void check_generation_options(const TextGenOptions& g) {
