@@ -953,8 +953,7 @@ TEST_P(CudaGolden, LayerByLayerPrefillGivesTheChunksBits) {
   auto g = load_model(model_dir(name), on_gpu());
   const int64_t ctx = g->info().max_positions > 0 ? g->info().max_positions : 1 << 20;
   const int64_t n = std::min<int64_t>(300, ctx - 4), chunk = (n + 4) / 5;
-  std::vector<int32_t> prompt;
-  for (int64_t i = 0; i < n; ++i) prompt.push_back(int32_t(3 + (i * 7919 + i / 13) % (g->info().vocab - 3)));
+  const std::vector<int32_t> prompt = test::spread_prompt(n, g->info().vocab);
   Session chunks(*g), span(*g);
   chunks.set_prefill_chunk(chunk);
   chunks.set_prefill_span(0);

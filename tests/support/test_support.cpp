@@ -76,6 +76,16 @@ std::vector<int64_t> read_i64(const std::string& file, const std::string& name) 
   return out;
 }
 
+std::vector<int32_t> spread_prompt(int64_t n, int64_t vocab) {
+  std::vector<int32_t> p;
+  for (int64_t i = 0; i < n; ++i) p.push_back(int32_t(3 + (i * 7919 + i / 13) % (vocab - 3)));
+  return p;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 double max_row_rel_error(const std::vector<double>& a, const std::vector<double>& b, int64_t cols) {
   if (a.size() != b.size() || cols <= 0 || b.size() % size_t(cols)) return INFINITY;
   double worst = 0.0;

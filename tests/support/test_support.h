@@ -15,6 +15,11 @@ std::string sluice_binary();
 std::vector<double> read_f64(const std::string& file, const std::string& name, std::vector<int64_t>* shape = nullptr);
 std::vector<int64_t> read_i64(const std::string& file, const std::string& name);
 
+// n prompt tokens in [3, vocab), spread over the vocabulary (the same list every time).
+std::vector<int32_t> spread_prompt(int64_t n, int64_t vocab);
+// a and b hold the same floats bit for bit.
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
+
 // max over rows of ||a_row - b_row|| / ||b_row|| for [rows, cols] data.
 double max_row_rel_error(const std::vector<double>& a, const std::vector<double>& b, int64_t cols);
 

@@ -17,15 +17,8 @@
 namespace sluice {
 namespace {
 
-std::vector<int32_t> prompt_of(int64_t n, int64_t vocab) {
-  std::vector<int32_t> p;
-  for (int64_t i = 0; i < n; ++i) p.push_back(int32_t(3 + (i * 7919 + i / 13) % (vocab - 3)));
-  return p;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using test::same_bits;
+using test::spread_prompt;
 
 // Kimi K3's tiny fixture has both kinds of state: KDA layers (recurrent, restored
 // from a copy) and MLA layers (latent caches, cut back to the mark).
@@ -33,7 +26,7 @@ TEST(Cancellation, StopBetweenLayersKeepsTheChunksBeforeAndChangesNoBits) {
   auto m = load_model(test::fixture("golden/kimi_k3_tiny"));
   const int64_t layers = m->info().n_layers, chunk = 64;
   ASSERT_GE(layers, 3);
-  const std::vector<int32_t> prompt = prompt_of(300, m->info().vocab);
+  const std::vector<int32_t> prompt = spread_prompt(300, m->info().vocab);
 
   // Chunk by chunk (no spans): the test is about what a stop keeps of the chunks (PrefillSpan's tests do spans).
   Session whole(*m);

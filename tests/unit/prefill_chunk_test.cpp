@@ -14,11 +14,27 @@
 namespace sluice {
 namespace {
 
-std::vector<int32_t> long_prompt(int64_t n, int64_t vocab) {
-  std::vector<int32_t> p;
-  for (int64_t i = 0; i < n; ++i) p.push_back(int32_t(3 + (i * 7919 + i / 13) % (vocab - 3)));
-  return p;
-}
+using test::spread_prompt;
+
+// Each MoE layer's expert requests while it is attached: how many, which (layer, expert)s.
+struct RequestLog {
+  explicit RequestLog(const Engine& m) {
+    m.set_request_observer([this](int32_t layer, const int32_t* x, int64_t n) {
+      ++requests[layer];
+      for (int64_t i = 0; i < n; ++i) repeated = !routed.insert({layer, x[i]}).second || repeated;
+    });
+  }
+  // Detaches, then checks that every layer asked once and no expert twice.
+  void expect_one_request_per_layer(const Engine& m) const {
+    m.set_request_observer({});
+    EXPECT_FALSE(repeated) << "an expert was requested twice for one layer";
+    ASSERT_FALSE(requests.empty());
+    for (const auto& [layer, n] : requests) EXPECT_EQ(n, 1) << "layer " << layer << " ran more than one MoE pass";
+  }
+  std::map<int32_t, int> requests;
+  std::set<std::pair<int32_t, int32_t>> routed;
+  bool repeated = false;
+};
 
 TEST(PrefillChunk, FollowsTheActivationReserve) {
   auto m = load_model(test::fixture("golden/kimi_k3_tiny"));
@@ -62,21 +78,13 @@ TEST(PrefillChunk, TwoThousandTokensReadEachRoutedExpertAtMostOncePerLayer) {
   o.streaming.cache_bytes = largest_layer + largest_layer / 2;
   ASSERT_LT(o.streaming.cache_bytes, total / 2) << "the cache must not hold the whole pool";
   auto m = load_model(dir, o);
-  const std::vector<int32_t> prompt = long_prompt(2000, m->info().vocab);
-  std::map<int32_t, int> requests;
-  std::set<std::pair<int32_t, int32_t>> routed;
-  bool repeated = false;
-  m->set_request_observer([&](int32_t layer, const int32_t* x, int64_t n) {
-    ++requests[layer];
-    for (int64_t i = 0; i < n; ++i) repeated = !routed.insert({layer, x[i]}).second || repeated;
-  });
+  const std::vector<int32_t> prompt = spread_prompt(2000, m->info().vocab);
+  RequestLog log(*m);
   Session s = m->session();
   ASSERT_GE(s.prefill_chunk(), int64_t(prompt.size()));
   const std::vector<float> whole = s.feed(prompt);
-  m->set_request_observer({});
-  EXPECT_FALSE(repeated) << "an expert was requested twice for one layer";
-  ASSERT_FALSE(requests.empty());
-  for (const auto& [layer, n] : requests) EXPECT_EQ(n, 1) << "layer " << layer << " ran more than one pass";
+  log.expect_one_request_per_layer(*m);
+  const std::set<std::pair<int32_t, int32_t>>& routed = log.routed;
   const ExpertStats st = m->expert_stats();
   EXPECT_EQ(st.reads_submitted, routed.size());  // one read per routed (layer, expert), no more
   EXPECT_EQ(st.requests, routed.size());
@@ -95,6 +103,18 @@ TEST(PrefillChunk, TwoThousandTokensReadEachRoutedExpertAtMostOncePerLayer) {
   c.set_prefill_span(0);  // chunk by chunk (layer by layer would read each expert once: PrefillSpan)
   EXPECT_EQ(c.feed(prompt), whole);
   EXPECT_GT(m64->expert_stats().reads_submitted, 10 * st.reads_submitted);
+
+  // The same 64-token chunks in one span, layer by layer (Model::forward_span): the same logits,
+  // and again one request per MoE layer and one read per routed expert.
+  auto ms = load_model(dir, o);
+  RequestLog span_log(*ms);
+  Session layered(*ms);
+  layered.set_prefill_chunk(64);
+  layered.set_prefill_span(4000);
+  EXPECT_EQ(layered.feed(prompt), whole);
+  span_log.expect_one_request_per_layer(*ms);
+  EXPECT_EQ(ms->expert_stats().reads_submitted, span_log.routed.size());
+  EXPECT_EQ(ms->expert_stats().duplicate_loads, 0u);
 }
 
 }  // namespace

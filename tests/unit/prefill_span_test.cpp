@@ -4,12 +4,10 @@
 // bit those of chunk-by-chunk passes on every architecture, each routed expert
 // is read once per layer per span where chunks read it once per chunk, a stop
 // between chunks leaves the pieces fed before, and the engine sizes spans from
-// its reserve.
+// its reserve (the reads: PrefillChunk.TwoThousandTokensReadEachRoutedExpertAtMostOncePerLayer).
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <map>
-#include <set>
 
 #include "engine/engine.h"
 #include "runtime/session.h"
@@ -19,15 +17,8 @@
 namespace sluice {
 namespace {
 
-std::vector<int32_t> prompt_of(int64_t n, int64_t vocab) {
-  std::vector<int32_t> p;
-  for (int64_t i = 0; i < n; ++i) p.push_back(int32_t(3 + (i * 7919 + i / 13) % (vocab - 3)));
-  return p;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using test::same_bits;
+using test::spread_prompt;
 
 class PrefillSpanModels : public ::testing::TestWithParam<const char*> {};
 
@@ -38,7 +29,7 @@ TEST_P(PrefillSpanModels, LayerByLayerGivesTheChunksBits) {
   auto m = load_model(test::fixture(std::string("golden/") + GetParam()));
   const int64_t ctx = m->info().max_positions > 0 ? m->info().max_positions : 1 << 20;
   const int64_t n = std::min<int64_t>(300, ctx - 4), chunk = (n + 4) / 5;
-  const std::vector<int32_t> prompt = prompt_of(n, m->info().vocab);
+  const std::vector<int32_t> prompt = spread_prompt(n, m->info().vocab);
   Session chunks(*m), span(*m), spans(*m);
   for (Session* s : {&chunks, &span, &spans}) s->set_prefill_chunk(chunk);
   chunks.set_prefill_span(0);
@@ -47,7 +38,7 @@ TEST_P(PrefillSpanModels, LayerByLayerGivesTheChunksBits) {
   ASSERT_EQ(span.prefill_piece(), 1000);
   const std::vector<float> expected = chunks.feed(prompt);
   EXPECT_TRUE(same_bits(span.feed(prompt), expected)) << "one span";
-  EXPECT_TRUE(same_bits(spans.feed(prompt), expected)) << "spans of 130";
+  EXPECT_TRUE(same_bits(spans.feed(prompt), expected)) << "spans of three chunks";
   for (int i = 0; i < 3; ++i) {
     const int32_t next = argmax(expected.data(), m->info().vocab) + i;
     const std::vector<float> want = chunks.feed({next});
@@ -61,59 +52,12 @@ INSTANTIATE_TEST_SUITE_P(Golden, PrefillSpanModels,
                                            "qwen3_moe_tiny", "gpt_oss_tiny", "gpt_oss_clamp", "kimi_linear_tiny",
                                            "kimi_k3_tiny", "kimi_k3_situ"));
 
-// The counter test: with a cache that holds little more than one layer's experts, a span asks
-// each MoE layer once for its distinct experts and reads each once; chunks read them per chunk.
-TEST(PrefillSpan, ReadsEachRoutedExpertOncePerLayer) {
-  const std::string dir = test::fixture("golden/kimi_k3_tiny");
-  auto resident = load_model(dir);
-  const ExpertIndex& index = resident->expert_index();
-  uint64_t largest_layer = 0, total = 0;
-  for (int32_t l = 0; l < index.layers(); ++l) {
-    uint64_t b = 0;
-    for (int32_t e = 0; e < index.experts(l); ++e) b += index.bytes(l, e);
-    largest_layer = std::max(largest_layer, b);
-    total += b;
-  }
-  LoadOptions o;
-  o.stream_experts = true;
-  o.streaming.cache_bytes = largest_layer + largest_layer / 2;
-  ASSERT_LT(o.streaming.cache_bytes, total / 2) << "the cache must not hold the whole pool";
-  const std::vector<int32_t> prompt = prompt_of(2000, resident->info().vocab);
-
-  auto m = load_model(dir, o);
-  std::map<int32_t, int> requests;
-  std::set<std::pair<int32_t, int32_t>> routed;
-  bool repeated = false;
-  m->set_request_observer([&](int32_t layer, const int32_t* x, int64_t n) {
-    ++requests[layer];
-    for (int64_t i = 0; i < n; ++i) repeated = !routed.insert({layer, x[i]}).second || repeated;
-  });
-  Session s(*m);
-  s.set_prefill_chunk(64);
-  s.set_prefill_span(4000);
-  const std::vector<float> layered = s.feed(prompt);
-  m->set_request_observer({});
-  EXPECT_FALSE(repeated) << "an expert was requested twice for one layer";
-  ASSERT_FALSE(requests.empty());
-  for (const auto& [layer, n] : requests) EXPECT_EQ(n, 1) << "layer " << layer << " ran more than one MoE pass";
-  const ExpertStats st = m->expert_stats();
-  EXPECT_EQ(st.reads_submitted, routed.size());  // one read per routed (layer, expert)
-  EXPECT_EQ(st.duplicate_loads, 0u);
-
-  auto c = load_model(dir, o);
-  Session chunks(*c);
-  chunks.set_prefill_chunk(64);
-  chunks.set_prefill_span(0);
-  EXPECT_TRUE(same_bits(chunks.feed(prompt), layered));
-  EXPECT_GT(c->expert_stats().reads_submitted, 10 * st.reads_submitted);
-}
-
 // A stop between the chunks of a span (State::stop is polled before each layer and each
 // chunk of it) leaves the spans fed before, and continuing gives the same bits.
 TEST(PrefillSpan, StopInsideASpanKeepsTheSpansBefore) {
   auto m = load_model(test::fixture("golden/kimi_k3_tiny"));
   const int64_t layers = m->info().n_layers;
-  const std::vector<int32_t> prompt = prompt_of(300, m->info().vocab);
+  const std::vector<int32_t> prompt = spread_prompt(300, m->info().vocab);
   Session whole(*m);
   whole.set_prefill_chunk(64);
   whole.set_prefill_span(0);
