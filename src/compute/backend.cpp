@@ -25,4 +25,19 @@ int64_t Backend::first_nonfinite(Tensor x) {
   return -1;
 }
 
+void Backend::watch_nonfinite(Tensor x, int64_t tag) {
+  if (watched_.tag >= 0 && watched_.tag <= tag) return;
+  const int64_t i = first_nonfinite(x);
+  if (i < 0) return;
+  std::vector<float> row(size_t(x.cols()));
+  download(x.row_range(i / x.cols(), 1), row.data());
+  watched_ = {tag, i, row[size_t(i % x.cols())]};
+}
+
+Backend::NonFinite Backend::take_nonfinite() {
+  const NonFinite r = watched_;
+  watched_ = NonFinite{};
+  return r;
+}
+
 }  // namespace sluice

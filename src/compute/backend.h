@@ -130,6 +130,24 @@ class Backend {
   // value is: the check of each layer's hidden state (model/finite_check.h). The default downloads
   // x and scans it; a GPU backend scans where x is and returns only the index.
   virtual int64_t first_nonfinite(Tensor x);
+
+  // The same check without waiting, for a backend whose first_nonfinite makes the host wait for its
+  // queue (a GPU: one wait per layer per pass, ~0.1 ms each). When defers_finite_checks(), the
+  // decoder calls clear_nonfinite() as a pass begins, watch_nonfinite(h, layer) after each layer
+  // (records x's first non-finite value unless a smaller tag has one: the first layer's wins) and
+  // take_nonfinite() once at its end. The defaults check at once through first_nonfinite.
+  struct NonFinite {
+    int64_t tag = -1;    // the watch_nonfinite tag of the first x that had one; -1: every value finite
+    int64_t index = -1;  // its packed index in that x (row * cols + col)
+    float value = 0.0f;
+  };
+  virtual bool defers_finite_checks() const { return false; }
+  virtual void clear_nonfinite() { watched_ = NonFinite{}; }
+  virtual void watch_nonfinite(Tensor x, int64_t tag);
+  virtual NonFinite take_nonfinite();
+
+ private:
+  NonFinite watched_;  // the defaults' record
 };
 
 // The process's CPU backend (stateless: products use the global thread pool).

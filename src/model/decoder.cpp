@@ -73,11 +73,27 @@ void Decoder::prefetch_next(size_t l, Tensor h, Tensor scratch) const {
 // where it is (a GPU returns an index, not the state); only when a value is not
 // finite is it read back, each sequence checked at its own positions for the error.
 void Decoder::check_layer_finite(std::span<const PassSequence> seqs, size_t l, Tensor h) const {
+  if (be_.defers_finite_checks()) {
+    be_.watch_nonfinite(h, int64_t(l));
+    return;
+  }
   if (be_.first_nonfinite(h) < 0) return;
   std::vector<float> host(size_t(h.rows() * h.cols()));
   be_.download(h, host.data());
   for (const PassSequence& s : seqs)
     check_finite(host.data() + s.row0 * h.cols(), s.rows, h.cols(), s.state->pos, int64_t(l));
+}
+
+// Before the pass's states advance: the record's row is a row of the pass's activations.
+void Decoder::check_watched_finite(std::span<const PassSequence> seqs) const {
+  if (!be_.defers_finite_checks()) return;
+  const Backend::NonFinite bad = be_.take_nonfinite();
+  if (bad.tag < 0) return;
+  const int64_t D = info_.hidden, row = bad.index / D;
+  for (const PassSequence& s : seqs)
+    if (row >= s.row0 && row < s.row0 + s.rows)
+      fail_not_finite(bad.value, s.state->pos + (row - s.row0), bad.index % D, bad.tag);
+  fail("internal: the finite check recorded row {} of a pass of {} rows", row, seqs.empty() ? 0 : seqs.back().row0 + seqs.back().rows);
 }
 
 void Decoder::check_stop(std::span<const PassSequence> seqs) {
@@ -273,11 +289,16 @@ void Decoder::forward_pass(std::span<const SequenceFeed> feeds, ForwardTrace* tr
     std::copy(fed[i]->tokens, fed[i]->tokens + fed[i]->n, tokens.begin() + seqs[i].row0);
   prepare_captures(seqs);
   Buffer h(be_, R, D), xn(be_, R, D);
+  if (be_.defers_finite_checks()) be_.clear_nonfinite();  // a pass cut short (cancelled) left its record
   be_.embed(embed_, tokens.data(), R, h);
   if (trace) trace->hidden.resize(layers_.size());
   if (attn_res_.block_size > 0) forward_attn_res(seqs, h, trace);
   else forward_residual(seqs, h, trace);
-  for (const PassSequence& s : seqs) s.state->pos += s.rows;
+  // With deferred checks the record is read after the logits' download (one wait for both).
+  const auto advance = [&] {
+    check_watched_finite(seqs);
+    for (const PassSequence& s : seqs) s.state->pos += s.rows;
+  };
   be_.rmsnorm(h, final_norm_, eps_, xn);
   if (trace) {
     const size_t at = trace->final_hidden.size();
@@ -293,7 +314,10 @@ void Decoder::forward_pass(std::span<const SequenceFeed> feeds, ForwardTrace* tr
     else
       want.push_back(seqs[i].row0 + seqs[i].rows - 1);
   }
-  if (want.empty()) return;
+  if (want.empty()) {
+    advance();
+    return;
+  }
   Buffer picked;
   Tensor rows;
   if (want.size() == 1) {
@@ -314,6 +338,7 @@ void Decoder::forward_pass(std::span<const SequenceFeed> feeds, ForwardTrace* tr
     if (wanting == 1 && f->logits) direct = f->logits;
   std::vector<float> host(direct ? 0 : size_t(rows.rows() * V));
   be_.download(out, direct ? direct : host.data());
+  advance();
   int64_t at = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     if (!fed[i]->logits) continue;

@@ -120,7 +120,10 @@ class Decoder : public Model {
     int64_t row0, rows;
   };
   std::vector<SequenceRows> layer_rows(std::span<const PassSequence> seqs, size_t layer) const;
+  // After each layer: names the first non-finite value at once, or (Backend::defers_finite_checks)
+  // has the backend record it; check_watched_finite reads the record once as the pass ends.
   void check_layer_finite(std::span<const PassSequence> seqs, size_t layer, Tensor h) const;
+  void check_watched_finite(std::span<const PassSequence> seqs) const;
   static void check_stop(std::span<const PassSequence> seqs);  // throws Cancelled when a state's stop says so
   // Hidden-state captures (model.h HiddenCapture): room for a pass's rows, then each layer's rows.
   void prepare_captures(std::span<const PassSequence> seqs) const;

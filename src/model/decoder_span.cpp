@@ -46,9 +46,11 @@ void Decoder::forward_span(State& state, const int32_t* tokens, int64_t T, int64
   prepare_captures({&whole, 1});
   const int64_t D = info_.hidden, pos0 = state.pos;
   Buffer h(be_, T, D), xn(be_, T, D), f(be_, T, D);
+  if (be_.defers_finite_checks()) be_.clear_nonfinite();
   be_.embed(embed_, tokens, T, h);
   if (attn_res_.block_size > 0) span_attn_res(state, pos0, c, h, xn, f);
   else span_residual(state, pos0, c, h, xn, f);
+  check_watched_finite({&whole, 1});
   state.pos += T;
   // Only the last token's logits: its row alone through the final norm and the head.
   Tensor last = Tensor(h).row_range(T - 1, 1), last_n = Tensor(xn).row_range(T - 1, 1);

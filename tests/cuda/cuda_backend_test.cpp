@@ -602,6 +602,43 @@ TEST(CudaOps, FirstNonFiniteIsTheCpus) {
   EXPECT_EQ(gpu().first_nonfinite(gy.row_range(4, 3)), 0);
 }
 
+// The deferred check (decoder: one read per pass) records what the base class's immediate one
+// does: the first tag that had a non-finite value wins whatever the order of the watches, with
+// its index and value; take clears it, and so does clear.
+TEST(CudaOps, WatchedNonFiniteIsTheBaseClasss) {
+  const int64_t T = 4, D = 300, LD = 320;
+  auto a = randn(T * LD), b = randn(T * LD);
+  a[2 * LD + 7] = -INFINITY;
+  b[1 * LD + 299] = NAN;
+  b[3 * LD + 0] = INFINITY;
+  Twin x(a, T, LD), y(b, T, LD), z(randn(T * LD), T, LD);
+  const auto view = [&](Twin& t, bool on_gpu) { return (on_gpu ? t.g.view() : t.c.view()).col_range(0, D); };
+  for (const bool on_gpu : {false, true}) {
+    Backend& be = on_gpu ? gpu() : cpu();
+    be.clear_nonfinite();
+    be.watch_nonfinite(view(z, on_gpu), 0);
+    be.watch_nonfinite(view(y, on_gpu), 7);
+    be.watch_nonfinite(view(x, on_gpu), 5);  // smaller tag, watched later: it wins
+    be.watch_nonfinite(view(y, on_gpu), 9);
+    const Backend::NonFinite r = be.take_nonfinite();
+    EXPECT_EQ(r.tag, 5) << be.name();
+    EXPECT_EQ(r.index, 2 * D + 7) << be.name();
+    EXPECT_EQ(r.value, -INFINITY) << be.name();
+    EXPECT_EQ(be.take_nonfinite().tag, -1) << be.name() << ": take clears";
+    be.watch_nonfinite(view(y, on_gpu), 3);
+    be.watch_nonfinite(view(x, on_gpu), 4);
+    const Backend::NonFinite s = be.take_nonfinite();
+    EXPECT_EQ(s.tag, 3) << be.name();
+    EXPECT_EQ(s.index, 1 * D + 299) << be.name();
+    EXPECT_TRUE(std::isnan(s.value)) << be.name();
+    be.watch_nonfinite(view(x, on_gpu), 1);
+    be.clear_nonfinite();
+    be.watch_nonfinite(view(z, on_gpu), 2);
+    EXPECT_EQ(be.take_nonfinite().tag, -1) << be.name() << ": clear forgets";
+  }
+  EXPECT_TRUE(gpu().defers_finite_checks());
+}
+
 TEST(CudaOps, ElementwiseMatchTheCpu) {
   const int64_t T = 5, D = 96;
   TwinVec w(randn(D));

@@ -10,10 +10,15 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/backend.h"
+#include "compute/cpu/cpu_backend.h"
+#include "format/config.h"
+#include "model/architectures.h"
+#include "model/decoder.h"
 #include "engine/engine.h"
 #include "format/safetensors.h"
 #include "runtime/session.h"
 #include "support/test_support.h"
+#include "util/cancelled.h"
 #include "util/error.h"
 
 namespace sluice {
@@ -117,6 +122,61 @@ TEST(FiniteCheck, E8m0ScaleCodes) {
     else
       EXPECT_EQ(err, "") << "scale code 0x00";
   }
+}
+
+// The CPU's products with a GPU's deferred finite checks (the base class's record): what the
+// decoder does on a GPU, observable here.
+class DeferringCpuBackend : public CpuBackend {
+ public:
+  bool defers_finite_checks() const override { return true; }
+  void watch_nonfinite(Tensor x, int64_t tag) override {
+    ++watched;
+    Backend::watch_nonfinite(x, tag);
+  }
+  int watched = 0;
+};
+
+// The error of feeding `tokens` to the model in DIR on `be` (in spans of `chunk` when > 0), or "".
+std::string decoder_error(const std::string& dir, Backend& be, const std::vector<int32_t>& tokens, int64_t chunk = 0,
+                          const std::function<bool()>* stop = nullptr) {
+  auto dec = build_decoder(Config::load(dir), std::make_unique<Checkpoint>(dir, false), be);
+  auto st = dec->new_state();
+  st->stop = stop;
+  std::vector<float> logits(size_t(dec->info().vocab));
+  try {
+    if (chunk > 0) dec->forward_span(*st, tokens.data(), int64_t(tokens.size()), chunk, logits.data());
+    else dec->forward(*st, tokens.data(), int64_t(tokens.size()), logits.data(), false, nullptr);
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const Cancelled& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FiniteCheck, DeferredChecksNameTheSamePlaceOncePerPass) {
+  test::TempDir tmp, tmp_clean;
+  const std::string dir = test::copy_golden(tmp, "qwen3_moe_tiny");
+  const std::string clean = test::copy_golden(tmp_clean, "qwen3_moe_tiny");
+  // NaN in one row of layer 1's output projection, and layer 2's too (the first layer must win).
+  overwrite_tensor(dir, "model.layers.1.self_attn.o_proj.weight", [](uint64_t i) { return i % 2 ? 0x7F : 0xC0; });
+  overwrite_tensor(dir, "model.layers.2.self_attn.o_proj.weight", [](uint64_t i) { return i % 2 ? 0x7F : 0xC0; });
+  const std::vector<int32_t> tokens{5, 6, 7, 8, 9, 10};
+  DeferringCpuBackend deferring;
+  for (const int64_t chunk : {0, 4}) {  // one pass; spans of 4-token chunks
+    const std::string now = decoder_error(dir, cpu_backend(), tokens, chunk);
+    ASSERT_NE(now.find("the hidden state after layer 1 is not finite"), std::string::npos) << now;
+    deferring.watched = 0;
+    EXPECT_EQ(decoder_error(dir, deferring, tokens, chunk), now) << "chunk " << chunk;
+    EXPECT_GE(deferring.watched, 3) << "every layer is watched, none stops the pass";
+    EXPECT_EQ(decoder_error(clean, deferring, tokens, chunk), "");
+  }
+  // A pass cancelled after layer 1 leaves its record; the next pass on the backend must not report it.
+  int calls = 0;
+  const std::function<bool()> stop = [&] { return ++calls == 3; };  // before layer 2
+  EXPECT_NE(decoder_error(dir, deferring, tokens, 0, &stop), "");
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(decoder_error(clean, deferring, tokens), "");
 }
 
 }  // namespace

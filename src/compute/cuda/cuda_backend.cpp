@@ -75,6 +75,7 @@ struct CudaBackend::Impl {
   cudaStream_t copy_stream = nullptr;  // weight and expert copies
   cudaEvent_t compute_done = nullptr;  // copies wait for the compute stream through it
   bool sync_each = false;
+  bool defer_checks = true;  // Backend::defers_finite_checks
   // SLUICE_CUDA_PROFILE=1: events on the compute stream where each op begins and ends; an op is
   // charged the GPU time from its start to its end (its kernels and anything it waited for inside),
   // the GPU time from one op's end to the next one's start is the GPU waiting for the host; summed
@@ -99,6 +100,8 @@ struct CudaBackend::Impl {
     double* dev = nullptr;
   };
   std::map<const Rope*, RopeTable> ropes;
+  cuda::NonFiniteRecord* watch = nullptr;  // the deferred finite check's record (allocated on first use)
+  cuda::NonFiniteRecord* nonfinite_record();
 
   void check(cudaError_t e, const char* what) const {
     if (e != cudaSuccess) cuda_fail(e, what);
@@ -238,6 +241,8 @@ CudaBackend::CudaBackend(int index) : impl_(std::make_unique<Impl>()) {
   impl_->check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "configuring the memory pool");
   const char* sync = std::getenv("SLUICE_CUDA_SYNC");
   impl_->sync_each = sync && *sync && std::strcmp(sync, "0") != 0;
+  const char* wait = std::getenv("SLUICE_CUDA_FINITE_WAIT");
+  impl_->defer_checks = !(wait && *wait && std::strcmp(wait, "0") != 0);
   const char* prof = std::getenv("SLUICE_CUDA_PROFILE");
   impl_->profile.on = prof && *prof && std::strcmp(prof, "0") != 0;
 }
@@ -247,6 +252,7 @@ CudaBackend::~CudaBackend() {
   if (impl_->profile.on) impl_->print_profile();
   for (void* p : impl_->owned) cudaFree(p);
   for (auto& [_, r] : impl_->ropes) cudaFree(r.dev);
+  if (impl_->watch) cudaFree(impl_->watch);
   cudaStreamDestroy(impl_->stream);
   cudaStreamDestroy(impl_->copy_stream);
   cudaEventDestroy(impl_->compute_done);
@@ -306,6 +312,38 @@ int64_t CudaBackend::first_nonfinite(Tensor x) {
   impl_->stream_free(first);
   impl_->check(cudaStreamSynchronize(impl_->stream), "the finite check");
   return host == ~0ull ? -1 : int64_t(host);
+}
+
+cuda::NonFiniteRecord* CudaBackend::Impl::nonfinite_record() {
+  if (!watch) {
+    check(cudaMalloc(&watch, sizeof(cuda::NonFiniteRecord)), "allocating the finite check's record");
+    check(cudaMemsetAsync(watch, 0xFF, sizeof(cuda::NonFiniteRecord), stream), "the finite check");
+  }
+  return watch;
+}
+
+bool CudaBackend::defers_finite_checks() const { return impl_->defer_checks; }
+
+void CudaBackend::clear_nonfinite() {
+  impl_->check(cudaMemsetAsync(impl_->nonfinite_record(), 0xFF, sizeof(cuda::NonFiniteRecord), impl_->stream),
+               "the finite check");
+}
+
+void CudaBackend::watch_nonfinite(Tensor x, int64_t tag) {
+  impl_->began();
+  impl_->launched(cuda::watch_nonfinite(x.data(), x.ld(), x.rows(), x.cols(), tag, impl_->nonfinite_record(),
+                                        impl_->stream),
+                  "finite check");
+}
+
+Backend::NonFinite CudaBackend::take_nonfinite() {
+  cuda::NonFiniteRecord* rec = impl_->nonfinite_record();
+  cuda::NonFiniteRecord host{};
+  impl_->check(cudaMemcpyAsync(&host, rec, sizeof host, cudaMemcpyDeviceToHost, impl_->stream), "the finite check");
+  impl_->check(cudaMemsetAsync(rec, 0xFF, sizeof host, impl_->stream), "the finite check");
+  impl_->check(cudaStreamSynchronize(impl_->stream), "the forward pass (a kernel before the finite check failed)");
+  if (host.key == ~0ull) return {};
+  return {int64_t(host.key >> 40), int64_t(host.key & ((1ull << 40) - 1)), host.value};
 }
 
 void CudaBackend::copy(Tensor src, Tensor dst) {

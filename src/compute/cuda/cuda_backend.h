@@ -34,6 +34,12 @@ class CudaBackend : public Backend {
   void upload(const float* host, Tensor dst) override;
   void download(Tensor src, float* host) override;
   int64_t first_nonfinite(Tensor x) override;  // on the GPU: 8 bytes come back
+  // Deferred: recorded on the GPU, read back once per pass (take_nonfinite, 16 bytes); with
+  // SLUICE_CUDA_FINITE_WAIT=1 each layer's check waits for the GPU, as before (for comparisons).
+  bool defers_finite_checks() const override;
+  void clear_nonfinite() override;
+  void watch_nonfinite(Tensor x, int64_t tag) override;
+  NonFinite take_nonfinite() override;
   void copy(Tensor src, Tensor dst) override;
   void zero(Tensor dst) override;
 

@@ -148,13 +148,23 @@ __global__ void scatter_by_target_kernel(const float* src, int64_t lds, ScatterP
 }
 
 // A grid-stride walk over the packed indices; the lowest non-finite one wins.
+// `base` is added to every index (the deferred check's tag in the high bits).
 __global__ void first_nonfinite_kernel(const float* x, int64_t ldx, int64_t rows, int64_t cols,
-                                       unsigned long long* first) {
+                                       unsigned long long* first, unsigned long long base) {
   const int64_t n = rows * cols;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / cols, c = i - r * cols;
-    if (!isfinite(x[r * ldx + c])) atomicMin(first, static_cast<unsigned long long>(i));
+    if (!isfinite(x[r * ldx + c])) atomicMin(first, base + static_cast<unsigned long long>(i));
   }
+}
+
+// After first_nonfinite_kernel over x (tag in the key's high bits): the value at the recorded index when it is x's.
+__global__ void nonfinite_value_kernel(const float* x, int64_t ldx, int64_t cols, unsigned long long tag,
+                                       NonFiniteRecord* rec) {
+  const unsigned long long key = rec->key;
+  if (key == ~0ull || key >> 40 != tag) return;
+  const int64_t i = int64_t(key & ((1ull << 40) - 1)), r = i / cols;
+  rec->value = x[r * ldx + (i - r * cols)];
 }
 
 int done() { return int(cudaGetLastError()); }
@@ -226,7 +236,19 @@ int first_nonfinite(const float* x, int64_t ldx, int64_t rows, int64_t cols, uns
   if (rows <= 0 || cols <= 0) return 0;
   const int64_t blocks = (rows * cols + kThreads - 1) / kThreads;
   first_nonfinite_kernel<<<unsigned(blocks < 4096 ? blocks : 4096), kThreads, 0, cudaStream_t(s)>>>(x, ldx, rows, cols,
-                                                                                                   first);
+                                                                                                   first, 0);
+  return done();
+}
+
+int watch_nonfinite(const float* x, int64_t ldx, int64_t rows, int64_t cols, int64_t tag, NonFiniteRecord* rec,
+                    Stream s) {
+  if (rows <= 0 || cols <= 0) return 0;
+  if (tag < 0 || tag >= (1 << 23) || rows * cols >= (int64_t(1) << 40)) return int(cudaErrorInvalidValue);
+  const int64_t blocks = (rows * cols + kThreads - 1) / kThreads;
+  const unsigned long long base = static_cast<unsigned long long>(tag) << 40;
+  first_nonfinite_kernel<<<unsigned(blocks < 4096 ? blocks : 4096), kThreads, 0, cudaStream_t(s)>>>(
+      x, ldx, rows, cols, &rec->key, base);
+  nonfinite_value_kernel<<<1, 1, 0, cudaStream_t(s)>>>(x, ldx, cols, static_cast<unsigned long long>(tag), rec);
   return done();
 }
 

@@ -145,6 +145,14 @@ int gather_rows(const float* src, int64_t lds, const RowList& rows, int64_t cols
 // *first = min(*first, r * cols + c) over the values x[r * ldx + c] that are not finite (the caller
 // sets *first to UINT64_MAX before).
 int first_nonfinite(const float* x, int64_t ldx, int64_t rows, int64_t cols, unsigned long long* first, Stream s);
+// The deferred check (Backend::watch_nonfinite): rec->key = min(rec->key, tag << 40 | (r * cols + c)) over
+// the non-finite values, then, if x holds the minimum (its tag), rec->value = that value: two launches, no wait.
+struct NonFiniteRecord {
+  unsigned long long key;  // UINT64_MAX: none
+  float value;
+};
+int watch_nonfinite(const float* x, int64_t ldx, int64_t rows, int64_t cols, int64_t tag, NonFiniteRecord* rec,
+                    Stream s);
 int scatter_add(const float* src, int64_t lds, const RowList& rows, int64_t cols, float* acc, int64_t lda, Stream s);
 // The same sum with the rows grouped by target (device arrays): acc[targets[j]] += weights[k] * src[src_rows[k]]
 // for k in [starts[j], starts[j+1]) in k order; one thread per (target, column), so long lists run in parallel.
