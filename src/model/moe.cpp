@@ -28,6 +28,17 @@ class HeldExpert {
   int32_t layer_, expert_;
   const ExpertWeights& w_;
 };
+
+// y = w x over x's rows in batches of `rows` (0: all at once). The product gives a row the
+// same bits in any batch, and the CPU kernels keep a copy of the largest input they were
+// given (per thread, for good): a span's whole rows at once would leave it that large.
+void matmul_rows(Backend& be, const Matrix& w, Tensor x, Tensor y, int64_t rows) {
+  const int64_t T = x.rows(), step = rows > 0 ? rows : T;
+  for (int64_t r0 = 0; r0 < T; r0 += step) {
+    const int64_t n = std::min(step, T - r0);
+    be.matmul(w, x.row_range(r0, n), y.row_range(r0, n));
+  }
+}
 }  // namespace
 
 void MoeBlock::route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<float>& weights,
@@ -213,7 +224,7 @@ void MoeBlock::forward_rows(Tensor x, Tensor out, int64_t batch_rows) const {
   if (latent_) {
     W = latent_->down.rows();
     latent_in = Buffer(be_, T, W);
-    be_.matmul(latent_->down, x, latent_in);
+    matmul_rows(be_, latent_->down, x, latent_in, batch_rows);
     xin = latent_in;
   }
   // The shared expert's output: straight into out when the experts read the latent input (the
@@ -246,7 +257,7 @@ void MoeBlock::forward_rows(Tensor x, Tensor out, int64_t batch_rows) const {
   if (latent_) {
     if (!latent_->norm.empty()) be_.rmsnorm(acc, latent_->norm, latent_->eps, acc);
     if (!shared_) {
-      be_.matmul(latent_->up, acc, out);
+      matmul_rows(be_, latent_->up, acc, out, batch_rows);
     } else {  // out holds the shared expert's output: the up-projection is added to it, batch by batch
       const int64_t rows = batch_rows > 0 ? std::min(batch_rows, T) : T;
       Buffer up(be_, rows, D);
