@@ -96,7 +96,9 @@ void add_prefill_span_option(CLI::App* cmd, int64_t& span) {
                   "Prompt tokens per layer-by-layer span (-1: the memory plan's, used when longer than a chunk; 0: chunk by "
                   "chunk). A span runs every layer over all its tokens before the next, attention in chunks: each "
                   "routed expert and streamed spine layer is read once per span instead of once per chunk, the same "
-                  "logits")
+                  "logits. The plan's span holds its rows in the reserve and, on the CPU when the expert cache cannot "
+                  "hold every expert, in cache slots beyond one layer's experts, lent for the span and given back "
+                  "after (never beyond --ram); bench reports the spans and what was lent")
       ->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()).description(""))
       ->capture_default_str();
 }

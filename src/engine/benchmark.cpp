@@ -399,6 +399,23 @@ BenchResult generation(const BenchRequest& r, Ticker& tick) {
   return res;
 }
 
+// The layer-by-layer passes of a prefill (Engine::span_memory since `before`) and the rule
+// that sized them (engine/prefill_room.h): how many, the longest, what the expert cache
+// lent one at most, and the most one held with the cache.
+nlohmann::json prefill_span_json(const Engine& m, const Engine::SpanMemory& before) {
+  const Engine::SpanMemory now = m.span_memory();
+  const PrefillRoom room = m.prefill_room();
+  return {{"count", now.spans - before.spans},
+          {"longest_tokens", now.longest},
+          {"cache_lent_bytes", now.lent_bytes},
+          {"peak_bytes", now.peak_bytes},
+          {"room_bytes", room.room},
+          {"span_bytes_per_token", room.span_bytes},
+          {"activation_bytes_per_token", room.activation_bytes},
+          {"lendable_bytes", uint64_t(lendable_slots(room)) * room.slot_bytes},
+          {"cache_keeps_slots", room.keep_slots}};
+}
+
 // Prefill, then each greedy decode step timed with its I/O.
 BenchResult decode(const BenchRequest& r, Ticker& tick) {
   auto model = Engine::open(r.model, r.mem);
@@ -415,6 +432,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const uint64_t io0 = process_read_bytes();
   tick.say(fmt::format("bench: prefilling {} tokens", prompt.size()), true);
   const ExpertStats before_prefill = model->expert_stats();
+  const Engine::SpanMemory spans0 = model->span_memory();
   const double wait0 = read_wait_seconds(*model);
   auto routed = std::make_unique<RoutedExperts>(*model);
   auto t0 = Clock::now();
@@ -422,6 +440,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const double prefill = seconds_since(t0);
   // Time the prefill waited for expert and spine reads; the rest is compute.
   const double prefill_stall = read_wait_seconds(*model) - wait0;
+  const nlohmann::json span_json = prefill_span_json(*model, spans0);
   const uint64_t prefill_distinct = routed->distinct_bytes();
   routed.reset();
   auto routes = std::make_unique<RouteRecorder>(*model);
@@ -546,6 +565,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
       {"prefill_stall_seconds", prefill_stall},
       {"prefill_chunk", s.prefill_chunk()},
       {"prefill_span", s.prefill_span()},
+      {"prefill_spans", span_json},
       {"prefill_expert_bytes_read", prefill_read},
       {"prefill_device_bytes_copied", prefill_copied},
       {"prefill_distinct_expert_bytes", prefill_distinct},
@@ -621,14 +641,14 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   res.summary.push_back(fmt::format(
       "{}: {:.3f} tokens/s mean over {} tokens ({:.4f} s/token); per token median {:.4f} s, p90 {:.4f}, max {:.4f}; "
       "stall {:.0f}%, verification {:.0f}%; read {}/token (experts {}, spine {}; needed {}), hit rate {:.1f}%, prefetch recall {:.1f}%; "
-      "reads while stalled {}; prefill {:.2f} s for {} tokens (experts read {}, distinct routed {}); spine layers "
-      "streamed {}; peak RSS {} (budget {})",
+      "reads while stalled {}; prefill {:.2f} s for {} tokens in {} span(s) (experts read {}, distinct routed {}, "
+      "expert cache lent {}); spine layers streamed {}; peak RSS {} (budget {})",
       r.model, res.json["tokens_per_second"].get<double>(), r.tokens, mean_s, median(secs), quantile(secs, 0.9),
       quantile(secs, 1.0), 100 * res.json["io_stall_fraction"].get<double>(),
       100 * res.json["verify_fraction"].get<double>(), human_bytes(bytes_per_token),
       human_bytes(mean(ebytes)), human_bytes(mean(sbytes)), human_bytes(mean(need)), 100 * hit_rate, 100 * recall,
-      drive_part, prefill, prompt.size(), human_bytes(double(prefill_read)), human_bytes(double(prefill_distinct)),
-      streamed_layers, human_bytes(double(process_peak_rss())), human_bytes(double(budget))));
+      drive_part, prefill, prompt.size(), span_json["count"].get<int64_t>(), human_bytes(double(prefill_read)),
+      human_bytes(double(prefill_distinct)), human_bytes(span_json["cache_lent_bytes"].get<double>()), streamed_layers, human_bytes(double(process_peak_rss())), human_bytes(double(budget))));
   if (!drives_summary(drives).empty()) res.summary.push_back(drives_summary(drives));
   if (!guess_line.empty()) res.summary.push_back("next-layer guesses right (of the experts the cache lacked): " + guess_line);
   res.summary.push_back(routing_summary(routing));
@@ -667,6 +687,7 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
   std::vector<Session*> seqs;
   const uint64_t io0 = process_read_bytes();
   const ExpertStats e0 = model->expert_stats();
+  const Engine::SpanMemory spans0 = model->span_memory();
   uint64_t prefill_distinct = 0;
   int64_t prompt_total = 0;
   const double wait0 = read_wait_seconds(*model);
@@ -741,6 +762,7 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
               {"prefill_stall_seconds", prefill_stall},
               {"prefill_chunk", seqs.front()->prefill_chunk()},
               {"prefill_span", seqs.front()->prefill_span()},
+              {"prefill_spans", prefill_span_json(*model, spans0)},
               {"prefill_expert_bytes_read", prefill_read},
               {"prefill_distinct_expert_bytes", prefill_distinct},
               {"seconds_per_pass", median(secs)},

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "compute/devices.h"
 #include "compute/host_experts.h"
@@ -253,7 +256,44 @@ void Engine::forward(State& state, const int32_t* tokens, int64_t T, float* logi
   decoder_->forward(state, tokens, T, logits, all_logits, trace);
 }
 void Engine::forward_batch(std::span<const SequenceFeed> feeds) const { decoder_->forward_batch(feeds); }
+namespace {
+// Expert cache slots lent for one span, given back when it ends (or throws).
+class CacheLoan {
+ public:
+  CacheLoan(StreamingExperts* cache, int64_t slots) : cache_(cache) {
+    if (cache_ && slots > 0) bytes_ = cache_->lend(slots);
+  }
+  ~CacheLoan() {
+    if (bytes_ == 0) return;
+#if defined(__GLIBC__)
+    // The span's rows are freed, but malloc may keep freed memory in its heaps (4.5 MB after a
+    // 4,000-token span of a K3-shaped model): back to the system first, so the cache's pages
+    // do not come back on top of it.
+    malloc_trim(0);
+#endif
+    cache_->take_back();
+  }
+  CacheLoan(const CacheLoan&) = delete;
+  CacheLoan& operator=(const CacheLoan&) = delete;
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  StreamingExperts* cache_;
+  uint64_t bytes_ = 0;
+};
+}  // namespace
+
 void Engine::forward_span(State& state, const int32_t* tokens, int64_t T, int64_t chunk, float* logits) const {
+  const int64_t c = chunk > 0 ? std::min(chunk, T) : T;
+  if (c >= T) return decoder_->forward_span(state, tokens, T, chunk, logits);  // one chunk: no span
+  const PrefillRoom room = prefill_room();
+  const CacheLoan loan(streaming_, span_loan_slots(room, T, c));
+  SpanMemory& m = span_memory_;
+  ++m.spans;
+  m.longest = std::max(m.longest, T);
+  m.lent_bytes = std::max(m.lent_bytes, loan.bytes());
+  const uint64_t cache = streaming_ ? uint64_t(streaming_->slots() - streaming_->lent_slots()) * streaming_->slot_bytes() : 0;
+  m.peak_bytes = std::max(m.peak_bytes, uint64_t(T) * room.span_bytes + uint64_t(c) * room.activation_bytes + cache);
   decoder_->forward_span(state, tokens, T, chunk, logits);
 }
 uint64_t Engine::span_bytes_per_token() const { return decoder_->span_bytes_per_token(); }
@@ -261,24 +301,24 @@ ExpertStats Engine::expert_stats() const { return decoder_->expert_stats(); }
 
 uint64_t Engine::activation_bytes_per_token() const { return decoder_->activation_bytes_per_token(); }
 
-namespace {
-struct PrefillPasses {
-  int64_t chunk = 1, span = 0;
-};
-// Engine::prefill_chunk and prefill_span from the room (three quarters of the reserve),
-// the activations of a chunk's token and a span's lasting bytes per token.
-PrefillPasses prefill_passes(uint64_t room, uint64_t per_token, uint64_t span_per_token) {
-  per_token = std::max<uint64_t>(1, per_token);
-  PrefillPasses p;
-  const int64_t whole = std::max<int64_t>(1, int64_t(room / per_token));
-  p.chunk = whole;
-  if (span_per_token == 0) return p;
-  const int64_t chunk = std::max<int64_t>(1, int64_t(room / 4 / per_token));
-  const int64_t span = int64_t((room - uint64_t(chunk) * per_token) / span_per_token);
-  if (span > whole) p = {chunk, span};
-  return p;
+PrefillRoom Engine::prefill_room() const {
+  PrefillRoom r;
+  r.room = (plan_.reserve > 0 ? plan_.reserve : kMappedReserve) / 4 * 3;
+  r.activation_bytes = activation_bytes_per_token();
+  r.span_bytes = span_bytes_per_token();
+  // The span's rows are host memory on the CPU; beside a GPU they are device memory (and
+  // the backend pins the RAM cache), so there the cache lends nothing.
+  if (streaming_ && !opts_.device.cuda()) {
+    const ExpertTable& t = decoder_->experts();
+    r.slot_bytes = streaming_->slot_bytes();
+    r.slots = streaming_->slots();
+    for (int32_t l = 0; l < t.layers(); ++l) {
+      r.keep_slots = std::max<int64_t>(r.keep_slots, t.experts(l));
+      r.experts += t.experts(l);
+    }
+  }
+  return r;
 }
-}  // namespace
 
 // Under mpirun every rank must compute the same model with the same kernels
 // (else they route differently and the exchange mixes up rows), and make the
@@ -299,21 +339,20 @@ void Engine::agree_between_ranks() {
          "{} for {}): give every host the same model files, build and SLUICE_ISA",
          x->rank(), id, dir_);
   // Chunk by chunk (no spans under mpirun): the whole-reserve chunk, the smallest of the ranks'.
-  const uint64_t reserve = plan_.reserve > 0 ? plan_.reserve : kMappedReserve;
-  agreed_prefill_chunk_ = x->agree_min(prefill_passes(reserve / 4 * 3, activation_bytes_per_token(), 0).chunk);
+  PrefillRoom room = prefill_room();
+  room.span_bytes = 0;
+  agreed_prefill_chunk_ = x->agree_min(prefill_passes(room).chunk);
 }
 
 
 int64_t Engine::prefill_chunk() const {
   if (agreed_prefill_chunk_ > 0) return agreed_prefill_chunk_;
-  const uint64_t reserve = plan_.reserve > 0 ? plan_.reserve : kMappedReserve;
-  return prefill_passes(reserve / 4 * 3, activation_bytes_per_token(), span_bytes_per_token()).chunk;
+  return prefill_passes(prefill_room()).chunk;
 }
 
 int64_t Engine::prefill_span() const {
   if (agreed_prefill_chunk_ > 0) return 0;  // under mpirun: one exchange per layer per chunk, as agreed
-  const uint64_t reserve = plan_.reserve > 0 ? plan_.reserve : kMappedReserve;
-  return prefill_passes(reserve / 4 * 3, activation_bytes_per_token(), span_bytes_per_token()).span;
+  return prefill_passes(prefill_room()).span;
 }
 const Checkpoint& Engine::checkpoint() const { return decoder_->checkpoint(); }
 

@@ -15,6 +15,7 @@
 #include "compute/expert_source.h"
 #include "engine/expert_placement.h"
 #include "engine/memory_plan.h"
+#include "engine/prefill_room.h"
 #include "experts/streaming_experts.h"
 #include "format/checkpoint.h"
 #include "format/config.h"
@@ -72,18 +73,31 @@ class Engine : public Model {
     s.set_prefill_chunk(prefill_chunk());
     return s;
   }
-  // How a long prompt goes through the model within three quarters of the plan's
-  // reserve (768 MiB without a budget). Each distinct routed expert (and a
-  // streamed spine layer) is read once per layer per pass, so the longer the
-  // pass the fewer times the pool is read. Chunk by chunk, a pass is a chunk
-  // whose activations take it all. Layer by layer (Model::forward_span), a pass
-  // is a span: its rows' lasting values (the residual stream, Block AttnRes
-  // snapshots, a MoE layer's routes and sum) take three quarters of it and a
-  // chunk's activations the rest; used when that span is longer than the
-  // whole-reserve chunk. prefill_span() is 0 when it is not (and under mpirun).
+  // How a long prompt goes through the model (the rule: engine/prefill_room.h). Each
+  // distinct routed expert (and a streamed spine layer) is read once per layer per
+  // pass, so the longer the pass the fewer times the pool is read. Chunk by chunk, a
+  // pass is a chunk whose activations take three quarters of the plan's reserve (768
+  // MiB's without a budget). Layer by layer (Model::forward_span), a pass is a span:
+  // its rows' lasting values (the residual stream, Block AttnRes snapshots, a MoE
+  // layer's routes and sum) take three quarters of that room, a chunk's activations the
+  // rest, and on the CPU what the routed-expert cache lends beyond one layer's experts
+  // when it cannot hold them all; used when that span is longer than the whole-room
+  // chunk. prefill_span() is 0 when it is not (and under mpirun).
   int64_t prefill_chunk() const;
   int64_t prefill_span() const override;
   uint64_t activation_bytes_per_token() const;
+  // The numbers that rule follows for this engine now.
+  PrefillRoom prefill_room() const;
+  // What the layer-by-layer passes so far held, by the engine's own accounting.
+  struct SpanMemory {
+    int64_t spans = 0;          // forward_span passes over more than one chunk
+    int64_t longest = 0;        // tokens of the longest
+    uint64_t lent_bytes = 0;    // the most the expert cache lent one of them
+    // The most one held at once: its lasting rows, a chunk's activations and the expert
+    // cache's slots left in use meanwhile (within the plan's expert cache and room).
+    uint64_t peak_bytes = 0;
+  };
+  SpanMemory span_memory() const { return span_memory_; }
 
   const std::string& dir() const { return dir_; }
   // The decoder the engine runs (drafters that borrow its embedding and head).
@@ -155,7 +169,8 @@ class Engine : public Model {
   std::unique_ptr<SpineLayout> spine_layout_;
   std::unique_ptr<SpineStreamer> spine_;
   std::unique_ptr<LayerHooks> hooks_;
-  const StreamingExperts* streaming_ = nullptr;  // owned by the decoder
+  StreamingExperts* streaming_ = nullptr;  // owned by the decoder (lent from by forward_span)
+  mutable SpanMemory span_memory_;
   void stream_spine(uint64_t budget);
   void shard_routed_experts(ExpertExchange& exchange);
   void agree_between_ranks();

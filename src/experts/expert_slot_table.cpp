@@ -67,6 +67,7 @@ void ExpertSlotTable::assign(int64_t slot, uint64_t key) {
     unrank(slot);
     where_.erase(s.key);
   } else {
+    if (s.withdrawn) fail("internal: assigning withdrawn expert slot {}", slot);
     free_.erase(slot);
   }
   s.held = true;
@@ -84,6 +85,21 @@ void ExpertSlotTable::release_slot(int64_t slot) {
   if (s.pins == 0) unrank(slot);
   where_.erase(s.key);
   s = Slot{};
+  free_.insert(slot);
+}
+
+void ExpertSlotTable::withdraw(int64_t slot) {
+  Slot& s = at(slot, "withdrawing");
+  if (s.held) fail("internal: withdrawing expert slot {}, which holds an expert", slot);
+  if (s.withdrawn) return;
+  s.withdrawn = true;
+  free_.erase(slot);
+}
+
+void ExpertSlotTable::return_slot(int64_t slot) {
+  Slot& s = at(slot, "returning");
+  if (!s.withdrawn) return;
+  s.withdrawn = false;
   free_.insert(slot);
 }
 

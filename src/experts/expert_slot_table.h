@@ -72,6 +72,11 @@ class ExpertSlotTable {
   void assign(int64_t slot, uint64_t key);
   // Forget what a slot holds; it becomes free.
   void release_slot(int64_t slot);
+  // A free slot taken out of use (its memory lent, experts/streaming_experts.h lend): neither
+  // free nor held, so victim() never offers it, until return_slot() makes it free again.
+  void withdraw(int64_t slot);
+  void return_slot(int64_t slot);
+  bool withdrawn(int64_t slot) const { return slot_[size_t(slot)].withdrawn; }
   // One use of a held slot (an acquire): pinned once more, one more use (and
   // one more heat under heat), just used.
   void use(int64_t slot);
@@ -88,6 +93,7 @@ class ExpertSlotTable {
  private:
   struct Slot {
     bool held = false;
+    bool withdrawn = false;
     uint64_t key = ~0ull;
     int32_t pins = 0;
     uint64_t last_use = 0, uses = 0;

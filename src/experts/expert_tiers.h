@@ -44,7 +44,7 @@ struct ExpertSourceModel {
 
 struct ExpertTiers {
   std::unique_ptr<ExpertSource> source;         // null: the MoE blocks read the table itself
-  const StreamingExperts* streaming = nullptr;  // the RAM tier when streamed (owned by `source`)
+  StreamingExperts* streaming = nullptr;  // the RAM tier when streamed (owned by `source`)
 };
 
 ExpertTiers make_expert_source(const ExpertSourcePlan& plan, const ExpertSourceModel& model);

@@ -200,6 +200,65 @@ StreamingExperts::~StreamingExperts() {
   for (int fd : fds_) ::close(fd);
 }
 
+namespace {
+// The whole pages inside [p, p + n).
+std::pair<uint8_t*, size_t> inner_pages(uint8_t* p, size_t n) {
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t a = (uintptr_t(p) + page - 1) & ~(page - 1), b = (uintptr_t(p) + n) & ~(page - 1);
+  return b > a ? std::pair<uint8_t*, size_t>{reinterpret_cast<uint8_t*>(a), size_t(b - a)}
+               : std::pair<uint8_t*, size_t>{p, 0};
+}
+#ifndef MADV_POPULATE_WRITE
+constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
+#endif
+}  // namespace
+
+uint64_t StreamingExperts::lend(int64_t n) {
+  if (lent_ > 0) fail("internal: the expert cache is lent already");
+  n = std::clamp<int64_t>(n, 0, slots());
+  if (n == 0 || slot_bytes_ == 0) return 0;
+  while (in_flight() > 0) drain(true);  // guesses still reading: every slot settles
+  const int64_t first = slots() - n;
+  for (int64_t s = first; s < slots(); ++s) {
+    Slot& slot = slots_[size_t(s)];
+    if (slot_table_.held(s)) {
+      if (slot_table_.pins(s) > 0 || slot.state != SlotState::Ready)
+        fail("internal: lending expert slot {} while it is in use", s);
+      if (slot.prefetched && !slot.used) {
+        ++stats_.prefetch_wasted;
+        stats_.prefetch_wasted_bytes += plan(expert_key_layer(slot.key), expert_key_expert(slot.key)).read_bytes;
+      }
+      ++stats_.evictions;
+      slot_table_.release_slot(s);
+    }
+    slot.state = SlotState::Free;
+    slot.key = ~0ull;
+    slot.weights = {};
+    slot_table_.withdraw(s);
+    settle_touch(s);  // the background prefault leaves it alone from now on
+  }
+  // Private anonymous memory: the pages are freed now and read as zeros when touched again.
+  const auto [p, len] = inner_pages(arena_ + uint64_t(first) * slot_bytes_, size_t(n) * slot_bytes_);
+  if (len > 0 && madvise(p, len, MADV_DONTNEED) != 0)
+    fail("cannot return {} bytes of the expert cache to the system: {}", len, std::strerror(errno));
+  lent_ = n;
+  return uint64_t(n) * slot_bytes_;
+}
+
+void StreamingExperts::take_back() {
+  if (lent_ == 0) return;
+  const int64_t first = slots() - lent_;
+  // Populated again as at start-up (a fill would otherwise fault them in inside its reads);
+  // kernels before 5.14 have no MADV_POPULATE_WRITE: touched one page at a time.
+  const auto [p, len] = inner_pages(arena_ + uint64_t(first) * slot_bytes_, size_t(lent_) * slot_bytes_);
+  if (len > 0 && madvise(p, len, MADV_POPULATE_WRITE) != 0) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    for (size_t off = 0; off < len; off += page) static_cast<volatile uint8_t*>(p)[off] = 0;
+  }
+  for (int64_t s = first; s < slots(); ++s) slot_table_.return_slot(s);
+  lent_ = 0;
+}
+
 const StreamingExperts::Plan& StreamingExperts::plan(int32_t layer, int32_t e) const {
   if (layer < 0 || layer >= int32_t(plans_.size()) || e < 0 || e >= int32_t(plans_[size_t(layer)].size()))
     fail("no routed expert {} in layer {}", e, layer);

@@ -125,6 +125,14 @@ class StreamingExperts : public ExpertSource {
   uint64_t cache_bytes() const { return slot_bytes_ * slots_.size(); }
   bool direct_io() const { return direct_; }
   std::string queue_name() const { return drives_.front().queue->name(); }
+  // A long prefill's span borrows the cache's memory (engine/prefill_room.h): the last `n`
+  // slots drop their experts and their pages go back to the system (the span's rows take
+  // them) until take_back(). Only between passes (no expert pinned); reads in flight are
+  // waited for first. Returns the bytes lent.
+  uint64_t lend(int64_t n);
+  // The lent slots become free slots again, their pages populated as at start-up.
+  void take_back();
+  int64_t lent_slots() const { return lent_; }
   // Per layer: how the next-layer guess did (layers never guessed are zero).
   std::vector<LayerPrefetchStats> prefetch_by_layer() const;
   // One entry per drive, in the order of the checkpoint files they hold.
@@ -226,6 +234,7 @@ class StreamingExperts : public ExpertSource {
   void settle_touch(int64_t s);  // before a fill writes slot s
   uint8_t* arena_ = nullptr;
   size_t arena_bytes_ = 0;
+  int64_t lent_ = 0;  // the last lent_ slots are lent (lend())
   std::vector<Slot> slots_;
   ExpertSlotTable slot_table_;
   std::unordered_map<uint64_t, uint64_t> wanted_;  // requested for the current layer: not evictable

@@ -44,12 +44,15 @@ class FfnBlock {
   // Scratch activations forward() allocates per row of x, in floats, at most;
   // routed_width: rows of the layer's routed expert gate (gate and up) matrix, 0 if none.
   virtual int64_t activation_floats_per_token(int64_t routed_width) const = 0;
-  // A guess at this block's input (used to prefetch routed experts); default: nothing.
-  virtual void prefetch_hint(Tensor /*x*/) const {}
+  // A guess at this block's input (used to prefetch routed experts), looked at in batches of
+  // at most `batch_rows` rows (0: all at once); default: nothing.
+  virtual void prefetch_hint(Tensor /*x*/, int64_t /*batch_rows*/ = 0) const {}
   // forward() over every row of a long prefill's span (model/decoder.h forward_span), holding
   // per-call scratch for at most `batch_rows` rows at a time. Rows are independent and the
   // products give a row the same bits whatever the batch, so this is forward()'s result.
-  // Default: forward() over consecutive batches of rows.
+  // `out` may be `x` itself (a span writes the output over the input): every block reads a
+  // row of x before it writes that row of out. Default: forward() over consecutive batches of
+  // rows (a batch's rows are read whole before any is written).
   virtual void forward_span(Tensor x, Tensor out, int64_t batch_rows) const;
   // What forward_span holds for every row of the span at once, in floats per row (beyond
   // the batch's scratch, which activation_floats_per_token bounds). Default: nothing.

@@ -57,7 +57,7 @@ std::unique_ptr<ExpertSource> Decoder::take_expert_source() {
   return std::move(installed_source_);
 }
 
-void Decoder::prefetch_next(size_t l, Tensor h, Tensor scratch) const {
+void Decoder::prefetch_next(size_t l, Tensor h, Tensor scratch, int64_t batch_rows) const {
   if (!prefetch_ || l + 1 >= layers_.size()) return;
   const Layer& next = layers_[l + 1];
   Buffer own;
@@ -66,22 +66,28 @@ void Decoder::prefetch_next(size_t l, Tensor h, Tensor scratch) const {
     scratch = own;
   }
   be_.rmsnorm(h, next.ffn_norm, eps_, scratch);
-  next.ffn->prefetch_hint(scratch);
+  next.ffn->prefetch_hint(scratch, batch_rows);
 }
 
 // The hidden state after layer l must be finite (model/finite_check.h): checked
 // where it is (a GPU returns an index, not the state); only when a value is not
 // finite is it read back, each sequence checked at its own positions for the error.
+// The rows come back a few at a time (a span's would be as large as its residual stream).
 void Decoder::check_layer_finite(std::span<const PassSequence> seqs, size_t l, Tensor h) const {
   if (be_.defers_finite_checks()) {
     be_.watch_nonfinite(h, int64_t(l));
     return;
   }
   if (be_.first_nonfinite(h) < 0) return;
-  std::vector<float> host(size_t(h.rows() * h.cols()));
-  be_.download(h, host.data());
+  const int64_t D = h.cols(), step = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, D));
+  std::vector<float> host;
   for (const PassSequence& s : seqs)
-    check_finite(host.data() + s.row0 * h.cols(), s.rows, h.cols(), s.state->pos, int64_t(l));
+    for (int64_t r = 0; r < s.rows; r += step) {
+      const int64_t n = std::min(step, s.rows - r);
+      host.resize(size_t(n * D));
+      be_.download(h.row_range(s.row0 + r, n), host.data());
+      check_finite(host.data(), n, D, s.state->pos + r, int64_t(l));
+    }
 }
 
 // Before the pass's states advance: the record's row is a row of the pass's activations.

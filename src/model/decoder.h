@@ -111,7 +111,7 @@ class Decoder : public Model {
   std::function<void(int64_t)> on_layer_;
 
   // Hints the next MoE layer's experts from h (scratch: h's shape, or empty to allocate it).
-  void prefetch_next(size_t layer, Tensor h, Tensor scratch = {}) const;
+  void prefetch_next(size_t layer, Tensor h, Tensor scratch = {}, int64_t batch_rows = 0) const;
   void trace_layer(ForwardTrace* trace, size_t layer, Tensor h) const;
 
   // One sequence of a pass: its state and its rows of the activations.
@@ -132,8 +132,8 @@ class Decoder : public Model {
   void forward_attn_res(std::span<const PassSequence> seqs, Tensor h, ForwardTrace* trace) const;
   void check_feed(const State& state, const int32_t* tokens, int64_t T) const;
   // forward_span's layers: attention in chunks of c rows from position pos0, feed-forward over all rows.
-  void span_residual(State& state, int64_t pos0, int64_t c, Tensor h, Tensor xn, Tensor f) const;
-  void span_attn_res(State& state, int64_t pos0, int64_t c, Tensor h, Tensor xn, Tensor f) const;
+  void span_residual(State& state, int64_t pos0, int64_t c, Tensor h, Tensor xn) const;
+  void span_attn_res(State& state, int64_t pos0, int64_t c, Tensor h, Tensor xn) const;
   void forward_pass(std::span<const SequenceFeed> feeds, ForwardTrace* trace) const;
 };
 

@@ -24,11 +24,10 @@ void Model::forward_span(State& state, const int32_t* tokens, int64_t T, int64_t
 
 uint64_t Decoder::span_bytes_per_token() const {
   const int64_t D = info_.hidden;
-  // h, the feed-forward input and output, the host copy of h for a failed finite
-  // check; with Block AttnRes the partial sum p and one snapshot per block.
-  int64_t floats = 4 * D;
-  if (attn_res_.block_size > 0)
-    floats += (1 + (layers() + attn_res_.block_size - 1) / attn_res_.block_size) * D;
+  // h and the feed-forward input (its output is written over it); with Block AttnRes
+  // one snapshot per block (the current block's partial sum is h itself).
+  int64_t floats = 2 * D;
+  if (attn_res_.block_size > 0) floats += (layers() + attn_res_.block_size - 1) / attn_res_.block_size * D;
   int64_t ffn = 0;
   for (const Layer& L : layers_) ffn = std::max(ffn, L.ffn->span_floats_per_token());
   return uint64_t(floats + ffn) * sizeof(float);
@@ -45,11 +44,11 @@ void Decoder::forward_span(State& state, const int32_t* tokens, int64_t T, int64
   const PassSequence whole{&state, 0, T};
   prepare_captures({&whole, 1});
   const int64_t D = info_.hidden, pos0 = state.pos;
-  Buffer h(be_, T, D), xn(be_, T, D), f(be_, T, D);
+  Buffer h(be_, T, D), xn(be_, T, D);
   if (be_.defers_finite_checks()) be_.clear_nonfinite();
   be_.embed(embed_, tokens, T, h);
-  if (attn_res_.block_size > 0) span_attn_res(state, pos0, c, h, xn, f);
-  else span_residual(state, pos0, c, h, xn, f);
+  if (attn_res_.block_size > 0) span_attn_res(state, pos0, c, h, xn);
+  else span_residual(state, pos0, c, h, xn);
   check_watched_finite({&whole, 1});
   state.pos += T;
   // Only the last token's logits: its row alone through the final norm and the head.
@@ -62,8 +61,9 @@ void Decoder::forward_span(State& state, const int32_t* tokens, int64_t T, int64
   check_finite(logits, 1, info_.vocab, state.pos - 1, -1);
 }
 
-// Plain residual stream: h += Attn(RMSNorm(h)) chunk by chunk; h += FFN(RMSNorm(h)) over the span.
-void Decoder::span_residual(State& state, int64_t pos0, int64_t c, Tensor h, Tensor xn, Tensor f) const {
+// Plain residual stream: h += Attn(RMSNorm(h)) chunk by chunk; h += FFN(RMSNorm(h)) over the
+// span, the feed-forward output written over its input xn.
+void Decoder::span_residual(State& state, int64_t pos0, int64_t c, Tensor h, Tensor xn) const {
   const int64_t T = h.rows(), D = h.cols();
   const PassSequence whole{&state, 0, T};
   Buffer tmp(be_, c, D);
@@ -81,22 +81,25 @@ void Decoder::span_residual(State& state, int64_t pos0, int64_t c, Tensor h, Ten
       be_.add(tr, hr);
     }
     be_.rmsnorm(h, L.ffn_norm, eps_, xn);
-    L.ffn->forward_span(xn, f, c);
-    be_.add(f, h);
+    L.ffn->forward_span(xn, xn, c);
+    be_.add(xn, h);
     if (hooks_) hooks_->after_layer(int64_t(l));
     check_layer_finite({&whole, 1}, l, h);
     capture_layer({&whole, 1}, l, h);
-    prefetch_next(l, h, xn);
+    prefetch_next(l, h, xn, c);
     if (on_layer_) on_layer_(int64_t(l));
   }
 }
 
 // Block AttnRes (see forward_attn_res, whose steps these are, in the same order per row).
-void Decoder::span_attn_res(State& state, int64_t pos0, int64_t c, Tensor h, Tensor xn, Tensor f) const {
+// forward_attn_res keeps the block's partial sum p apart from h, but every layer starts with
+// p = h and h is not read again until it becomes p + f: here h is that partial sum (the
+// same values in the same operations), and the feed-forward output is written over its input.
+void Decoder::span_attn_res(State& state, int64_t pos0, int64_t c, Tensor h, Tensor xn) const {
   const int64_t T = h.rows(), D = h.cols(), B = attn_res_.block_size;
   const PassSequence whole{&state, 0, T};
   std::vector<Buffer> blocks;  // completed block representations (the embedding is the first)
-  Buffer p(be_, T, D), x(be_, c, D), xc(be_, c, D), a(be_, c, D);
+  Buffer x(be_, c, D), xc(be_, c, D), a(be_, c, D);
   auto rows_of = [](const std::vector<Buffer>& bs, size_t count, Tensor last, int64_t r, int64_t n) {
     std::vector<Tensor> s;
     for (size_t i = 0; i < count; ++i) s.push_back(bs[i].row_range(r, n));
@@ -113,27 +116,25 @@ void Decoder::span_attn_res(State& state, int64_t pos0, int64_t c, Tensor h, Ten
     for (int64_t r = 0; r < T; r += c) {
       const int64_t n = std::min(c, T - r);
       if (r > 0) check_stop({&whole, 1});
-      const Tensor hr = h.row_range(r, n), pr = Tensor(p).row_range(r, n);
+      const Tensor hr = h.row_range(r, n);
       const Tensor xr = Tensor(x).row_range(0, n), xcr = Tensor(xc).row_range(0, n), ar = Tensor(a).row_range(0, n);
-      be_.copy(hr, pr);
       if (before == 0) be_.copy(hr, xr);
-      else be_.attn_res_mix(rows_of(blocks, before, p, r, n), L.attn_res_norm, L.attn_res_proj, attn_res_.eps, xr);
+      else be_.attn_res_mix(rows_of(blocks, before, h, r, n), L.attn_res_norm, L.attn_res_proj, attn_res_.eps, xr);
       if (boundary) be_.copy(hr, blocks.back().row_range(r, n));
       be_.rmsnorm(xr, L.attn_norm, eps_, xcr);
       const SequenceRows rows{state.layers[l].get(), pos0 + r, 0, n};
       L.attn->forward(xcr, {&rows, 1}, ar);
-      if (boundary) be_.copy(ar, pr);
-      else be_.add(ar, pr);
-      be_.attn_res_mix(rows_of(blocks, blocks.size(), p, r, n), L.ffn_res_norm, L.ffn_res_proj, attn_res_.eps, xr);
+      if (boundary) be_.copy(ar, hr);
+      else be_.add(ar, hr);
+      be_.attn_res_mix(rows_of(blocks, blocks.size(), h, r, n), L.ffn_res_norm, L.ffn_res_proj, attn_res_.eps, xr);
       be_.rmsnorm(xr, L.ffn_norm, eps_, xn.row_range(r, n));
     }
-    L.ffn->forward_span(xn, f, c);
-    be_.copy(p, h);  // h = p + f
-    be_.add(f, h);
+    L.ffn->forward_span(xn, xn, c);
+    be_.add(xn, h);  // h = p + f
     if (hooks_) hooks_->after_layer(int64_t(l));
     check_layer_finite({&whole, 1}, l, h);
     capture_layer({&whole, 1}, l, h);
-    prefetch_next(l, h, xn);
+    prefetch_next(l, h, xn, c);
     if (on_layer_) on_layer_(int64_t(l));
   }
   // The final mix, for the last row only (the only one whose logits are wanted).

@@ -28,27 +28,46 @@ class HeldExpert {
   int32_t layer_, expert_;
   const ExpertWeights& w_;
 };
+
+// y = w x over x's rows in batches of `rows` (0: all at once). The product gives a row the
+// same bits in any batch, and the CPU kernels keep a copy of the largest input they were
+// given (per thread, for good): a span's whole rows at once would leave it that large.
+void matmul_rows(Backend& be, const Matrix& w, Tensor x, Tensor y, int64_t rows) {
+  const int64_t T = x.rows(), step = rows > 0 ? rows : T;
+  for (int64_t r0 = 0; r0 < T; r0 += step) {
+    const int64_t n = std::min(step, T - r0);
+    be.matmul(w, x.row_range(r0, n), y.row_range(r0, n));
+  }
+}
 }  // namespace
 
-void MoeBlock::route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<float>& weights) const {
+void MoeBlock::route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<float>& weights,
+                            int64_t batch_rows) const {
   const int64_t T = x.rows(), E = spec_.n_experts, K = spec_.top_k;
-  // The router's logits come to the host: the choice of experts is host logic.
-  Buffer logits_dev(be_, T, E);
-  be_.matmul(router_, x, logits_dev);
-  std::vector<float> logits(static_cast<size_t>(T * E));
-  be_.download(logits_dev, logits.data());
   ids.resize(size_t(T * K));
   weights.resize(size_t(T * K));
-  // Tokens are routed apart, so in parallel: a prefill chunk's 1,286 tokens took ~17 ms on one
-  // core (K3: top 16 of 896), with the GPU waiting.
-  ThreadPool::global().parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      float* lg = logits.data() + t * E;
-      if (router_bias_)
-        for (int64_t e = 0; e < E; ++e) lg[e] += router_bias_[e];
-      route(spec_, lg, ids.data() + t * K, weights.data() + t * K);
-    }
-  });
+  // The router's logits come to the host: the choice of experts is host logic. A span's rows
+  // go in batches (its logits would be [T, n_experts] twice): a row's logits are its own and
+  // the product gives it the same bits in any batch.
+  const int64_t step = batch_rows > 0 ? std::min(batch_rows, T) : T;
+  Buffer logits_dev(be_, step, E);
+  std::vector<float> logits(static_cast<size_t>(step * E));
+  for (int64_t r0 = 0; r0 < T; r0 += step) {
+    const int64_t n = std::min(step, T - r0);
+    const Tensor dev = Tensor(logits_dev).row_range(0, n);
+    be_.matmul(router_, x.row_range(r0, n), dev);
+    be_.download(dev, logits.data());
+    // Tokens are routed apart, so in parallel: a prefill chunk's 1,286 tokens took ~17 ms on one
+    // core (K3: top 16 of 896), with the GPU waiting.
+    ThreadPool::global().parallel_for(n, 16, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* lg = logits.data() + t * E;
+        if (router_bias_)
+          for (int64_t e = 0; e < E; ++e) lg[e] += router_bias_[e];
+        route(spec_, lg, ids.data() + (r0 + t) * K, weights.data() + (r0 + t) * K);
+      }
+    });
+  }
   if (experts_->override_routes) override_routes(T, ids, /*hint=*/false);
 }
 
@@ -76,7 +95,8 @@ bool MoeBlock::override_routes(int64_t T, std::vector<int32_t>& ids, bool hint) 
 }
 
 // Router logits (device and host), the latent input, the shared expert's
-// output and scratch, every chosen expert's output (packed, alive until the
+// output (with a latent projection: the up-projection's, the shared expert writing into
+// the block's output) and scratch, every chosen expert's output (packed, alive until the
 // weighted sum in expert-id order), and the sum. A backend that runs a group of
 // experts at once also holds the group's packed input and every packed row's
 // gate/up scratch; one that goes expert by expert holds one expert's input and
@@ -90,7 +110,7 @@ int64_t MoeBlock::activation_floats_per_token(int64_t routed_width) const {
   return 2 * spec_.n_experts + W + shared + K * W + inputs + W + placed;
 }
 
-void MoeBlock::prefetch_hint(Tensor x) const {
+void MoeBlock::prefetch_hint(Tensor x, int64_t batch_rows) const {
   std::vector<int32_t> ids;
   std::vector<float> w;
   if (experts_->override_routes) {
@@ -98,7 +118,7 @@ void MoeBlock::prefetch_hint(Tensor x) const {
     ids.resize(size_t(x.rows() * spec_.top_k));
     if (!override_routes(x.rows(), ids, /*hint=*/true)) return;
   } else {
-    route_tokens(x, ids, w);
+    route_tokens(x, ids, w, batch_rows);
   }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
@@ -147,12 +167,14 @@ void MoeBlock::forward(Tensor x, Tensor out) const { forward_rows(x, out, 0); }
 
 void MoeBlock::forward_span(Tensor x, Tensor out, int64_t batch_rows) const { forward_rows(x, out, batch_rows); }
 
-// Per row of a span: the router's logits on the device and the host, the routes and
-// their packed copies (ids, weights, rows), the latent input, the shared expert's output
-// and the weighted sum. The chosen experts' inputs, outputs and scratch are a batch's.
+// Per row of a span: its routes (ids and weights, then grouped by expert: each pick's token
+// and weight; eight floats per pick while they are grouped), the latent input, the weighted
+// sum, and the shared expert's output where the experts read the input itself (with a latent
+// projection it goes into the output). The router's logits, the chosen experts' inputs,
+// outputs and scratch, and the up-projection's output are a batch's.
 int64_t MoeBlock::span_floats_per_token() const {
   const int64_t D = router_.cols(), W = latent_ ? latent_->down.rows() : D, K = spec_.top_k;
-  return 2 * spec_.n_experts + 5 * K + W + (shared_ ? D : 0) + W;
+  return 8 * K + (latent_ ? W : 0) + W + (shared_ && !latent_ ? D : 0);
 }
 
 // The packed rows [n0, n1) of p as a pass of their own: the experts they belong to (the
@@ -176,14 +198,21 @@ MoeBlock::Pass MoeBlock::slice(const Pass& p, int64_t n0, int64_t n1) const {
   return q;
 }
 
+// `out` may be `x` itself (a span's output written over its input): x is read by the router,
+// the latent projection, the shared expert (batch by batch, each batch's rows before they are
+// written) and, without a latent projection, the experts, all before out is written but for
+// the shared expert's own rows when the experts do not read x.
 void MoeBlock::forward_rows(Tensor x, Tensor out, int64_t batch_rows) const {
   trace::Span traced("compute", trace::enabled() ? fmt::format("moe L{}", layer_) : std::string());
   const int64_t T = x.rows(), D = router_.cols(), K = spec_.top_k;
   ExpertSource& src = *experts_->source;
-  std::vector<int32_t> ids;
-  std::vector<float> wts;
-  route_tokens(x, ids, wts);
-  const Pass p = group_by_expert(ids, wts, T);
+  Pass p;
+  {
+    std::vector<int32_t> ids;
+    std::vector<float> wts;
+    route_tokens(x, ids, wts, batch_rows);
+    p = group_by_expert(ids, wts, T);
+  }  // the routes live on, grouped, in p
   // The distinct experts are requested at once so reads start now.
   if (experts_->on_request) experts_->on_request(layer_, p.chosen.data(), int64_t(p.chosen.size()));
   src.request(layer_, p.chosen.data() + p.mine_begin, int64_t(p.mine_end - p.mine_begin));
@@ -195,14 +224,21 @@ void MoeBlock::forward_rows(Tensor x, Tensor out, int64_t batch_rows) const {
   if (latent_) {
     W = latent_->down.rows();
     latent_in = Buffer(be_, T, W);
-    be_.matmul(latent_->down, x, latent_in);
+    matmul_rows(be_, latent_->down, x, latent_in, batch_rows);
     xin = latent_in;
   }
+  // The shared expert's output: straight into out when the experts read the latent input (the
+  // routed sum is added to it below: shared + routed is routed + shared bit for bit, addition
+  // commutes), else aside until they are done with x.
   Buffer shared_out;
   if (shared_) {
-    shared_out = Buffer(be_, T, D);
-    if (batch_rows > 0) shared_->forward_span(x, shared_out, batch_rows);
-    else shared_->forward(x, shared_out);
+    Tensor so = out;
+    if (!latent_) {
+      shared_out = Buffer(be_, T, D);
+      so = shared_out;
+    }
+    if (batch_rows > 0) shared_->forward_span(x, so, batch_rows);
+    else shared_->forward(x, so);
   }
 
   // The chosen experts over their rows, summed into acc in expert-id order. A span's
@@ -220,11 +256,22 @@ void MoeBlock::forward_rows(Tensor x, Tensor out, int64_t batch_rows) const {
   }
   if (latent_) {
     if (!latent_->norm.empty()) be_.rmsnorm(acc, latent_->norm, latent_->eps, acc);
-    be_.matmul(latent_->up, acc, out);
+    if (!shared_) {
+      matmul_rows(be_, latent_->up, acc, out, batch_rows);
+    } else {  // out holds the shared expert's output: the up-projection is added to it, batch by batch
+      const int64_t rows = batch_rows > 0 ? std::min(batch_rows, T) : T;
+      Buffer up(be_, rows, D);
+      for (int64_t r0 = 0; r0 < T; r0 += rows) {
+        const int64_t n = std::min(rows, T - r0);
+        const Tensor u = Tensor(up).row_range(0, n);
+        be_.matmul(latent_->up, Tensor(acc).row_range(r0, n), u);
+        be_.add(u, out.row_range(r0, n));
+      }
+    }
   } else {
     be_.copy(acc, out);
+    if (shared_) be_.add(shared_out, out);
   }
-  if (shared_) be_.add(shared_out, out);
 }
 
 // The pass's chosen experts (this rank's) over their rows of xin, each output weighted and

@@ -44,12 +44,13 @@ class MoeBlock : public FfnBlock {
         act_(act), shared_(std::move(shared)), latent_(std::move(latent)) {}
   void forward(Tensor x, Tensor out) const override;
   void forward_span(Tensor x, Tensor out, int64_t batch_rows) const override;
-  void prefetch_hint(Tensor x) const override;
+  void prefetch_hint(Tensor x, int64_t batch_rows = 0) const override;
   int64_t activation_floats_per_token(int64_t routed_width) const override;
   int64_t span_floats_per_token() const override;
 
-  // Routing only: top-k ids and weights (host data) for each row of x ([T, top_k] each).
-  void route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<float>& weights) const;
+  // Routing only: top-k ids and weights (host data) for each row of x ([T, top_k] each), the
+  // router's logits made for at most batch_rows rows at a time (0: all at once).
+  void route_tokens(Tensor x, std::vector<int32_t>& ids, std::vector<float>& weights, int64_t batch_rows = 0) const;
   // The benchmark-only override's ids in place of the router's (checked); false: it gave none (hint only).
   bool override_routes(int64_t T, std::vector<int32_t>& ids, bool hint) const;
 

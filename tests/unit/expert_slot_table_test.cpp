@@ -55,6 +55,31 @@ TEST(ExpertSlotTable, FreeSlotsGoFirstLowestIndexFirst) {
   EXPECT_THROW(t.assign(1, K(10)), Error);  // held by slot 0 already
 }
 
+// A withdrawn slot (its memory lent to a prefill span) is never offered, held slots are
+// evicted in its place, and once returned it is the first free slot again.
+TEST(ExpertSlotTable, WithdrawnSlotsAreNotOfferedUntilReturned) {
+  ExpertSlotTable t(3, EvictionPolicy::Lru);
+  t.assign(0, K(10));
+  t.withdraw(2);
+  t.withdraw(2);  // withdrawing twice is once
+  EXPECT_TRUE(t.withdrawn(2));
+  EXPECT_EQ(t.victim(), 1);
+  t.assign(1, K(11));
+  EXPECT_EQ(t.victim(), 0) << "the least recently used held slot, not the withdrawn free one";
+  EXPECT_THROW(t.assign(2, K(12)), Error);
+  EXPECT_THROW(t.withdraw(0), Error) << "a slot that holds an expert is released before it is withdrawn";
+  t.release_slot(0);
+  t.withdraw(0);
+  EXPECT_EQ(t.victim(), 1);
+  t.return_slot(2);
+  t.return_slot(0);
+  EXPECT_FALSE(t.withdrawn(0));
+  EXPECT_EQ(t.victim(), 0);
+  t.assign(0, K(12));
+  EXPECT_EQ(t.victim(), 2);
+  EXPECT_EQ(t.used(), 2);
+}
+
 TEST(ExpertSlotTable, LruGivesUpTheLeastRecentlyUsed) {
   ExpertSlotTable t(3, EvictionPolicy::Lru);
   for (int e = 0; e < 3; ++e) t.assign(e, K(e));

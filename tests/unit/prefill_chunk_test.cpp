@@ -4,37 +4,18 @@
 // layer, and its logits are bit for bit those of 64-token chunks.
 #include <gtest/gtest.h>
 
-#include <map>
 #include <set>
 
 #include "engine/engine.h"
 #include "runtime/session.h"
+#include "support/request_log.h"
 #include "support/test_support.h"
 
 namespace sluice {
 namespace {
 
+using test::RequestLog;
 using test::spread_prompt;
-
-// Each MoE layer's expert requests while it is attached: how many, which (layer, expert)s.
-struct RequestLog {
-  explicit RequestLog(const Engine& m) {
-    m.set_request_observer([this](int32_t layer, const int32_t* x, int64_t n) {
-      ++requests[layer];
-      for (int64_t i = 0; i < n; ++i) repeated = !routed.insert({layer, x[i]}).second || repeated;
-    });
-  }
-  // Detaches, then checks that every layer asked once and no expert twice.
-  void expect_one_request_per_layer(const Engine& m) const {
-    m.set_request_observer({});
-    EXPECT_FALSE(repeated) << "an expert was requested twice for one layer";
-    ASSERT_FALSE(requests.empty());
-    for (const auto& [layer, n] : requests) EXPECT_EQ(n, 1) << "layer " << layer << " ran more than one MoE pass";
-  }
-  std::map<int32_t, int> requests;
-  std::set<std::pair<int32_t, int32_t>> routed;
-  bool repeated = false;
-};
 
 TEST(PrefillChunk, FollowsTheActivationReserve) {
   auto m = load_model(test::fixture("golden/kimi_k3_tiny"));
