@@ -48,67 +48,6 @@ void ReplyDelta::append(ReplyDelta&& o) {
   }
 }
 
-ReplySyntax deepseek_v3_syntax() {
-  ReplySyntax s;
-  s.name = "deepseek_v3";
-  s.section_begin = "<｜tool▁calls▁begin｜>";
-  s.section_end = "<｜tool▁calls▁end｜>";
-  s.call_begin = "<｜tool▁call▁begin｜>";
-  s.call_end = "<｜tool▁call▁end｜>";
-  s.call_reader = deepseek_v3_call_reader;
-  return s;
-}
-
-ReplySyntax kimi_k2_syntax() {
-  ReplySyntax s;
-  s.name = "kimi_k2";
-  s.section_begin = "<|tool_calls_section_begin|>";
-  s.section_end = "<|tool_calls_section_end|>";
-  s.call_begin = "<|tool_call_begin|>";
-  s.call_end = "<|tool_call_end|>";
-  s.call_reader = kimi_k2_call_reader;
-  return s;
-}
-
-ReplySyntax qwen3_syntax() {
-  ReplySyntax s;
-  s.name = "qwen3";
-  s.call_begin = "<tool_call>";
-  s.call_end = "</tool_call>";
-  s.call_reader = qwen3_call_reader;
-  return s;
-}
-
-ReplySyntax kimi_k3_syntax() {
-  ReplySyntax s;
-  s.name = "kimi_k3";
-  s.think_begin.clear();  // the generation prompt opens the thinking channel (starts_in_reasoning)
-  s.think_end = "<|close|>think<|sep|>";
-  s.drop_markers = {"<|open|>response<|sep|>", "<|close|>response<|sep|>", "<|close|>message<|sep|>"};
-  s.section_begin = "<|open|>tools<|sep|>";
-  s.section_end = "<|close|>tools<|sep|>";
-  s.call_begin = "<|open|>call ";
-  s.call_end = "<|close|>call<|sep|>";
-  s.call_reader = kimi_k3_call_reader;
-  return s;
-}
-
-ReplySyntax gpt_oss_syntax() {
-  ReplySyntax s;
-  s.name = "gpt_oss";
-  s.think_begin = "<|channel|>analysis<|message|>";
-  s.think_end = "<|end|>";
-  // Message headers between the reasoning and the answer, and a preamble's, are not content.
-  s.drop_markers = {"<|start|>assistant", "<|channel|>final<|message|>", "<|channel|>commentary<|message|>",
-                    "<|channel|>commentary ", "<|end|>"};
-  // Both placements of the recipient share this; the call ends where generation
-  // stops (<|call|> is a stop token), or at <|call|> when it is shown.
-  s.call_begin = "to=functions.";
-  s.call_end = "<|call|>";
-  s.call_reader = gpt_oss_call_reader;
-  return s;
-}
-
 ReplyParser::ReplyParser(ReplySyntax syntax, bool tools)
     : syn_(std::move(syntax)), tools_(tools && !syn_.call_begin.empty()),
       mode_(syn_.starts_in_reasoning ? Mode::Reasoning : Mode::Content) {}

@@ -53,6 +53,7 @@ struct ReplySyntax {
   std::function<std::unique_ptr<CallReader>()> call_reader;
 };
 
+// Each family's syntax, defined in its plug-in file (chat/syntax_<name>.cpp, chat/chat_syntax.h).
 ReplySyntax deepseek_v3_syntax();  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{..}\n```<｜tool▁call▁end｜>
 ReplySyntax kimi_k2_syntax();      // <|tool_calls_section_begin|><|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{..}<|tool_call_end|>
 ReplySyntax qwen3_syntax();        // <tool_call>\n{"name": .., "arguments": {..}}\n</tool_call>
