@@ -81,7 +81,15 @@ class ReplyParser {
 
  private:
   enum class Mode { Content, Reasoning, Section, Call };
+  // Reads buf_ as far as it is decided, mode by mode. Each step_<mode> returns
+  // whether the mode changed with text left to read.
   void step(ReplyDelta& out, bool final);
+  bool step_content(ReplyDelta& out, bool final);
+  bool step_reasoning(ReplyDelta& out, bool final);
+  bool step_section(ReplyDelta& out, bool final);
+  bool step_call(ReplyDelta& out, bool final);
+  // What opens the calls in content: the section marker, or the call marker where calls stand alone.
+  const std::string& calls_opener() const;
   void emit_text(ReplyDelta& out, std::string_view text);
   // Feeds call text to the reader, announcing the call once its head is read.
   void start_call();
