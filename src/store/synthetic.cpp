@@ -57,19 +57,91 @@ void put(std::vector<uint8_t>& out, const void* p, size_t n) {
   out.insert(out.end(), b, b + n);
 }
 
+// Where the routing structure shapes a tensor (router rows and bias, embedding,
+// lm_head), the value it gives element `index`; else the drawn value `v`.
+double routed_value(const Spec& s, uint64_t index, double v, RoutingRole role, RoutingStructure* routing) {
+  if (role == RoutingRole::RouterBias) return routing->bias(int64_t(index));
+  if (role == RoutingRole::None || s.init != Init::Normal) return v;
+  const int64_t cols = s.shape.empty() ? 1 : s.shape.back();
+  const int64_t col = int64_t(index) % cols;
+  return col < routing->dims() ? routing->value(int64_t(index) / cols, col) : v * routing->rest_scale();
+}
+
+// Appends element `index` of `count` to buf and returns how many elements it
+// wrote (packed one-byte codes go 8 at a time).
+uint64_t append_element(const Spec& s, uint64_t index, uint64_t count, Rng& rng, RoutingRole role,
+                        RoutingStructure* routing, std::vector<uint8_t>& buf) {
+  switch (s.init) {
+    case Init::Normal:
+    case Init::Bias:
+    case Init::Norm:
+    case Init::DtBias: {
+      const double drawn = s.init == Init::Norm     ? 1.0 + rng.centred(0.05)
+                           : s.init == Init::DtBias ? -2.0 + rng.centred(1.0)
+                                                    : rng.centred(s.a);
+      const double v = routed_value(s, index, drawn, role, routing);
+      if (s.dtype == DType::F32) {
+        float f = float(v);
+        put(buf, &f, 4);
+      } else {
+        uint16_t h = f32_to_bf16(float(v));
+        put(buf, &h, 2);
+      }
+      return 1;
+    }
+    case Init::ALog: {
+      float f = int64_t(index) < int64_t(s.a) ? float((rng.uniform() < 0.5 ? -1 : 1) * (0.4 + 0.8 * rng.uniform())) : 0.0f;
+      put(buf, &f, 4);
+      return 1;
+    }
+    case Init::Codes: {  // packed nibbles (MXFP4 codes or INT4 values), 8 bytes per step where possible
+      if (dtype_size(s.dtype) == 4) {
+        uint32_t w = uint32_t(rng.next());
+        put(buf, &w, 4);
+        return 1;
+      }
+      uint64_t w = rng.next();
+      const uint64_t n = std::min<uint64_t>(8, count - index);
+      put(buf, &w, n);
+      return n;
+    }
+    case Init::Mxfp4Scale:
+      buf.push_back(uint8_t(s.a + double(int(rng.next() % 3) - 1)));
+      return 1;
+    case Init::Fp8: {  // magnitudes in [0.5, 2): exponent 6 or 7, any mantissa, random sign
+      uint64_t r = rng.next();
+      buf.push_back(uint8_t(((r & 1) << 7) | ((6 + ((r >> 1) & 1)) << 3) | ((r >> 2) & 7)));
+      return 1;
+    }
+    case Init::Fp8Scale: {
+      float f = float(s.a);
+      put(buf, &f, 4);
+      return 1;
+    }
+    case Init::Int4Scale: {
+      uint16_t h = f32_to_bf16(float(s.a * (0.9 + 0.2 * rng.uniform())));
+      put(buf, &h, 2);
+      return 1;
+    }
+    case Init::Shape: {
+      int32_t v[2] = {int32_t(s.shape.size() ? int64_t(s.a / 1e6) : 0), int32_t(int64_t(s.a) % 1000000)};
+      put(buf, &v[index], 4);
+      return 1;
+    }
+  }
+  return 1;
+}
+
 // Generates the tensor's bytes in chunks, calling sink(bytes) for each.
 template <class Sink>
 void generate(const Spec& s, uint64_t seed, RoutingStructure* routing, Sink&& sink) {
   Rng rng(name_hash(s.name) ^ seed);
   const RoutingRole role = routing ? routing_role(s.name) : RoutingRole::None;
   if (role != RoutingRole::None) routing->begin(role, s.name);
-  const int64_t cols = s.shape.empty() ? 1 : s.shape.back();
   const uint64_t total = s.bytes();
   std::vector<uint8_t> buf;
   buf.reserve(1 << 22);
-  const int64_t rows = s.shape.empty() ? 1 : s.shape[0];
-  const int64_t row_len = rows ? int64_t(total / uint64_t(dtype_size(s.dtype))) / std::max<int64_t>(rows, 1) : 0;
-  uint64_t emitted = 0, index = 0;
+  uint64_t emitted = 0;
   auto flush = [&](bool force) {
     if (buf.size() >= (1u << 22) || (force && !buf.empty())) {
       emitted += buf.size();
@@ -78,77 +150,10 @@ void generate(const Spec& s, uint64_t seed, RoutingStructure* routing, Sink&& si
     }
   };
   const uint64_t count = total / uint64_t(dtype_size(s.dtype));
-  for (; index < count; ++index) {
-    switch (s.init) {
-      case Init::Normal:
-      case Init::Bias:
-      case Init::Norm:
-      case Init::DtBias: {
-        double v = s.init == Init::Norm ? 1.0 + rng.centred(0.05)
-                   : s.init == Init::DtBias ? -2.0 + rng.centred(1.0)
-                                             : rng.centred(s.a);
-        if (role == RoutingRole::RouterBias) {
-          v = routing->bias(int64_t(index));
-        } else if (role != RoutingRole::None && s.init == Init::Normal) {
-          const int64_t col = int64_t(index) % cols;
-          v = col < routing->dims() ? routing->value(int64_t(index) / cols, col) : v * routing->rest_scale();
-        }
-        if (s.dtype == DType::F32) {
-          float f = float(v);
-          put(buf, &f, 4);
-        } else {
-          uint16_t h = f32_to_bf16(float(v));
-          put(buf, &h, 2);
-        }
-        break;
-      }
-      case Init::ALog: {
-        float f = int64_t(index) < int64_t(s.a) ? float((rng.uniform() < 0.5 ? -1 : 1) * (0.4 + 0.8 * rng.uniform())) : 0.0f;
-        put(buf, &f, 4);
-        break;
-      }
-      case Init::Codes: {  // packed nibbles (MXFP4 codes or INT4 values), 8 bytes per step where possible
-        if (dtype_size(s.dtype) == 4) {
-          uint32_t w = uint32_t(rng.next());
-          put(buf, &w, 4);
-        } else {
-          uint64_t w = rng.next();
-          const uint64_t n = std::min<uint64_t>(8, count - index);
-          put(buf, &w, n);
-          index += n - 1;
-        }
-        break;
-      }
-      case Init::Mxfp4Scale: {
-        uint8_t b = uint8_t(s.a + double(int(rng.next() % 3) - 1));
-        buf.push_back(b);
-        break;
-      }
-      case Init::Fp8: {  // magnitudes in [0.5, 2): exponent 6 or 7, any mantissa, random sign
-        uint64_t r = rng.next();
-        uint8_t b = uint8_t(((r & 1) << 7) | ((6 + ((r >> 1) & 1)) << 3) | ((r >> 2) & 7));
-        buf.push_back(b);
-        break;
-      }
-      case Init::Fp8Scale: {
-        float f = float(s.a);
-        put(buf, &f, 4);
-        break;
-      }
-      case Init::Int4Scale: {
-        uint16_t h = f32_to_bf16(float(s.a * (0.9 + 0.2 * rng.uniform())));
-        put(buf, &h, 2);
-        break;
-      }
-      case Init::Shape: {
-        int32_t v[2] = {int32_t(s.shape.size() ? int64_t(s.a / 1e6) : 0), int32_t(int64_t(s.a) % 1000000)};
-        put(buf, &v[index], 4);
-        break;
-      }
-    }
+  for (uint64_t index = 0; index < count;) {
+    index += append_element(s, index, count, rng, role, routing, buf);
     flush(false);
   }
-  (void)row_len;
   flush(true);
   if (emitted != total) fail("synth: internal size mismatch for {}", s.name);
 }
