@@ -79,29 +79,39 @@ Grammar::Id Grammar::text(int64_t max_chars, int64_t min_chars) {
 Grammar::Id Grammar::placeholder() { return add({Kind::Ref, "", {-1}}); }
 void Grammar::define(Id placeholder, Id target) { nodes_[size_t(placeholder)].kids[0] = target; }
 
-std::vector<Grammar::Id> Grammar::left_cycle() const {
-  const size_t n = nodes_.size();
-  // Which nodes can match nothing (a fixpoint: references make it circular).
+namespace {
+
+// Which nodes can match nothing (a fixpoint: references make it circular).
+std::vector<char> nullable_nodes(const std::vector<Grammar::Node>& nodes) {
+  const size_t n = nodes.size();
   std::vector<char> nullable(n, 0);
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t i = 0; i < n; ++i) {
       if (nullable[i]) continue;
-      const Node& d = nodes_[i];
-      auto null = [&](Id k) { return k >= 0 && nullable[size_t(k)]; };
+      const Grammar::Node& d = nodes[i];
+      auto null = [&](Grammar::Id k) { return k >= 0 && nullable[size_t(k)]; };
       bool v = false;
       switch (d.kind) {
-        case Kind::Lit: v = d.lit.empty(); break;
-        case Kind::Seq: v = std::all_of(d.kids.begin(), d.kids.end(), null); break;
-        case Kind::Alt: v = std::any_of(d.kids.begin(), d.kids.end(), null); break;
-        case Kind::Repeat: v = d.min == 0 || (null(d.kids[0]) && (d.min <= 1 || d.sep < 0 || null(d.sep))); break;
-        case Kind::Text: v = d.min == 0; break;
-        case Kind::Ref: v = null(d.kids[0]); break;
-        case Kind::String: case Kind::Number: break;
+        case Grammar::Kind::Lit: v = d.lit.empty(); break;
+        case Grammar::Kind::Seq: v = std::all_of(d.kids.begin(), d.kids.end(), null); break;
+        case Grammar::Kind::Alt: v = std::any_of(d.kids.begin(), d.kids.end(), null); break;
+        case Grammar::Kind::Repeat: v = d.min == 0 || (null(d.kids[0]) && (d.min <= 1 || d.sep < 0 || null(d.sep))); break;
+        case Grammar::Kind::Text: v = d.min == 0; break;
+        case Grammar::Kind::Ref: v = null(d.kids[0]); break;
+        case Grammar::Kind::String: case Grammar::Kind::Number: break;
       }
       if (v) nullable[i] = 1, changed = true;
     }
   }
+  return nullable;
+}
+
+}  // namespace
+
+std::vector<Grammar::Id> Grammar::left_cycle() const {
+  const size_t n = nodes_.size();
+  const std::vector<char> nullable = nullable_nodes(nodes_);
   // The nodes a node may begin with, before it has written a byte.
   auto left = [&](Id id) {
     std::vector<Id> out;
@@ -217,18 +227,9 @@ void GrammarCursor::expand(Thread t, std::vector<Thread>& out, int depth, int64_
       f = Frame{n.kids[0]};
       expand(std::move(t), out, depth + 1, steps);
       return;
-    case Grammar::Kind::Repeat: {
-      const int64_t count = f.i;
-      if (n.max < 0 || count < n.max) {
-        Thread c = t;
-        ++c.back().i;
-        c.push_back(Frame{n.kids[0]});
-        if (count > 0 && n.sep >= 0) c.push_back(Frame{n.sep});
-        expand(std::move(c), out, depth + 1, steps);
-      }
-      if (count >= n.min) finish();
+    case Grammar::Kind::Repeat:
+      expand_repeat(std::move(t), n, out, depth, steps);
       return;
-    }
     case Grammar::Kind::String:
       if (f.st == kStringDone) finish();
       else out.push_back(std::move(t));
@@ -251,6 +252,134 @@ void GrammarCursor::expand(Thread t, std::vector<Thread>& out, int depth, int64_
   }
 }
 
+void GrammarCursor::expand_repeat(Thread t, const Grammar::Node& n, std::vector<Thread>& out, int depth,
+                                  int64_t& steps) const {
+  const int64_t count = t.back().i;
+  if (n.max < 0 || count < n.max) {  // one more item (after the separator)
+    Thread c = t;
+    ++c.back().i;
+    c.push_back(Frame{n.kids[0]});
+    if (count > 0 && n.sep >= 0) c.push_back(Frame{n.sep});
+    expand(std::move(c), out, depth + 1, steps);
+  }
+  if (count >= n.min) {  // or the repetition ends here
+    t.pop_back();
+    expand(std::move(t), out, depth + 1, steps);
+  }
+}
+
+namespace {
+
+// One byte of a JSON string: st is its state (0 before the quote, 1 between
+// characters, 2 after a backslash, 21-33 inside a UTF-8 character, 40-51 in a
+// \uXXXX escape, kStringDone after the closing quote), i counts its characters
+// (and holds a \uXXXX escape's value). False: the byte cannot come here.
+bool json_string_step(const Grammar::Node& n, int64_t& i, int32_t& st, unsigned char c) {
+  switch (st) {
+    case 0:
+      if (c != '"') return false;
+      st = 1;
+      break;
+    case 1:  // between characters; i counts them (an escape is one)
+      if (c == '"') {
+        if (i < n.min) return false;
+        st = kStringDone;
+        break;
+      }
+      if (n.max >= 0 && i >= n.max) return false;
+      ++i;
+      if (c == '\\') st = 2;
+      else if (c < 0x20) return false;
+      else if (c < 0x80) st = 1;
+      else if (c >= 0xC2 && c <= 0xDF) st = 21;
+      else if (c == 0xE0) st = 30;
+      else if (c == 0xED) st = 31;
+      else if (c >= 0xE1 && c <= 0xEF) st = 22;
+      else if (c == 0xF0) st = 32;
+      else if (c >= 0xF1 && c <= 0xF3) st = 23;
+      else if (c == 0xF4) st = 33;
+      else return false;
+      break;
+    case 2:
+      if (c == 'u') st = 40;
+      else if (std::string_view("\"\\/bfnrt").find(char(c)) != std::string_view::npos) st = 1;
+      else return false;
+      break;
+    case 21: case 22: case 23:  // continuation bytes left: st - 20
+      if (c < 0x80 || c > 0xBF) return false;
+      st = st == 21 ? 1 : st - 1;
+      break;
+    case 30: if (c < 0xA0 || c > 0xBF) return false; st = 21; break;  // no overlong 3-byte forms
+    case 31: if (c < 0x80 || c > 0x9F) return false; st = 21; break;  // no surrogates
+    case 32: if (c < 0x90 || c > 0xBF) return false; st = 22; break;  // no overlong 4-byte forms
+    case 33: if (c < 0x80 || c > 0x8F) return false; st = 22; break;  // nothing past U+10FFFF
+    case 40: case 41: case 42: case 43: {
+      // \uXXXX. i: the character count in its low 32 bits, the escape's
+      // value so far in bits 32-47, bit 48 set after a high surrogate.
+      if (!std::isxdigit(c)) return false;
+      const int64_t d = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+      const int64_t count = i & 0xFFFFFFFF, high = i & (int64_t(1) << 48);
+      const int64_t v = ((i >> 32) & 0xFFFF) * 16 + d;
+      i = count | high | (v << 32);
+      if (st < 43) {
+        // Refuse a digit as soon as no completion of the escape can be valid
+        // (the low half of a pair after a high one; never a lone low half), so
+        // every accepted prefix can still be finished.
+        const int shift = 4 * (43 - st);
+        const int64_t lo = v << shift, hi = ((v + 1) << shift) - 1;
+        const bool meets_low = lo <= 0xDFFF && hi >= 0xDC00, inside_low = lo >= 0xDC00 && hi <= 0xDFFF;
+        if (high ? !meets_low : inside_low) return false;
+        ++st;
+      } else if (high) {  // the low half of a pair must follow a high one
+        if (v < 0xDC00 || v > 0xDFFF) return false;
+        i = count;
+        st = 1;
+      } else if (v >= 0xD800 && v <= 0xDBFF) {
+        i = count | (int64_t(1) << 48);
+        st = 50;
+      } else if (v >= 0xDC00 && v <= 0xDFFF) {
+        return false;  // a lone low surrogate
+      } else {
+        i = count;
+        st = 1;
+      }
+      break;
+    }
+    case 50: if (c != '\\') return false; st = 51; break;
+    case 51: if (c != 'u') return false; st = 40; break;
+    default: return false;
+  }
+  return true;
+}
+
+// One byte of a JSON number: st is its state, i counts its digits. False: the byte cannot come here.
+bool json_number_step(const Grammar::Node& n, int64_t& i, int32_t& st, unsigned char c) {
+  // Bounded so every number reads back as what it claims: at most 18 digits
+  // before any fraction (an integer fits int64) and an exponent of at most 2
+  // digits, so a number is always a finite double (a 400-digit one is not).
+  const bool digit = c >= '0' && c <= '9';
+  const bool frac_ok = !n.integer;
+  switch (st) {
+    case 0: st = c == '-' ? 1 : c == '0' ? 2 : digit ? 3 : -1; break;
+    case 1: st = c == '0' ? 2 : digit ? 3 : -1; break;
+    case 2: st = frac_ok && c == '.' ? 4 : frac_ok && (c == 'e' || c == 'E') ? 6 : -1; break;
+    case 3: st = digit ? 3 : frac_ok && c == '.' ? 4 : frac_ok && (c == 'e' || c == 'E') ? 6 : -1; break;
+    case 4: st = digit ? 5 : -1; break;
+    case 5: st = digit ? 5 : (c == 'e' || c == 'E') ? 6 : -1; break;
+    case 6: st = (c == '+' || c == '-') ? 7 : digit ? 8 : -1; break;
+    case 7: case 8: st = digit ? 8 : -1; break;
+    default: st = -1;
+  }
+  if (st < 0) return false;
+  if (st == 6) i = 0;  // i counts integer digits, then exponent digits
+  if (digit && (st == 2 || st == 3 || st == 8)) {
+    if (++i > (st == 8 ? 2 : 18)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void GrammarCursor::step(const Thread& t0, unsigned char c, std::vector<Thread>& out) const {
   if (t0.empty()) return;  // accepting: nothing more may follow
   Thread t = t0;
@@ -270,105 +399,11 @@ void GrammarCursor::step(const Thread& t0, unsigned char c, std::vector<Thread>&
       if (!utf8_step(st, c)) return;
       break;
     case Grammar::Kind::String:
-      switch (st) {
-        case 0:
-          if (c != '"') return;
-          st = 1;
-          break;
-        case 1:  // between characters; f.i counts them (an escape is one)
-          if (c == '"') {
-            if (f.i < n.min) return;
-            st = kStringDone;
-            break;
-          }
-          if (n.max >= 0 && f.i >= n.max) return;
-          ++f.i;
-          if (c == '\\') st = 2;
-          else if (c < 0x20) return;
-          else if (c < 0x80) st = 1;
-          else if (c >= 0xC2 && c <= 0xDF) st = 21;
-          else if (c == 0xE0) st = 30;
-          else if (c == 0xED) st = 31;
-          else if (c >= 0xE1 && c <= 0xEF) st = 22;
-          else if (c == 0xF0) st = 32;
-          else if (c >= 0xF1 && c <= 0xF3) st = 23;
-          else if (c == 0xF4) st = 33;
-          else return;
-          break;
-        case 2:
-          if (c == 'u') st = 40;
-          else if (std::string_view("\"\\/bfnrt").find(char(c)) != std::string_view::npos) st = 1;
-          else return;
-          break;
-        case 21: case 22: case 23:  // continuation bytes left: st - 20
-          if (c < 0x80 || c > 0xBF) return;
-          st = st == 21 ? 1 : st - 1;
-          break;
-        case 30: if (c < 0xA0 || c > 0xBF) return; st = 21; break;  // no overlong 3-byte forms
-        case 31: if (c < 0x80 || c > 0x9F) return; st = 21; break;  // no surrogates
-        case 32: if (c < 0x90 || c > 0xBF) return; st = 22; break;  // no overlong 4-byte forms
-        case 33: if (c < 0x80 || c > 0x8F) return; st = 22; break;  // nothing past U+10FFFF
-        case 40: case 41: case 42: case 43: {
-          // \uXXXX. f.i: the character count in its low 32 bits, the escape's
-          // value so far in bits 32-47, bit 48 set after a high surrogate.
-          if (!std::isxdigit(c)) return;
-          const int64_t d = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
-          const int64_t count = f.i & 0xFFFFFFFF, high = f.i & (int64_t(1) << 48);
-          const int64_t v = ((f.i >> 32) & 0xFFFF) * 16 + d;
-          f.i = count | high | (v << 32);
-          if (st < 43) {
-            // Refuse a digit as soon as no completion of the escape can be valid
-            // (the low half of a pair after a high one; never a lone low half), so
-            // every accepted prefix can still be finished.
-            const int shift = 4 * (43 - st);
-            const int64_t lo = v << shift, hi = ((v + 1) << shift) - 1;
-            const bool meets_low = lo <= 0xDFFF && hi >= 0xDC00, inside_low = lo >= 0xDC00 && hi <= 0xDFFF;
-            if (high ? !meets_low : inside_low) return;
-            ++st;
-          } else if (high) {  // the low half of a pair must follow a high one
-            if (v < 0xDC00 || v > 0xDFFF) return;
-            f.i = count;
-            st = 1;
-          } else if (v >= 0xD800 && v <= 0xDBFF) {
-            f.i = count | (int64_t(1) << 48);
-            st = 50;
-          } else if (v >= 0xDC00 && v <= 0xDFFF) {
-            return;  // a lone low surrogate
-          } else {
-            f.i = count;
-            st = 1;
-          }
-          break;
-        }
-        case 50: if (c != '\\') return; st = 51; break;
-        case 51: if (c != 'u') return; st = 40; break;
-        default: return;
-      }
+      if (!json_string_step(n, f.i, st, c)) return;
       break;
-    case Grammar::Kind::Number: {
-      // Bounded so every number reads back as what it claims: at most 18 digits
-      // before any fraction (an integer fits int64) and an exponent of at most 2
-      // digits, so a number is always a finite double (a 400-digit one is not).
-      const bool digit = c >= '0' && c <= '9';
-      const bool frac_ok = !n.integer;
-      switch (st) {
-        case 0: st = c == '-' ? 1 : c == '0' ? 2 : digit ? 3 : -1; break;
-        case 1: st = c == '0' ? 2 : digit ? 3 : -1; break;
-        case 2: st = frac_ok && c == '.' ? 4 : frac_ok && (c == 'e' || c == 'E') ? 6 : -1; break;
-        case 3: st = digit ? 3 : frac_ok && c == '.' ? 4 : frac_ok && (c == 'e' || c == 'E') ? 6 : -1; break;
-        case 4: st = digit ? 5 : -1; break;
-        case 5: st = digit ? 5 : (c == 'e' || c == 'E') ? 6 : -1; break;
-        case 6: st = (c == '+' || c == '-') ? 7 : digit ? 8 : -1; break;
-        case 7: case 8: st = digit ? 8 : -1; break;
-        default: st = -1;
-      }
-      if (st < 0) return;
-      if (st == 6) f.i = 0;  // f.i counts integer digits, then exponent digits
-      if (digit && (st == 2 || st == 3 || st == 8)) {
-        if (++f.i > (st == 8 ? 2 : 18)) return;
-      }
+    case Grammar::Kind::Number:
+      if (!json_number_step(n, f.i, st, c)) return;
       break;
-    }
     default:
       return;  // expand() leaves only consuming frames on top
   }

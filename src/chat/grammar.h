@@ -76,6 +76,8 @@ class GrammarCursor {
  private:
   // `steps` counts the calls of one expansion; past its budget it throws (no grammar hangs a request).
   void expand(Thread t, std::vector<Thread>& out, int depth, int64_t& steps) const;
+  // expand() of a Repeat frame on top of t: another item, and the end where enough came.
+  void expand_repeat(Thread t, const Grammar::Node& n, std::vector<Thread>& out, int depth, int64_t& steps) const;
   void step(const Thread& t, unsigned char c, std::vector<Thread>& out) const;
   std::shared_ptr<const Grammar> g_;
   std::vector<Thread> threads_;  // each ends in a consuming frame, or is empty (accepting)

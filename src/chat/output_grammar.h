@@ -34,7 +34,7 @@ std::shared_ptr<const Grammar> json_object_grammar();
 
 // tools: the request's tools ([{type, function: {name, parameters}}]), `allowed`
 // the names the reply may call (all of them for "required"). The syntax's name
-// picks the call format (qwen3, deepseek_v3, kimi_k2, kimi_k3, gpt_oss); a reply that
+// picks the call format (its plug-in, chat/chat_syntax.h); a reply that
 // starts inside reasoning may reason first (at most `reasoning_bytes`, no '<').
 // `strict`: the tools whose schemas are enforced whole; the others' value checks
 // (minimum, pattern, format...) are not enforced, only their shape.

@@ -48,67 +48,6 @@ void ReplyDelta::append(ReplyDelta&& o) {
   }
 }
 
-ReplySyntax deepseek_v3_syntax() {
-  ReplySyntax s;
-  s.name = "deepseek_v3";
-  s.section_begin = "<｜tool▁calls▁begin｜>";
-  s.section_end = "<｜tool▁calls▁end｜>";
-  s.call_begin = "<｜tool▁call▁begin｜>";
-  s.call_end = "<｜tool▁call▁end｜>";
-  s.call_reader = deepseek_v3_call_reader;
-  return s;
-}
-
-ReplySyntax kimi_k2_syntax() {
-  ReplySyntax s;
-  s.name = "kimi_k2";
-  s.section_begin = "<|tool_calls_section_begin|>";
-  s.section_end = "<|tool_calls_section_end|>";
-  s.call_begin = "<|tool_call_begin|>";
-  s.call_end = "<|tool_call_end|>";
-  s.call_reader = kimi_k2_call_reader;
-  return s;
-}
-
-ReplySyntax qwen3_syntax() {
-  ReplySyntax s;
-  s.name = "qwen3";
-  s.call_begin = "<tool_call>";
-  s.call_end = "</tool_call>";
-  s.call_reader = qwen3_call_reader;
-  return s;
-}
-
-ReplySyntax kimi_k3_syntax() {
-  ReplySyntax s;
-  s.name = "kimi_k3";
-  s.think_begin.clear();  // the generation prompt opens the thinking channel (starts_in_reasoning)
-  s.think_end = "<|close|>think<|sep|>";
-  s.drop_markers = {"<|open|>response<|sep|>", "<|close|>response<|sep|>", "<|close|>message<|sep|>"};
-  s.section_begin = "<|open|>tools<|sep|>";
-  s.section_end = "<|close|>tools<|sep|>";
-  s.call_begin = "<|open|>call ";
-  s.call_end = "<|close|>call<|sep|>";
-  s.call_reader = kimi_k3_call_reader;
-  return s;
-}
-
-ReplySyntax gpt_oss_syntax() {
-  ReplySyntax s;
-  s.name = "gpt_oss";
-  s.think_begin = "<|channel|>analysis<|message|>";
-  s.think_end = "<|end|>";
-  // Message headers between the reasoning and the answer, and a preamble's, are not content.
-  s.drop_markers = {"<|start|>assistant", "<|channel|>final<|message|>", "<|channel|>commentary<|message|>",
-                    "<|channel|>commentary ", "<|end|>"};
-  // Both placements of the recipient share this; the call ends where generation
-  // stops (<|call|> is a stop token), or at <|call|> when it is shown.
-  s.call_begin = "to=functions.";
-  s.call_end = "<|call|>";
-  s.call_reader = gpt_oss_call_reader;
-  return s;
-}
-
 ReplyParser::ReplyParser(ReplySyntax syntax, bool tools)
     : syn_(std::move(syntax)), tools_(tools && !syn_.call_begin.empty()),
       mode_(syn_.starts_in_reasoning ? Mode::Reasoning : Mode::Content) {}
@@ -136,101 +75,118 @@ void ReplyParser::emit_text(ReplyDelta& out, std::string_view text) {
 }
 
 void ReplyParser::step(ReplyDelta& out, bool final) {
-  const std::string& open_calls = syn_.section_begin.empty() ? syn_.call_begin : syn_.section_begin;
   for (;;) {
-    std::string_view b = buf_;
+    bool more = false;
     switch (mode_) {
-      case Mode::Content: {
-        // Markers that change mode from here.
-        size_t best = std::string::npos;
-        const std::string* which = nullptr;
-        auto consider = [&](const std::string& m) {
-          if (m.empty()) return;
-          auto p = b.find(m);
-          if (p < best) best = p, which = &m;
-        };
-        // <think> opens reasoning only at the very start of the reply.
-        const bool think_ok = !any_content_ && calls_ == 0 && !syn_.think_begin.empty();
-        if (think_ok) {
-          auto p = b.find(syn_.think_begin);
-          if (p != std::string_view::npos && all_space(b.substr(0, p))) best = p, which = &syn_.think_begin;
-        }
-        if (tools_) consider(open_calls);
-        for (const auto& m : syn_.drop_markers) consider(m);
-        if (which) {
-          emit_text(out, b.substr(0, best));
-          buf_.erase(0, best + which->size());
-          if (which == &syn_.think_begin) mode_ = Mode::Reasoning;
-          else if (which != &open_calls) continue;  // a dropped marker: still content
-          else if (syn_.section_begin.empty()) start_call();
-          else mode_ = Mode::Section;
-          continue;
-        }
-        size_t hold = 0;
-        if (!final) {
-          if (think_ok) {
-            const size_t t = partial_tail(b, syn_.think_begin);
-            if (t > 0 && all_space(b.substr(0, b.size() - t))) hold = std::max(hold, t);
-          }
-          if (tools_) hold = std::max(hold, partial_tail(b, open_calls));
-          for (const auto& m : syn_.drop_markers) hold = std::max(hold, partial_tail(b, m));
-        }
-        emit_text(out, b.substr(0, b.size() - hold));
-        buf_.erase(0, b.size() - hold);
-        return;
-      }
-      case Mode::Reasoning: {
-        auto p = b.find(syn_.think_end);
-        if (p != std::string_view::npos) {
-          out.reasoning.append(b.substr(0, p));
-          buf_.erase(0, p + syn_.think_end.size());
-          after_think_ = true;
-          mode_ = Mode::Content;
-          continue;
-        }
-        const size_t hold = final ? 0 : partial_tail(b, syn_.think_end);
-        out.reasoning.append(b.substr(0, b.size() - hold));
-        buf_.erase(0, b.size() - hold);
-        return;
-      }
-      case Mode::Section: {
-        auto pc = b.find(syn_.call_begin), pe = b.find(syn_.section_end);
-        if (pc != std::string_view::npos && (pe == std::string_view::npos || pc < pe)) {
-          buf_.erase(0, pc + syn_.call_begin.size());
-          start_call();
-          continue;
-        }
-        if (pe != std::string_view::npos) {
-          buf_.erase(0, pe + syn_.section_end.size());
-          mode_ = Mode::Content;
-          continue;
-        }
-        if (final) {
-          emit_text(out, trim(b));  // stray text in an unterminated section
-          buf_.clear();
-        }
-        return;
-      }
-      case Mode::Call: {
-        const auto p = b.find(syn_.call_end);
-        // Everything but a possible start of the end marker goes to the reader now.
-        const size_t upto = p != std::string_view::npos ? p : final ? b.size() : b.size() - partial_tail(b, syn_.call_end);
-        feed_call(out, b.substr(0, upto));
-        buf_.erase(0, upto);
-        if (p == std::string_view::npos && !final) return;
-        const bool marked = p != std::string_view::npos;
-        if (marked) buf_.erase(0, syn_.call_end.size());
-        end_call(out, marked);
-        if (!marked) {
-          buf_.clear();
-          mode_ = Mode::Content;
-          return;
-        }
-        mode_ = syn_.section_begin.empty() ? Mode::Content : Mode::Section;
-        continue;
-      }
+      case Mode::Content: more = step_content(out, final); break;
+      case Mode::Reasoning: more = step_reasoning(out, final); break;
+      case Mode::Section: more = step_section(out, final); break;
+      case Mode::Call: more = step_call(out, final); break;
     }
+    if (!more) return;
   }
+}
+
+const std::string& ReplyParser::calls_opener() const {
+  return syn_.section_begin.empty() ? syn_.call_begin : syn_.section_begin;
+}
+
+bool ReplyParser::step_content(ReplyDelta& out, bool final) {
+  std::string_view b = buf_;
+  const std::string& open_calls = calls_opener();
+  // Markers that change mode from here.
+  size_t best = std::string::npos;
+  const std::string* which = nullptr;
+  auto consider = [&](const std::string& m) {
+    if (m.empty()) return;
+    auto p = b.find(m);
+    if (p < best) best = p, which = &m;
+  };
+  // <think> opens reasoning only at the very start of the reply.
+  const bool think_ok = !any_content_ && calls_ == 0 && !syn_.think_begin.empty();
+  if (think_ok) {
+    auto p = b.find(syn_.think_begin);
+    if (p != std::string_view::npos && all_space(b.substr(0, p))) best = p, which = &syn_.think_begin;
+  }
+  if (tools_) consider(open_calls);
+  for (const auto& m : syn_.drop_markers) consider(m);
+  if (which) {
+    emit_text(out, b.substr(0, best));
+    buf_.erase(0, best + which->size());
+    if (which == &syn_.think_begin) mode_ = Mode::Reasoning;
+    else if (which != &open_calls) return true;  // a dropped marker: still content
+    else if (syn_.section_begin.empty()) start_call();
+    else mode_ = Mode::Section;
+    return true;
+  }
+  size_t hold = 0;
+  if (!final) {
+    if (think_ok) {
+      const size_t t = partial_tail(b, syn_.think_begin);
+      if (t > 0 && all_space(b.substr(0, b.size() - t))) hold = std::max(hold, t);
+    }
+    if (tools_) hold = std::max(hold, partial_tail(b, open_calls));
+    for (const auto& m : syn_.drop_markers) hold = std::max(hold, partial_tail(b, m));
+  }
+  emit_text(out, b.substr(0, b.size() - hold));
+  buf_.erase(0, b.size() - hold);
+  return false;
+}
+
+bool ReplyParser::step_reasoning(ReplyDelta& out, bool final) {
+  std::string_view b = buf_;
+  auto p = b.find(syn_.think_end);
+  if (p != std::string_view::npos) {
+    out.reasoning.append(b.substr(0, p));
+    buf_.erase(0, p + syn_.think_end.size());
+    after_think_ = true;
+    mode_ = Mode::Content;
+    return true;
+  }
+  const size_t hold = final ? 0 : partial_tail(b, syn_.think_end);
+  out.reasoning.append(b.substr(0, b.size() - hold));
+  buf_.erase(0, b.size() - hold);
+  return false;
+}
+
+bool ReplyParser::step_section(ReplyDelta& out, bool final) {
+  std::string_view b = buf_;
+  auto pc = b.find(syn_.call_begin), pe = b.find(syn_.section_end);
+  if (pc != std::string_view::npos && (pe == std::string_view::npos || pc < pe)) {
+    buf_.erase(0, pc + syn_.call_begin.size());
+    start_call();
+    return true;
+  }
+  if (pe != std::string_view::npos) {
+    buf_.erase(0, pe + syn_.section_end.size());
+    mode_ = Mode::Content;
+    return true;
+  }
+  if (final) {
+    emit_text(out, trim(b));  // stray text in an unterminated section
+    buf_.clear();
+  }
+  return false;
+}
+
+bool ReplyParser::step_call(ReplyDelta& out, bool final) {
+  std::string_view b = buf_;
+  const auto p = b.find(syn_.call_end);
+  // Everything but a possible start of the end marker goes to the reader now.
+  const size_t upto = p != std::string_view::npos ? p : final ? b.size() : b.size() - partial_tail(b, syn_.call_end);
+  feed_call(out, b.substr(0, upto));
+  buf_.erase(0, upto);
+  if (p == std::string_view::npos && !final) return false;
+  const bool marked = p != std::string_view::npos;
+  if (marked) buf_.erase(0, syn_.call_end.size());
+  end_call(out, marked);
+  if (!marked) {
+    buf_.clear();
+    mode_ = Mode::Content;
+    return false;
+  }
+  mode_ = syn_.section_begin.empty() ? Mode::Content : Mode::Section;
+  return true;
 }
 
 ReplyDelta ReplyParser::push(std::string_view text) {

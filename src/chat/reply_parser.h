@@ -53,6 +53,7 @@ struct ReplySyntax {
   std::function<std::unique_ptr<CallReader>()> call_reader;
 };
 
+// Each family's syntax, defined in its plug-in file (chat/syntax_<name>.cpp, chat/chat_syntax.h).
 ReplySyntax deepseek_v3_syntax();  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{..}\n```<｜tool▁call▁end｜>
 ReplySyntax kimi_k2_syntax();      // <|tool_calls_section_begin|><|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{..}<|tool_call_end|>
 ReplySyntax qwen3_syntax();        // <tool_call>\n{"name": .., "arguments": {..}}\n</tool_call>
@@ -80,7 +81,15 @@ class ReplyParser {
 
  private:
   enum class Mode { Content, Reasoning, Section, Call };
+  // Reads buf_ as far as it is decided, mode by mode. Each step_<mode> returns
+  // whether the mode changed with text left to read.
   void step(ReplyDelta& out, bool final);
+  bool step_content(ReplyDelta& out, bool final);
+  bool step_reasoning(ReplyDelta& out, bool final);
+  bool step_section(ReplyDelta& out, bool final);
+  bool step_call(ReplyDelta& out, bool final);
+  // What opens the calls in content: the section marker, or the call marker where calls stand alone.
+  const std::string& calls_opener() const;
   void emit_text(ReplyDelta& out, std::string_view text);
   // Feeds call text to the reader, announcing the call once its head is read.
   void start_call();

@@ -1,7 +1,8 @@
 // The ChatCodec of a real checkpoint: its tokenizer (tokenizer.json or
-// tiktoken.model) and its Jinja chat template, with the reply syntax picked
-// from the markers the template uses; Kimi K3 checkpoints (a tokenizer with
-// the XTML markers as special tokens) are rendered by text/xtml instead.
+// tiktoken.model) and its Jinja chat template, with the chat syntax
+// (chat/chat_syntax.h) picked from the markers the template uses; a syntax
+// with a native format (Kimi K3's XTML: a tokenizer with its markers as special
+// tokens) renders the conversation itself instead.
 #pragma once
 #include <memory>
 #include <optional>
@@ -9,6 +10,7 @@
 #include <unordered_set>
 
 #include "chat/chat_codec.h"
+#include "chat/chat_syntax.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -28,16 +30,20 @@ class TextChatCodec : public ChatCodec {
   bool is_marker(int32_t id) const override;
   ReplySyntax reply_syntax(const std::vector<int32_t>& prompt) const override;
 
-  const std::string& family() const { return family_; }
+  // The chat syntax's name ("deepseek_v3", "kimi_k2", "qwen3", "gpt_oss", "kimi_k3"), or "" when the
+  // template has no tool-call syntax (calls are then declared and written as Qwen3-style text).
+  std::string family() const { return syntax_ ? std::string(syntax_->name) : std::string(); }
 
  private:
   std::unique_ptr<text::Tokenizer> tok_;
   std::optional<text::ChatTemplate> tmpl_;
-  std::vector<int32_t> render_xtml(const nlohmann::json& messages, const nlohmann::json& tools,
-                                   const ChatOptions& opts) const;
-  // "deepseek_v3", "kimi_k2", "qwen3", "kimi_k3" (XTML, rendered natively) or "" (the template has no
-  // tool-call syntax: calls are declared and written as Qwen3-style text)
-  std::string family_;
+  // The template rendered with this conversation; ApiError(400) when it cannot be.
+  std::string render_template(const nlohmann::json& msgs, const nlohmann::json& tools, const ChatOptions& opts) const;
+  // The ids of the rendered conversation, with client text that spells a marker kept as text.
+  std::vector<int32_t> encode_rendered(const nlohmann::json& msgs, const nlohmann::json& tools,
+                                       const ChatOptions& opts) const;
+  bool spells_marker(const std::string& s) const;  // contains an added token's text
+  const ChatSyntax* syntax_ = nullptr;  // nullptr: the template has none
   bool template_renders_tools_ = false;
   bool add_bos_ = false;
   std::vector<int32_t> stop_ids_;

@@ -43,6 +43,25 @@ int run_bench(BenchOpts& o) {
   return 0;
 }
 
+// --generate, --speculate and the drafters they time.
+void add_generation_bench_options(CLI::App* cmd, BenchRequest& r) {
+  cmd->add_flag("--generate", r.generate,
+                "Time greedy generation as a whole (means per generated token, forward passes, expert bytes); "
+                "the baseline for --speculate");
+  cmd->add_flag("--speculate", r.speculate, "As --generate, with n-gram speculative decoding");
+  cmd->add_option("--draft-max", r.draft_max, "Most draft tokens verified per pass")->capture_default_str();
+  cmd->add_flag("--no-draft-gate", r.no_draft_gate,
+                "Draft --draft-max tokens at every step, whether or not it pays (measuring a drafter)");
+  cmd->add_option("--replay-drafts", r.replay_wrong_every,
+                  "Plain generation, then speculation whose drafts are that run's own tokens with every K-th one "
+                  "wrong (0: none): what speculation gains or costs at a known acceptance, e.g. on random weights");
+  cmd->add_option("--draft-model", r.draft_model,
+                  "Plain generation, then speculation with this draft model's greedy drafts (each on a freshly "
+                  "opened target): tokens/s of both. A draft model with another tokenizer drafts through text");
+  cmd->add_flag("--draft-retokenize", r.draft_retokenize,
+                "With --draft-model: draft through text even when it has the target's tokenizer");
+}
+
 void add_bench_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("bench", "Measure decoding with routed experts streamed from disk under a memory budget");
   auto o = std::make_shared<BenchOpts>();
@@ -81,21 +100,7 @@ void add_bench_command(CLI::App& app, Action& action) {
                   "tokens are not the model's, the output says so")
       ->excludes(rt);
   cmd->add_flag("--io-only", r.io_only, "Only read experts (random top-k per layer and token), no compute");
-  cmd->add_flag("--generate", r.generate,
-                "Time greedy generation as a whole (means per generated token, forward passes, expert bytes); "
-                "the baseline for --speculate");
-  cmd->add_flag("--speculate", r.speculate, "As --generate, with n-gram speculative decoding");
-  cmd->add_option("--draft-max", r.draft_max, "Most draft tokens verified per pass")->capture_default_str();
-  cmd->add_flag("--no-draft-gate", r.no_draft_gate,
-                "Draft --draft-max tokens at every step, whether or not it pays (measuring a drafter)");
-  cmd->add_option("--replay-drafts", r.replay_wrong_every,
-                  "Plain generation, then speculation whose drafts are that run's own tokens with every K-th one "
-                  "wrong (0: none): what speculation gains or costs at a known acceptance, e.g. on random weights");
-  cmd->add_option("--draft-model", r.draft_model,
-                  "Plain generation, then speculation with this draft model's greedy drafts (each on a freshly "
-                  "opened target): tokens/s of both. A draft model with another tokenizer drafts through text");
-  cmd->add_flag("--draft-retokenize", r.draft_retokenize,
-                "With --draft-model: draft through text even when it has the target's tokenizer");
+  add_generation_bench_options(cmd, r);
   auto* pf = cmd->add_option("--prompt-from", o->prompt_from, "Prompt token ids from FILE:TENSOR instead of random ids");
   cmd->add_option("--prompt-file", o->prompt_file, "Prompt text from FILE, encoded with the model's tokenizer (bytes as ids 0-255 without tokenizer files)")
       ->excludes(pf);

@@ -23,15 +23,69 @@
 namespace sluice::cli {
 namespace {
 
+struct ChatCommandOptions {
+  std::string model, system, effort;
+  bool hide_reasoning = false;
+  TextGenOptions gen;
+  MemoryRequest mem;
+};
+
+// Reads a message per line until /exit or the end of input, printing each reply
+// as it is generated (its reasoning dimmed on a terminal, or hidden).
+void converse(const ChatCommandOptions& o, chat::Generator& gen, const chat::ChatCodec& codec) {
+  nlohmann::json messages = nlohmann::json::array();
+  if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
+  const bool tty = isatty(STDIN_FILENO), color = isatty(STDOUT_FILENO);
+  std::string line;
+  for (;;) {
+    if (tty) std::fputs("> ", stdout), std::fflush(stdout);
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line.empty()) continue;
+    messages.push_back({{"role", "user"}, {"content", line}});
+    chat::GenerationRequest req;  // tools off: a chat on the terminal calls nothing
+    req.messages = messages;
+    req.max_tokens = o.gen.max_new;
+    req.sampling = o.gen.sampling;
+    req.reasoning_effort = o.effort;
+    std::string content, reasoning;
+    bool in_reasoning = false;
+    auto emit = [&](const chat::ReplyDelta& d, const std::vector<chat::LogprobEntry>&) {
+      if (!d.reasoning.empty() && !o.hide_reasoning) {
+        if (!in_reasoning && color) std::fputs("\x1b[2m", stdout);
+        in_reasoning = true;
+        std::fputs(d.reasoning.c_str(), stdout);
+      }
+      if (!d.content.empty()) {
+        if (in_reasoning) std::fputs(color ? "\x1b[0m\n" : "\n", stdout);
+        in_reasoning = false;
+        std::fputs(d.content.c_str(), stdout);
+      }
+      std::fflush(stdout);
+      reasoning += d.reasoning;
+      content += d.content;
+      return true;
+    };
+    try {
+      const auto prompt = codec.render_chat(messages, nullptr, chat::ChatOptions{o.effort});
+      const chat::Outcome out = gen.run(req, prompt, emit);
+      if (in_reasoning && color) std::fputs("\x1b[0m", stdout);
+      if (o.gen.stats)
+        std::fprintf(stderr, "[prompt %lld tokens, %lld reused; reply %lld tokens, %s]\n",
+                     (long long)out.prompt_tokens, (long long)out.cached_tokens, (long long)out.completion_tokens,
+                     out.finish_reason.c_str());
+    } catch (const chat::ApiError& e) {
+      fail("{}", e.what());
+    }
+    std::fputc('\n', stdout);
+    nlohmann::json reply = {{"role", "assistant"}, {"content", content}};
+    if (!reasoning.empty()) reply["reasoning_content"] = reasoning;  // replayed, as K3 requires
+    messages.push_back(std::move(reply));
+  }
+}
+
 void add_chat_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("chat", "Chat on the terminal (one line per message; /exit or end of input quits)");
-  struct Opts {
-    std::string model, system, effort;
-    bool hide_reasoning = false;
-    TextGenOptions gen;
-    MemoryRequest mem;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<ChatCommandOptions>();
   o->gen.max_new = 256;
   cmd->add_option("--model", o->model, "Model directory (default: $SLUICE_MODEL or the shipped sluice-k3-mini)");
   cmd->add_option("--system", o->system, "System message");
@@ -69,54 +123,7 @@ void add_chat_command(CLI::App& app, Action& action) {
       chat::Generator gen(*model, *codec, counters, model->context_length(), o->gen.drafter, spec, {},
                           o->gen.prefill_chunk > 0 ? o->gen.prefill_chunk : model->prefill_chunk(), 0,
                           o->gen.prefill_span);
-      nlohmann::json messages = nlohmann::json::array();
-      if (!o->system.empty()) messages.push_back({{"role", "system"}, {"content", o->system}});
-      const bool tty = isatty(STDIN_FILENO), color = isatty(STDOUT_FILENO);
-      std::string line;
-      for (;;) {
-        if (tty) std::fputs("> ", stdout), std::fflush(stdout);
-        if (!std::getline(std::cin, line) || line == "/exit") break;
-        if (line.empty()) continue;
-        messages.push_back({{"role", "user"}, {"content", line}});
-        chat::GenerationRequest req;  // tools off: a chat on the terminal calls nothing
-        req.messages = messages;
-        req.max_tokens = o->gen.max_new;
-        req.sampling = o->gen.sampling;
-        req.reasoning_effort = o->effort;
-        std::string content, reasoning;
-        bool in_reasoning = false;
-        auto emit = [&](const chat::ReplyDelta& d, const std::vector<chat::LogprobEntry>&) {
-          if (!d.reasoning.empty() && !o->hide_reasoning) {
-            if (!in_reasoning && color) std::fputs("\x1b[2m", stdout);
-            in_reasoning = true;
-            std::fputs(d.reasoning.c_str(), stdout);
-          }
-          if (!d.content.empty()) {
-            if (in_reasoning) std::fputs(color ? "\x1b[0m\n" : "\n", stdout);
-            in_reasoning = false;
-            std::fputs(d.content.c_str(), stdout);
-          }
-          std::fflush(stdout);
-          reasoning += d.reasoning;
-          content += d.content;
-          return true;
-        };
-        try {
-          const auto prompt = codec->render_chat(messages, nullptr, chat::ChatOptions{o->effort});
-          const chat::Outcome out = gen.run(req, prompt, emit);
-          if (in_reasoning && color) std::fputs("\x1b[0m", stdout);
-          if (o->gen.stats)
-            std::fprintf(stderr, "[prompt %lld tokens, %lld reused; reply %lld tokens, %s]\n",
-                         (long long)out.prompt_tokens, (long long)out.cached_tokens, (long long)out.completion_tokens,
-                         out.finish_reason.c_str());
-        } catch (const chat::ApiError& e) {
-          fail("{}", e.what());
-        }
-        std::fputc('\n', stdout);
-        nlohmann::json reply = {{"role", "assistant"}, {"content", content}};
-        if (!reasoning.empty()) reply["reasoning_content"] = reasoning;  // replayed, as K3 requires
-        messages.push_back(std::move(reply));
-      }
+      converse(*o, gen, *codec);
       return 0;
     };
   });

@@ -21,18 +21,69 @@
 namespace sluice::cli {
 
 namespace {
+
+struct GenerateOptions {
+  std::string model, tokens, prompt, system, tokenizer, effort;
+  bool chat = false, no_think = false;
+  TextGenOptions gen;
+  MemoryRequest mem;
+};
+
+// --tokens: prints the new ids as a JSON array.
+int generate_from_tokens(GenerateOptions& o) {
+  std::vector<int32_t> prompt = parse_token_list(o.tokens);
+  o.mem.context_tokens = int64_t(prompt.size()) + o.gen.max_new;
+  auto model = Engine::open(o.model, o.mem);
+  print_plan(o.gen, *model);
+  make_drafter(o.gen, *model);
+  Session s = model->session();
+  std::vector<int32_t> ids = generate_tokens(s, prompt, o.gen);
+  std::string line = "[";
+  for (size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
+  std::printf("%s]\n", line.c_str());
+  return 0;
+}
+
+// --prompt: streams the text, of a user message with --chat.
+int generate_from_text(GenerateOptions& o) {
+  const std::string tdir = o.tokenizer.empty() ? o.model : o.tokenizer;
+  std::unique_ptr<chat::ChatCodec> codec;  // --chat
+  std::unique_ptr<text::Tokenizer> tok;    // plain text
+  std::vector<int32_t> prompt;
+  if (o.chat) {
+    // The codec checks the tokenizer against the model's vocabulary, read from config.json
+    // because the memory plan is sized from the rendered prompt before the model opens.
+    codec = chat::make_chat_codec(tdir, ModelLayout::text_config(Config::load(o.model)).req_int("vocab_size"));
+    nlohmann::json msgs = nlohmann::json::array();
+    if (!o.system.empty()) msgs.push_back({{"role", "system"}, {"content", o.system}});
+    msgs.push_back({{"role", "user"}, {"content", o.prompt}});
+    try {
+      prompt = codec->render_chat(msgs, nullptr, chat::ChatOptions{o.no_think ? "none" : o.effort});
+    } catch (const chat::ApiError& e) {
+      fail("{}: {}", tdir, e.what());
+    }
+  } else {
+    tok = text::Tokenizer::load(tdir);
+    prompt = encode_text(*tok, o.prompt);
+  }
+  o.mem.context_tokens = int64_t(prompt.size()) + o.gen.max_new;
+  auto model = Engine::open(o.model, o.mem);
+  check_prompt(*model, prompt);
+  print_plan(o.gen, *model);
+  make_drafter(o.gen, *model);
+  Session s = model->session();
+  if (codec) stream_reply(s, *codec, prompt, o.gen, stdout);
+  else stream_text(s, *tok, prompt, o.gen, stdout);
+  std::fputc('\n', stdout);
+  return 0;
+}
+
 void add_generate_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "generate",
       "Generation (greedy unless --temperature). With --tokens prints the new token ids as a JSON array; with --prompt "
       "streams the decoded text");
-  struct Opts {
-    std::string model, tokens, prompt, system, tokenizer, effort;
-    bool chat = false, no_think = false;
-    TextGenOptions gen;
-    MemoryRequest mem;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<GenerateOptions>();
   o->gen.max_new = 16;
   cmd->add_option("--model", o->model, "Model directory (default: $SLUICE_MODEL or the shipped sluice-k3-mini)");
   auto* tk = cmd->add_option("--tokens", o->tokens, "Prompt as comma-separated token ids");
@@ -61,49 +112,7 @@ void add_generate_command(CLI::App& app, Action& action) {
       check_generation_options(o->gen);
       apply_memory_options(o->mem);
       o->model = model_or_default(o->model);
-      if (*tk) {
-        std::vector<int32_t> prompt = parse_token_list(o->tokens);
-        o->mem.context_tokens = int64_t(prompt.size()) + o->gen.max_new;
-        auto model = Engine::open(o->model, o->mem);
-        print_plan(o->gen, *model);
-        make_drafter(o->gen, *model);
-        Session s = model->session();
-        std::vector<int32_t> ids = generate_tokens(s, prompt, o->gen);
-        std::string line = "[";
-        for (size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
-        std::printf("%s]\n", line.c_str());
-        return 0;
-      }
-      const std::string tdir = o->tokenizer.empty() ? o->model : o->tokenizer;
-      std::unique_ptr<chat::ChatCodec> codec;  // --chat
-      std::unique_ptr<text::Tokenizer> tok;    // plain text
-      std::vector<int32_t> prompt;
-      if (o->chat) {
-        // The codec checks the tokenizer against the model's vocabulary, read from config.json
-        // because the memory plan is sized from the rendered prompt before the model opens.
-        codec = chat::make_chat_codec(tdir, ModelLayout::text_config(Config::load(o->model)).req_int("vocab_size"));
-        nlohmann::json msgs = nlohmann::json::array();
-        if (!o->system.empty()) msgs.push_back({{"role", "system"}, {"content", o->system}});
-        msgs.push_back({{"role", "user"}, {"content", o->prompt}});
-        try {
-          prompt = codec->render_chat(msgs, nullptr, chat::ChatOptions{o->no_think ? "none" : o->effort});
-        } catch (const chat::ApiError& e) {
-          fail("{}: {}", tdir, e.what());
-        }
-      } else {
-        tok = text::Tokenizer::load(tdir);
-        prompt = encode_text(*tok, o->prompt);
-      }
-      o->mem.context_tokens = int64_t(prompt.size()) + o->gen.max_new;
-      auto model = Engine::open(o->model, o->mem);
-      check_prompt(*model, prompt);
-      print_plan(o->gen, *model);
-      make_drafter(o->gen, *model);
-      Session s = model->session();
-      if (codec) stream_reply(s, *codec, prompt, o->gen, stdout);
-      else stream_text(s, *tok, prompt, o->gen, stdout);
-      std::fputc('\n', stdout);
-      return 0;
+      return *tk ? generate_from_tokens(*o) : generate_from_text(*o);
     };
   });
 }

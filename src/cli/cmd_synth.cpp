@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "format/config.h"
+#include "format/model_family.h"
 #include "store/synthetic.h"
 #include "store/synthetic_dspark.h"
 #include "store/synthetic_eagle3.h"
@@ -11,6 +12,26 @@
 
 namespace sluice::cli {
 namespace {
+
+// --arch k3_dspark / k3_eagle3: a drafter sized for the --target model.
+void synthesize_drafter(DrafterFamily drafter, const SynthOptions& o, const std::string& target) {
+  if (target.empty()) fail("synth --arch {} needs --target DIR (the model it drafts for)", o.arch);
+  const Config c = Config::load(target);
+  const Config t = c.opt_sub("text_config") ? c.sub("text_config") : c;
+  const int64_t H = t.req_int("hidden_size"), V = t.req_int("vocab_size"), L = t.req_int("num_hidden_layers");
+  if (drafter == DrafterFamily::DSpark) {
+    DSparkSynthOptions d = dspark_synth_for_target(H, V, L);
+    d.out_dir = o.out_dir;
+    d.seed = o.seed;
+    synthesize_dspark(d);
+  } else {
+    Eagle3SynthOptions e = eagle3_synth_for_target(H, V, L);
+    e.out_dir = o.out_dir;
+    e.seed = o.seed;
+    synthesize_eagle3(e);
+  }
+  std::printf("wrote a random-weight %s drafter for %s to %s\n", o.arch.c_str(), target.c_str(), o.out_dir.c_str());
+}
 
 void add_synth_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
@@ -59,24 +80,8 @@ void add_synth_command(CLI::App& app, Action& action) {
   cmd->add_flag("--quiet", *quiet, "No progress display");
   cmd->callback([=, &action] {
     action = [=] {
-      if (o->arch == "k3_dspark" || o->arch == "k3_eagle3") {
-        if (target->empty()) fail("synth --arch {} needs --target DIR (the model it drafts for)", o->arch);
-        const Config c = Config::load(*target);
-        const Config t = c.opt_sub("text_config") ? c.sub("text_config") : c;
-        const int64_t H = t.req_int("hidden_size"), V = t.req_int("vocab_size"), L = t.req_int("num_hidden_layers");
-        if (o->arch == "k3_dspark") {
-          DSparkSynthOptions d = dspark_synth_for_target(H, V, L);
-          d.out_dir = o->out_dir;
-          d.seed = o->seed;
-          synthesize_dspark(d);
-        } else {
-          Eagle3SynthOptions e = eagle3_synth_for_target(H, V, L);
-          e.out_dir = o->out_dir;
-          e.seed = o->seed;
-          synthesize_eagle3(e);
-        }
-        std::printf("wrote a random-weight %s drafter for %s to %s\n", o->arch.c_str(), target->c_str(),
-                    o->out_dir.c_str());
+      if (const DrafterFamily drafter = drafter_family_named(o->arch); drafter != DrafterFamily::None) {
+        synthesize_drafter(drafter, *o, *target);
         return 0;
       }
       if (!target->empty()) fail("--target is about --arch k3_dspark or k3_eagle3");

@@ -46,51 +46,46 @@ struct StreamingExperts::SlotHash {
 };
 void StreamingExperts::SlotHashFree::operator()(SlotHash* h) const { delete h; }
 
-StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& ckpt, StreamingOptions opts)
-    : table_(table), ckpt_(ckpt), opts_(std::move(opts)), slot_table_(0, parse_eviction_policy(opts_.policy)) {
-  // Read plans: aligned reads covering each expert's extents, laid out back to back in a slot.
-  plans_.resize(size_t(table.layers()));
-  for (int32_t l = 0; l < table.layers(); ++l) {
-    plans_[size_t(l)].resize(size_t(table.experts(l)));
-    for (int32_t e = 0; e < table.experts(l); ++e) {
-      const ExpertWeights& w = table.at(l, e);
-      Plan& p = plans_[size_t(l)][size_t(e)];
-      auto extents = expert_extents(ckpt, w);
-      struct Span { int32_t file; uint64_t a, b; };
-      std::vector<Span> spans;
-      for (const auto& x : extents) {
-        Span s{x.file, align_down(x.offset), align_up(x.offset + x.length)};
-        if (!spans.empty() && spans.back().file == s.file && s.a <= spans.back().b) spans.back().b = std::max(spans.back().b, s.b);
-        else spans.push_back(s);
-      }
-      uint64_t at = 0;
-      std::vector<uint64_t> span_slot;
-      for (const auto& s : spans) {
-        span_slot.push_back(at);
-        for (uint64_t o = s.a; o < s.b; o += opts_.chunk_bytes)
-          p.reads.push_back({s.file, o, std::min<uint64_t>(opts_.chunk_bytes, s.b - o), at + (o - s.a)});
-        at += s.b - s.a;
-      }
-      p.read_bytes = at;
-      auto slot_offset = [&](int32_t file, uint64_t off) {
-        for (size_t k = 0; k < spans.size(); ++k)
-          if (spans[k].file == file && off >= spans[k].a && off < spans[k].b) return span_slot[k] + (off - spans[k].a);
-        fail("internal: expert byte outside its read plan");
-      };
-      for (const auto& x : extents) {
-        p.payload.push_back({slot_offset(x.file, x.offset), x.length});
-        p.bytes += x.length;
-        // Hashing while reads land walks the payload in slot order.
-        if (p.payload.size() > 1 && p.payload.back().first < p.payload[p.payload.size() - 2].first + p.payload[p.payload.size() - 2].second)
-          fail("internal: expert payload out of slot order in the read plan");
-      }
-      for (auto r : expert_byte_ranges(w)) {
-        auto [f, off] = locate(ckpt, r.ptr);
-        p.rebase.push_back({r.ptr, slot_offset(f, off)});
-      }
-      slot_bytes_ = std::max(slot_bytes_, at);
-    }
+StreamingExperts::Plan StreamingExperts::read_plan(const Checkpoint& ckpt, const ExpertWeights& w,
+                                                   uint64_t chunk_bytes) {
+  Plan p;
+  auto extents = expert_extents(ckpt, w);
+  struct Span { int32_t file; uint64_t a, b; };
+  std::vector<Span> spans;
+  for (const auto& x : extents) {
+    Span s{x.file, align_down(x.offset), align_up(x.offset + x.length)};
+    if (!spans.empty() && spans.back().file == s.file && s.a <= spans.back().b) spans.back().b = std::max(spans.back().b, s.b);
+    else spans.push_back(s);
   }
+  uint64_t at = 0;
+  std::vector<uint64_t> span_slot;
+  for (const auto& s : spans) {
+    span_slot.push_back(at);
+    for (uint64_t o = s.a; o < s.b; o += chunk_bytes)
+      p.reads.push_back({s.file, o, std::min<uint64_t>(chunk_bytes, s.b - o), at + (o - s.a)});
+    at += s.b - s.a;
+  }
+  p.read_bytes = at;
+  auto slot_offset = [&](int32_t file, uint64_t off) {
+    for (size_t k = 0; k < spans.size(); ++k)
+      if (spans[k].file == file && off >= spans[k].a && off < spans[k].b) return span_slot[k] + (off - spans[k].a);
+    fail("internal: expert byte outside its read plan");
+  };
+  for (const auto& x : extents) {
+    p.payload.push_back({slot_offset(x.file, x.offset), x.length});
+    p.bytes += x.length;
+    // Hashing while reads land walks the payload in slot order.
+    if (p.payload.size() > 1 && p.payload.back().first < p.payload[p.payload.size() - 2].first + p.payload[p.payload.size() - 2].second)
+      fail("internal: expert payload out of slot order in the read plan");
+  }
+  for (auto r : expert_byte_ranges(w)) {
+    auto [f, off] = locate(ckpt, r.ptr);
+    p.rebase.push_back({r.ptr, slot_offset(f, off)});
+  }
+  return p;
+}
+
+void StreamingExperts::open_drives(const Checkpoint& ckpt) {
   // One read queue per directory: packs spread over drives (prepare --expert-dirs)
   // are read concurrently, each drive's queue kept full by itself.
   for (const auto& f : ckpt.files()) {
@@ -107,6 +102,21 @@ StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& c
     }
     drive_of_file_.push_back(int32_t(it - drives_.begin()));
   }
+}
+
+StreamingExperts::StreamingExperts(const ExpertTable& table, const Checkpoint& ckpt, StreamingOptions opts)
+    : table_(table), ckpt_(ckpt), opts_(std::move(opts)), slot_table_(0, parse_eviction_policy(opts_.policy)) {
+  // Read plans: aligned reads covering each expert's extents, laid out back to back in a slot.
+  plans_.resize(size_t(table.layers()));
+  for (int32_t l = 0; l < table.layers(); ++l) {
+    plans_[size_t(l)].resize(size_t(table.experts(l)));
+    for (int32_t e = 0; e < table.experts(l); ++e) {
+      Plan& p = plans_[size_t(l)][size_t(e)];
+      p = read_plan(ckpt, table.at(l, e), opts_.chunk_bytes);
+      slot_bytes_ = std::max(slot_bytes_, p.read_bytes);
+    }
+  }
+  open_drives(ckpt);
   if (drives_.empty()) {  // no files: nothing is ever read, but queue_name() has a queue to name
     drives_.emplace_back();
     drives_.back().queue = ReadQueue::create(opts_.queue, opts_.queue_depth);

@@ -251,6 +251,10 @@ class StreamingExperts : public ExpertSource {
   std::vector<LayerGuess> guesses_;
   bool guess_reads(LayerGuess& g) const;  // is the layer's guess worth its reads?
   void score_guess(int32_t layer, const int32_t* experts, int64_t n);
+  // Aligned reads covering the expert's extents, laid out back to back in a slot (reads of at most chunk_bytes).
+  static Plan read_plan(const Checkpoint& ckpt, const ExpertWeights& w, uint64_t chunk_bytes);
+  // One read queue per directory of the checkpoint's files (drive_of_file_, fds_).
+  void open_drives(const Checkpoint& ckpt);
   void load_heat();  // heat policy: slot_table_'s heat from opts_.heat_file (uses in earlier runs, decayed)
   void save_heat() const;
 };

@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "format/config.h"
+#include "format/model_family.h"
 
 namespace sluice {
 
 struct ModelLayout {
+  const ModelFamily* family = nullptr;  // its row of the family table
   std::string arch;     // model_type
   std::string prefix;   // prepended to every tensor name ("language_model." for Kimi K3)
   int64_t n_layers = 0;  // decoder layers (tensors of later layers, e.g. MTP heads, are not part of the model)
@@ -37,7 +39,7 @@ struct ModelLayout {
   static Config text_config(const Config& top);
 };
 
-// Reads the layout rules of `cfg`'s model_type; errors name the field.
+// Reads the layout rules of `cfg`'s family (format/model_family.h); errors name the field.
 ModelLayout model_layout(const Config& cfg);
 
 // Decoder layer index in a tensor name ("...layers.12...."), -1 if none.

@@ -39,6 +39,53 @@ int64_t TensorInfo::numel() const {
   return n;
 }
 
+namespace {
+
+// One tensor's header entry: dtype, shape and data_offsets checked against each
+// other and against the data section's `data_size` bytes.
+TensorInfo parse_tensor_entry(const std::string& path, const std::string& name, const nlohmann::json& v,
+                              uint64_t data_size) {
+  if (!v.is_object()) fail("{}: tensor '{}': entry must be an object", path, name);
+  auto dt = v.find("dtype");
+  auto sh = v.find("shape");
+  auto off = v.find("data_offsets");
+  if (dt == v.end() || !dt->is_string()) fail("{}: tensor '{}': missing or non-string 'dtype'", path, name);
+  if (sh == v.end() || !sh->is_array()) fail("{}: tensor '{}': missing or non-array 'shape'", path, name);
+  if (off == v.end() || !off->is_array() || off->size() != 2)
+    fail("{}: tensor '{}': 'data_offsets' must be an array of two integers", path, name);
+  TensorInfo t;
+  t.name = name;
+  auto d = parse_dtype(dt->get<std::string>());
+  if (!d) fail("{}: tensor '{}': unknown dtype '{}'", path, name, dt->get<std::string>());
+  t.dtype = *d;
+  uint64_t count = 1;
+  bool overflow = false;
+  for (const auto& s : *sh) {
+    if (!s.is_number_unsigned()) fail("{}: tensor '{}': shape entries must be non-negative integers", path, name);
+    uint64_t dim = s.get<uint64_t>();
+    if (dim > (1ull << 48)) fail("{}: tensor '{}': dimension {} is implausibly large", path, name, dim);
+    if (dim != 0 && count > UINT64_MAX / dim) overflow = true;
+    count *= dim;
+    t.shape.push_back(int64_t(dim));
+  }
+  for (const auto& o : *off)
+    if (!o.is_number_unsigned()) fail("{}: tensor '{}': data_offsets must be non-negative integers", path, name);
+  t.begin = (*off)[0].get<uint64_t>();
+  t.end = (*off)[1].get<uint64_t>();
+  if (t.end < t.begin) fail("{}: tensor '{}': data_offsets [{}, {}] end before begin", path, name, t.begin, t.end);
+  if (t.end > data_size)
+    fail("{}: tensor '{}': data_offsets [{}, {}] past the end of the data section ({} bytes): the file is "
+         "truncated; {}",
+         path, name, t.begin, t.end, data_size, truncated_advice(path));
+  uint64_t esz = uint64_t(dtype_size(t.dtype));
+  if (overflow || count > UINT64_MAX / esz || count * esz != t.end - t.begin)
+    fail("{}: tensor '{}': {} bytes stored but dtype {} and shape {} need {}", path, name, t.end - t.begin,
+         dtype_name(t.dtype), sh->dump(), overflow ? std::string("more than 2^64") : std::to_string(count * esz));
+  return t;
+}
+
+}  // namespace
+
 std::map<std::string, TensorInfo> SafetensorsFile::parse_header(const uint8_t* bytes, uint64_t file_size,
                                                                 const std::string& path, uint64_t* data_start,
                                                                 std::map<std::string, std::string>* metadata) {
@@ -75,43 +122,7 @@ std::map<std::string, TensorInfo> SafetensorsFile::parse_header(const uint8_t* b
       }
       continue;
     }
-    if (!v.is_object()) fail("{}: tensor '{}': entry must be an object", path, name);
-    auto dt = v.find("dtype");
-    auto sh = v.find("shape");
-    auto off = v.find("data_offsets");
-    if (dt == v.end() || !dt->is_string()) fail("{}: tensor '{}': missing or non-string 'dtype'", path, name);
-    if (sh == v.end() || !sh->is_array()) fail("{}: tensor '{}': missing or non-array 'shape'", path, name);
-    if (off == v.end() || !off->is_array() || off->size() != 2)
-      fail("{}: tensor '{}': 'data_offsets' must be an array of two integers", path, name);
-    TensorInfo t;
-    t.name = name;
-    auto d = parse_dtype(dt->get<std::string>());
-    if (!d) fail("{}: tensor '{}': unknown dtype '{}'", path, name, dt->get<std::string>());
-    t.dtype = *d;
-    uint64_t count = 1;
-    bool overflow = false;
-    for (const auto& s : *sh) {
-      if (!s.is_number_unsigned()) fail("{}: tensor '{}': shape entries must be non-negative integers", path, name);
-      uint64_t dim = s.get<uint64_t>();
-      if (dim > (1ull << 48)) fail("{}: tensor '{}': dimension {} is implausibly large", path, name, dim);
-      if (dim != 0 && count > UINT64_MAX / dim) overflow = true;
-      count *= dim;
-      t.shape.push_back(int64_t(dim));
-    }
-    for (const auto& o : *off)
-      if (!o.is_number_unsigned()) fail("{}: tensor '{}': data_offsets must be non-negative integers", path, name);
-    t.begin = (*off)[0].get<uint64_t>();
-    t.end = (*off)[1].get<uint64_t>();
-    if (t.end < t.begin) fail("{}: tensor '{}': data_offsets [{}, {}] end before begin", path, name, t.begin, t.end);
-    if (t.end > data_size)
-      fail("{}: tensor '{}': data_offsets [{}, {}] past the end of the data section ({} bytes): the file is "
-           "truncated; {}",
-           path, name, t.begin, t.end, data_size, truncated_advice(path));
-    uint64_t esz = uint64_t(dtype_size(t.dtype));
-    if (overflow || count > UINT64_MAX / esz || count * esz != t.end - t.begin)
-      fail("{}: tensor '{}': {} bytes stored but dtype {} and shape {} need {}", path, name, t.end - t.begin,
-           dtype_name(t.dtype), sh->dump(), overflow ? std::string("more than 2^64") : std::to_string(count * esz));
-    out.emplace(name, std::move(t));
+    out.emplace(name, parse_tensor_entry(path, name, v, data_size));
   }
 
   // Overlap check over the byte ranges (zero-sized tensors take no space).

@@ -8,6 +8,42 @@
 
 namespace sluice {
 
+namespace {
+
+void put_f32(std::vector<uint8_t>& v, size_t i, float f) { std::memcpy(v.data() + 4 * i, &f, 4); }
+void put_u16(std::vector<uint8_t>& v, size_t i, uint16_t h) { std::memcpy(v.data() + 2 * i, &h, 2); }
+
+// FP8 e4m3 codes (no NaN) with a positive f32 scale per block x block tile.
+void fill_fp8_block(OwnedQMatrix& o, int64_t block, std::mt19937_64& rng, std::normal_distribution<float>& normal) {
+  QMatrix& m = o.m;
+  m.row_bytes = m.cols;
+  o.data.resize(size_t(m.rows * m.cols));
+  for (auto& b : o.data) {
+    b = uint8_t(rng() & 0xff);
+    if ((b & 0x7f) == 0x7f) b &= 0xfe;  // no NaN codes by default
+  }
+  m.block = block;
+  m.scale_stride = (m.cols + m.block - 1) / m.block;
+  const size_t n = size_t(((m.rows + m.block - 1) / m.block) * m.scale_stride);
+  o.scale.resize(n * 4);
+  for (size_t i = 0; i < n; ++i) put_f32(o.scale, i, (0.5f + std::abs(normal(rng))) * 0.004f);
+}
+
+// Packed INT4 values with a positive bf16 scale per group of a row.
+void fill_int4_group(OwnedQMatrix& o, int64_t group, std::mt19937_64& rng, std::normal_distribution<float>& normal) {
+  QMatrix& m = o.m;
+  m.row_bytes = (m.cols + 1) / 2;
+  o.data.resize(size_t(m.rows * m.row_bytes));
+  for (auto& b : o.data) b = uint8_t(rng() & 0xff);
+  m.group = group;
+  m.scale_stride = (m.cols + m.group - 1) / m.group;
+  const size_t n = size_t(m.rows * m.scale_stride);
+  o.scale.resize(n * 2);
+  for (size_t i = 0; i < n; ++i) put_u16(o.scale, i, f32_to_bf16((0.5f + std::abs(normal(rng))) * 0.05f));
+}
+
+}  // namespace
+
 OwnedQMatrix make_random_qmatrix(WeightFormat fmt, int64_t rows, int64_t cols, uint64_t seed,
                                  const RandomQMatrixOptions& opt) {
   OwnedQMatrix o;
@@ -18,8 +54,6 @@ OwnedQMatrix make_random_qmatrix(WeightFormat fmt, int64_t rows, int64_t cols, u
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   auto byte = [&] { return uint8_t(rng() & 0xff); };
-  auto put_f32 = [](std::vector<uint8_t>& v, size_t i, float f) { std::memcpy(v.data() + 4 * i, &f, 4); };
-  auto put_u16 = [](std::vector<uint8_t>& v, size_t i, uint16_t h) { std::memcpy(v.data() + 2 * i, &h, 2); };
   const size_t count = size_t(rows * cols);
   switch (fmt) {
     case WeightFormat::F32:
@@ -42,31 +76,12 @@ OwnedQMatrix make_random_qmatrix(WeightFormat fmt, int64_t rows, int64_t cols, u
         put_u16(o.data, i, h);
       }
       break;
-    case WeightFormat::FP8_E4M3_BLOCK: {
-      m.row_bytes = cols;
-      o.data.resize(count);
-      for (auto& b : o.data) {
-        b = byte();
-        if ((b & 0x7f) == 0x7f) b &= 0xfe;  // no NaN codes by default
-      }
-      m.block = opt.fp8_block;
-      m.scale_stride = (cols + m.block - 1) / m.block;
-      const size_t n = size_t(((rows + m.block - 1) / m.block) * m.scale_stride);
-      o.scale.resize(n * 4);
-      for (size_t i = 0; i < n; ++i) put_f32(o.scale, i, (0.5f + std::abs(normal(rng))) * 0.004f);
+    case WeightFormat::FP8_E4M3_BLOCK:
+      fill_fp8_block(o, opt.fp8_block, rng, normal);
       break;
-    }
-    case WeightFormat::INT4_GROUP: {
-      m.row_bytes = (cols + 1) / 2;
-      o.data.resize(size_t(rows * m.row_bytes));
-      for (auto& b : o.data) b = byte();
-      m.group = opt.int4_group;
-      m.scale_stride = (cols + m.group - 1) / m.group;
-      const size_t n = size_t(rows * m.scale_stride);
-      o.scale.resize(n * 2);
-      for (size_t i = 0; i < n; ++i) put_u16(o.scale, i, f32_to_bf16((0.5f + std::abs(normal(rng))) * 0.05f));
+    case WeightFormat::INT4_GROUP:
+      fill_int4_group(o, opt.int4_group, rng, normal);
       break;
-    }
     case WeightFormat::MXFP4: {
       m.row_bytes = (cols + 1) / 2;
       o.data.resize(size_t(rows * m.row_bytes));

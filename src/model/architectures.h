@@ -1,4 +1,4 @@
-// Builders for each supported architecture (one file each) and helpers they share.
+// Builders for each family of the family table (one file each) and helpers they share.
 #pragma once
 #include <memory>
 #include <string>
@@ -11,11 +11,11 @@
 
 namespace sluice {
 
-std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, const Config& cfg, Backend& be);
-std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const Config& cfg, Backend& be);
-std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const Config& cfg, Backend& be);
-// kimi_linear, kimi_k3
-std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Config& cfg, Backend& be);
+// The builder each row of the family table names (format/model_families.def):
+// build_<builder>, defined in model/<builder>.cpp.
+#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, moe_layers, builder, chat_syntax, synth) \
+  std::unique_ptr<Decoder> build_##builder(std::unique_ptr<Checkpoint> ckpt, const Config& cfg, Backend& be);
+#include "format/model_families.def"
 
 // The decoder config.json describes, over its checkpoint (the decoder keeps it:
 // the weights are views into its mapped files), computing on `be` (which places

@@ -14,14 +14,10 @@
 
 namespace sluice {
 
-std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, const Config& cfg, Backend& be) {
-  const ModelLayout layout = model_layout(cfg);
-  ModelInfo info = basic_model_info(cfg, cfg.req_string("model_type"));
-  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "", be);
-  WeightLoader& W = model->weights();
-  const int64_t D = info.hidden;
-  const float eps = float(cfg.req_double("rms_norm_eps"));
+namespace {
 
+// Absorbed MLA with interleaved RoPE; YaRN's mscale enters the softmax scale squared.
+MlaSpec deepseek_mla_spec(const Config& cfg) {
   MlaSpec mla;
   mla.n_heads = cfg.req_int("num_attention_heads");
   mla.q_lora = cfg.get_int("q_lora_rank", 0);
@@ -39,8 +35,11 @@ std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, con
       mla.scale = float(double(mla.scale) * m * m);
     }
   }
+  return mla;
+}
 
-  const int64_t E = cfg.get_int("n_routed_experts", 0);
+// The sigmoid, group-limited router with its score-correction bias (E routed experts; none when 0).
+RouterSpec deepseek_router_spec(const Config& cfg, int64_t E) {
   RouterSpec router;
   if (E > 0) {
     const std::string scoring = cfg.get_string("scoring_func", "sigmoid");
@@ -59,6 +58,22 @@ std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, con
       fail("{}: inconsistent routing: n_routed_experts {}, n_group {}, topk_group {}, num_experts_per_tok {}",
            cfg.source(), E, router.n_group, router.topk_group, router.top_k);
   }
+  return router;
+}
+
+}  // namespace
+
+std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, const Config& cfg, Backend& be) {
+  const ModelLayout layout = model_layout(cfg);
+  ModelInfo info = basic_model_info(cfg, cfg.req_string("model_type"));
+  auto model = std::make_unique<Decoder>(info, std::move(ckpt), "", be);
+  WeightLoader& W = model->weights();
+  const int64_t D = info.hidden;
+  const float eps = float(cfg.req_double("rms_norm_eps"));
+
+  MlaSpec mla = deepseek_mla_spec(cfg);
+  const int64_t E = cfg.get_int("n_routed_experts", 0);
+  const RouterSpec router = deepseek_router_spec(cfg, E);
   GatedActivation act;
   if (cfg.get_string("hidden_act", "silu") != "silu")
     fail("{}: hidden_act '{}' is not supported (silu is)", cfg.source(), cfg.get_string("hidden_act", ""));

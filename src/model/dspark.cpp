@@ -5,13 +5,14 @@
 
 #include <fmt/format.h>
 
+#include "format/model_family.h"
 #include "model/rope.h"
 #include "model/weights.h"
 #include "util/error.h"
 
 namespace sluice {
 
-bool DSparkConfig::is_dspark(const Config& c) { return c.get_string("model_type", "") == "k3_dspark"; }
+bool DSparkConfig::is_dspark(const Config& c) { return drafter_family_of(c) == DrafterFamily::DSpark; }
 
 DSparkConfig DSparkConfig::parse(const Config& c) {
   if (!is_dspark(c)) fail("{}: model_type is '{}', not k3_dspark", c.source(), c.get_string("model_type", ""));

@@ -6,17 +6,14 @@
 
 #include <fmt/format.h>
 
+#include "format/model_family.h"
 #include "model/rope.h"
 #include "model/weights.h"
 #include "util/error.h"
 
 namespace sluice {
 
-bool Eagle3Config::is_eagle3(const Config& c) {
-  for (const std::string& a : c.get_strings("architectures"))
-    if (a.rfind("Eagle3", 0) == 0) return true;
-  return false;
-}
+bool Eagle3Config::is_eagle3(const Config& c) { return drafter_family_of(c) == DrafterFamily::Eagle3; }
 
 Eagle3Config Eagle3Config::parse(const Config& c, int64_t target_layers) {
   if (!is_eagle3(c)) fail("{}: architectures name no Eagle3 model", c.source());

@@ -1,10 +1,23 @@
-// build_decoder: dispatch on config.json's model_type.
+// build_decoder: the builder of config.json's family (format/model_families.def).
 #include "format/config.h"
+#include "format/model_family.h"
 #include "format/quantization.h"
 #include "model/architectures.h"
 #include "util/error.h"
 
 namespace sluice {
+
+namespace {
+
+using DecoderBuilder = std::unique_ptr<Decoder> (*)(std::unique_ptr<Checkpoint>, const Config&, Backend&);
+
+// Indexed by FamilyId: the same rows in the same order.
+constexpr DecoderBuilder kBuilders[] = {
+#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, moe_layers, builder, chat_syntax, synth) &build_##builder,
+#include "format/model_families.def"
+};
+
+}  // namespace
 
 ModelInfo basic_model_info(const Config& cfg, const std::string& arch) {
   ModelInfo info;
@@ -27,14 +40,9 @@ ModelInfo basic_model_info(const Config& cfg, const std::string& arch) {
 }
 
 std::unique_ptr<Decoder> build_decoder(const Config& cfg, std::unique_ptr<Checkpoint> ckpt, Backend& be) {
-  const std::string type = cfg.req_string("model_type");
+  cfg.req_string("model_type");
   check_quantization_config(cfg);  // before any weight is read
-  if (type == "deepseek_v3" || type == "kimi_k2") return build_deepseek_v3(std::move(ckpt), cfg, be);
-  if (type == "qwen3_moe") return build_qwen3_moe(std::move(ckpt), cfg, be);
-  if (type == "gpt_oss") return build_gpt_oss(std::move(ckpt), cfg, be);
-  if (type == "kimi_linear" || type == "kimi_k3") return build_kimi(std::move(ckpt), cfg, be);
-  fail("{}: model_type '{}' is not supported (deepseek_v3, kimi_k2, qwen3_moe, gpt_oss, kimi_linear, kimi_k3 are)",
-       cfg.source(), type);
+  return kBuilders[size_t(model_family_of(cfg).id)](std::move(ckpt), cfg, be);
 }
 
 }  // namespace sluice

@@ -191,6 +191,13 @@ CachedConversation PromptCache::take(const std::vector<int32_t>& prompt, const s
     reused = slot_use;
   }
   if (!out.session) out.session = std::make_unique<Session>(model_);
+  plan_save_points(prompt, boundaries, reused);
+  return out;
+}
+
+void PromptCache::plan_save_points(const std::vector<int32_t>& prompt, const std::vector<int64_t>& boundaries,
+                                   int64_t reused) {
+  const int64_t P = int64_t(prompt.size());
   auto add = [&](std::vector<int64_t>& to, int64_t p) {
     if (p > reused && p < P - 1 && std::find(to.begin(), to.end(), p) == to.end()) to.push_back(p);
   };
@@ -214,7 +221,6 @@ CachedConversation PromptCache::take(const std::vector<int32_t>& prompt, const s
     for (int64_t p = kRecurrentSaveEvery; p < P - 1; p += kRecurrentSaveEvery) add(save_points_, p);
   }
   std::sort(save_points_.begin(), save_points_.end());
-  return out;
 }
 
 void PromptCache::keep(CachedConversation c) {

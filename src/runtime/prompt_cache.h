@@ -111,6 +111,10 @@ class PromptCache {
   };
   int64_t usable_from_slot(const Slot& s, const std::vector<int32_t>& prompt) const;
   int64_t usable_from_saved(const std::vector<int32_t>& saved, const std::vector<int32_t>& prompt) const;
+  // Where take()'s prompt is to be saved as it is prefilled (past the `reused` tokens): in
+  // memory at the caller's boundaries and where it departs from what is cached, on disk
+  // also every kRecurrentSaveEvery tokens for recurrent state.
+  void plan_save_points(const std::vector<int32_t>& prompt, const std::vector<int64_t>& boundaries, int64_t reused);
   void keep_checkpoint(const Session& s);
   void index_dir();
   void evict_files(const std::string& keep_path);

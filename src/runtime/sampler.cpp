@@ -17,6 +17,56 @@ Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {
   if (p.top_logprobs < 0) fail("top_logprobs must be >= 0, got {}", p.top_logprobs);
 }
 
+namespace {
+
+// The candidates' place drawn at the temperature (candidates sorted by
+// probability when a filter is on), after min_p and top_p cut their tail.
+size_t draw_tempered(const float* logits, const std::vector<int32_t>& cand, const SamplingParams& p,
+                     std::mt19937_64& rng) {
+  // Tempered probabilities over the candidates.
+  const double inv_t = 1.0 / p.temperature;
+  double top = -std::numeric_limits<double>::infinity();
+  for (int32_t c : cand) top = std::max(top, double(logits[c]));
+  std::vector<double> w(cand.size());
+  double sum = 0;
+  for (size_t i = 0; i < cand.size(); ++i) sum += w[i] = std::exp((double(logits[cand[i]]) - top) * inv_t);
+  // min_p: drop tokens whose probability is below min_p times the most likely one's.
+  size_t cut = cand.size();
+  if (p.min_p > 0)
+    for (size_t i = 1; i < cand.size(); ++i)
+      if (w[i] < p.min_p * w[0]) {
+        cut = i;
+        break;
+      }
+  // top_p: the smallest prefix whose mass reaches top_p (always at least one token).
+  if (p.top_p < 1) {
+    double acc = 0;
+    for (size_t i = 0; i < cut; ++i) {
+      acc += w[i] / sum;
+      if (acc >= p.top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+  }
+  double mass = 0;
+  for (size_t i = 0; i < cut; ++i) mass += w[i];
+  // One uniform draw from the seeded generator, mapped onto the kept mass.
+  const double u = std::generate_canonical<double, 64>(rng) * mass;
+  double acc = 0;
+  size_t pick = cut - 1;
+  for (size_t i = 0; i < cut; ++i) {
+    acc += w[i];
+    if (u < acc) {
+      pick = i;
+      break;
+    }
+  }
+  return pick;
+}
+
+}  // namespace
+
 Sample Sampler::sample(const float* logits, int64_t n, const std::function<bool(int32_t)>& allowed) {
   if (n <= 0) fail("sampling from an empty distribution");
   // Log-softmax of the raw logits, for reporting.
@@ -60,46 +110,7 @@ Sample Sampler::sample(const float* logits, int64_t n, const std::function<bool(
     cand.resize(keep);
   }
 
-  // Tempered probabilities over the candidates.
-  const double inv_t = 1.0 / p_.temperature;
-  double top = -std::numeric_limits<double>::infinity();
-  for (int32_t c : cand) top = std::max(top, double(logits[c]));
-  std::vector<double> w(cand.size());
-  double sum = 0;
-  for (size_t i = 0; i < cand.size(); ++i) sum += w[i] = std::exp((double(logits[cand[i]]) - top) * inv_t);
-  // min_p: drop tokens whose probability is below min_p times the most likely one's.
-  size_t cut = cand.size();
-  if (p_.min_p > 0)
-    for (size_t i = 1; i < cand.size(); ++i)
-      if (w[i] < p_.min_p * w[0]) {
-        cut = i;
-        break;
-      }
-  // top_p: the smallest prefix whose mass reaches top_p (always at least one token).
-  if (p_.top_p < 1) {
-    double acc = 0;
-    for (size_t i = 0; i < cut; ++i) {
-      acc += w[i] / sum;
-      if (acc >= p_.top_p) {
-        cut = i + 1;
-        break;
-      }
-    }
-  }
-  double mass = 0;
-  for (size_t i = 0; i < cut; ++i) mass += w[i];
-  // One uniform draw from the seeded generator, mapped onto the kept mass.
-  const double u = std::generate_canonical<double, 64>(rng_) * mass;
-  double acc = 0;
-  size_t pick = cut - 1;
-  for (size_t i = 0; i < cut; ++i) {
-    acc += w[i];
-    if (u < acc) {
-      pick = i;
-      break;
-    }
-  }
-  s.token = cand[pick];
+  s.token = cand[draw_tempered(logits, cand, p_, rng_)];
   s.logprob = logprob(s.token);
   return s;
 }

@@ -302,6 +302,31 @@ void system_message(const json& m, const std::string& w, json& out, json& tools,
   if (!text.empty()) out.push_back({{"role", "system"}, {"content", text}});
 }
 
+// A thinking block's reasoning; sent with display "omitted", it comes back in its signature.
+std::string thinking_text(const json& b, const std::string& bw) {
+  only_known(b, {"type", "thinking", "signature"}, bw + ".");
+  std::string t = string_at(b.value("thinking", json()), bw + ".thinking");
+  if (t.empty() && b.value("signature", json()).is_string()) {
+    const std::string sig = b["signature"].get<std::string>();
+    if (sig.rfind(kSignaturePrefix, 0) == 0)
+      if (auto decoded = unbase64(std::string_view(sig).substr(kSignaturePrefix.size()))) t = *decoded;
+  }
+  return t;
+}
+
+// A user message's tool_result block: a tool message, after the user's text so far (`text`, then cleared).
+void append_tool_result(const json& b, const std::string& bw, std::string& text, json& out) {
+  only_known(b, {"type", "tool_use_id", "content", "is_error", "cache_control", "toolset_name"}, bw + ".");
+  if (!text.empty()) {
+    out.push_back({{"role", "user"}, {"content", text}});
+    text.clear();
+  }
+  std::string result = b.contains("content") && !b["content"].is_null() ? text_content(b["content"], bw + ".content") : "";
+  if (present(b, "is_error") && b["is_error"] == true) result = "Error: " + result;
+  out.push_back({{"role", "tool"}, {"tool_call_id", string_at(b.value("tool_use_id", json()), bw + ".tool_use_id")},
+                 {"content", result}});
+}
+
 json parse_messages(const json& body, const json& system, json& tools, RequestNotes* notes) {
   json out = json::array();
   if (!system.is_null()) out.push_back({{"role", "system"}, {"content", text_content(system, "system")}});
@@ -346,15 +371,7 @@ json parse_messages(const json& body, const json& system, json& tools, RequestNo
       } else if (type == "image" || type == "container_upload") {
         refuse_images(type, bw);
       } else if (type == "thinking" && role == "assistant") {
-        only_known(b, {"type", "thinking", "signature"}, bw + ".");
-        std::string t = string_at(b.value("thinking", json()), bw + ".thinking");
-        // Reasoning sent with display "omitted" comes back in its signature.
-        if (t.empty() && b.value("signature", json()).is_string()) {
-          const std::string sig = b["signature"].get<std::string>();
-          if (sig.rfind(kSignaturePrefix, 0) == 0)
-            if (auto decoded = unbase64(std::string_view(sig).substr(kSignaturePrefix.size()))) t = *decoded;
-        }
-        thinking += t;
+        thinking += thinking_text(b, bw);
       } else if (type == "redacted_thinking" && role == "assistant") {
         only_known(b, {"type", "data"}, bw + ".");  // opaque to this server: nothing to replay
       } else if ((type == "tool_use" || type == "mcp_tool_use") && role == "assistant") {
@@ -364,15 +381,7 @@ json parse_messages(const json& body, const json& system, json& tools, RequestNo
                          {"type", "function"},
                          {"function", {{"name", string_at(b.value("name", json()), bw + ".name")}, {"arguments", b["input"].dump()}}}});
       } else if ((type == "tool_result" || type == "mcp_tool_result") && role == "user") {
-        only_known(b, {"type", "tool_use_id", "content", "is_error", "cache_control", "toolset_name"}, bw + ".");
-        if (!text.empty()) {
-          out.push_back({{"role", "user"}, {"content", text}});
-          text.clear();
-        }
-        std::string result = b.contains("content") && !b["content"].is_null() ? text_content(b["content"], bw + ".content") : "";
-        if (present(b, "is_error") && b["is_error"] == true) result = "Error: " + result;
-        out.push_back({{"role", "tool"}, {"tool_call_id", string_at(b.value("tool_use_id", json()), bw + ".tool_use_id")},
-                       {"content", result}});
+        append_tool_result(b, bw, text, out);
       } else if (role == "assistant" &&
                  (type == "server_tool_use" || type == "fallback" ||
                   (type.size() > 12 && type.substr(type.size() - 12) == "_tool_result"))) {

@@ -150,6 +150,38 @@ json flatten_content(const json& c, const std::string& where, bool null_ok, bool
   return text;
 }
 
+// One call of an assistant message's tool_calls (at `cw`), as a function call:
+// a custom (freeform) tool's input becomes its {"input"} argument.
+json assistant_tool_call(const json& c, const std::string& cw) {
+  object_at(c, cw);
+  only_known(c, {"id", "type", "function", "custom"}, cw + ".");
+  if (!c.contains("id")) bad_field(cw + ".id", "'{}.id' is required", cw);
+  const std::string ctype = present(c, "type") ? string_at(c["type"], cw + ".type", kGot) : "function";
+  if (ctype == "custom") {  // a freeform tool's call: its input text as the {"input"} argument
+    if (!present(c, "custom") || !c["custom"].is_object())
+      bad_field(cw + ".custom", "'{}.custom' must be an object", cw);
+    only_known(c["custom"], {"name", "input"}, cw + ".custom.");
+    return {{"id", string_at(c["id"], cw + ".id", kGot)},
+            {"type", "function"},
+            {"function",
+             {{"name", string_at(c["custom"].value("name", json()), cw + ".custom.name", kGot)},
+              {"arguments", freeform_arguments(string_at(c["custom"].value("input", json()),
+                                                             cw + ".custom.input", kGot))}}}};
+  }
+  if (ctype != "function") bad_field(cw + ".type", "'{}.type' must be \"function\" or \"custom\"", cw);
+  if (!c.contains("function") || !c["function"].is_object())
+    bad_field(cw + ".function", "'{}.function' must be an object", cw);
+  const json& f = c["function"];
+  only_known(f, {"name", "arguments"}, cw + ".function.");
+  if (!f.contains("name")) bad_field(cw + ".function.name", "'{}.function.name' is required", cw);
+  if (!f.contains("arguments")) bad_field(cw + ".function.arguments", "'{}.function.arguments' is required", cw);
+  return {{"id", string_at(c["id"], cw + ".id", kGot)},
+          {"type", "function"},
+          {"function",
+           {{"name", string_at(f["name"], cw + ".function.name", kGot)},
+            {"arguments", string_at(f["arguments"], cw + ".function.arguments", kGot)}}}};
+}
+
 json parse_messages(const json& body) {
   if (!body.contains("messages")) bad_field("messages", "'messages' is required");
   const json& ms = body["messages"];
@@ -188,36 +220,7 @@ json parse_messages(const json& body) {
         array_at(tc, w + ".tool_calls");
         json calls = json::array();
         for (size_t j = 0; j < tc.size(); ++j) {
-          const std::string cw = fmt::format("{}.tool_calls[{}]", w, j);
-          const json& c = tc[j];
-          object_at(c, cw);
-          only_known(c, {"id", "type", "function", "custom"}, cw + ".");
-          if (!c.contains("id")) bad_field(cw + ".id", "'{}.id' is required", cw);
-          const std::string ctype = present(c, "type") ? string_at(c["type"], cw + ".type", kGot) : "function";
-          if (ctype == "custom") {  // a freeform tool's call: its input text as the {"input"} argument
-            if (!present(c, "custom") || !c["custom"].is_object())
-              bad_field(cw + ".custom", "'{}.custom' must be an object", cw);
-            only_known(c["custom"], {"name", "input"}, cw + ".custom.");
-            calls.push_back({{"id", string_at(c["id"], cw + ".id", kGot)},
-                             {"type", "function"},
-                             {"function",
-                              {{"name", string_at(c["custom"].value("name", json()), cw + ".custom.name", kGot)},
-                               {"arguments", freeform_arguments(string_at(c["custom"].value("input", json()),
-                                                                              cw + ".custom.input", kGot))}}}});
-            continue;
-          }
-          if (ctype != "function") bad_field(cw + ".type", "'{}.type' must be \"function\" or \"custom\"", cw);
-          if (!c.contains("function") || !c["function"].is_object())
-            bad_field(cw + ".function", "'{}.function' must be an object", cw);
-          const json& f = c["function"];
-          only_known(f, {"name", "arguments"}, cw + ".function.");
-          if (!f.contains("name")) bad_field(cw + ".function.name", "'{}.function.name' is required", cw);
-          if (!f.contains("arguments")) bad_field(cw + ".function.arguments", "'{}.function.arguments' is required", cw);
-          calls.push_back({{"id", string_at(c["id"], cw + ".id", kGot)},
-                           {"type", "function"},
-                           {"function",
-                            {{"name", string_at(f["name"], cw + ".function.name", kGot)},
-                             {"arguments", string_at(f["arguments"], cw + ".function.arguments", kGot)}}}});
+          calls.push_back(assistant_tool_call(tc[j], fmt::format("{}.tool_calls[{}]", w, j)));
         }
         if (!calls.empty()) o["tool_calls"] = calls;
       }

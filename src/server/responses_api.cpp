@@ -76,6 +76,21 @@ std::string reasoning_text(const json& item, const std::string& w) {
   return text;
 }
 
+// A function_call (or custom_tool_call, `custom`) input item -> a chat tool call.
+json input_call(const json& item, const std::string& w, bool custom) {
+  const char* body_key = custom ? "input" : "arguments";
+  only_known(item, {"type", "id", "call_id", "name", body_key, "status", "namespace"}, w + ".");
+  for (const char* k : {"call_id", "name", body_key})
+    if (!item.contains(k)) bad_field(w + "." + k, "'{}.{}' is required", w, k);
+  // A function of a namespace group is known to the model as "NAMESPACE.NAME".
+  std::string name = string_at(item["name"], w + ".name");
+  if (present(item, "namespace")) name = string_at(item["namespace"], w + ".namespace") + "." + name;
+  const std::string body = string_at(item[body_key], w + "." + body_key);
+  return {{"id", string_at(item["call_id"], w + ".call_id")},
+          {"type", "function"},
+          {"function", {{"name", name}, {"arguments", custom ? freeform_arguments(body) : body}}}};
+}
+
 // input (a string or items) -> chat messages appended to `out`.
 void convert_input(const json& input, json& out, RequestNotes* notes) {
   if (input.is_string()) {
@@ -115,18 +130,7 @@ void convert_input(const json& input, json& out, RequestNotes* notes) {
                      {"content", flatten_parts(item["content"], w + ".content", {"input_text"})}});
       in_assistant_turn = false;
     } else if (type == "function_call" || type == "custom_tool_call") {
-      const bool custom = type == "custom_tool_call";
-      const char* body_key = custom ? "input" : "arguments";
-      only_known(item, {"type", "id", "call_id", "name", body_key, "status", "namespace"}, w + ".");
-      for (const char* k : {"call_id", "name", body_key})
-        if (!item.contains(k)) bad_field(w + "." + k, "'{}.{}' is required", w, k);
-      // A function of a namespace group is known to the model as "NAMESPACE.NAME".
-      std::string name = string_at(item["name"], w + ".name");
-      if (present(item, "namespace")) name = string_at(item["namespace"], w + ".namespace") + "." + name;
-      const std::string body = string_at(item[body_key], w + "." + body_key);
-      json call = {{"id", string_at(item["call_id"], w + ".call_id")},
-                   {"type", "function"},
-                   {"function", {{"name", name}, {"arguments", custom ? freeform_arguments(body) : body}}}};
+      json call = input_call(item, w, type == "custom_tool_call");
       if (!in_assistant_turn || !reasoning.empty()) {
         json m = {{"role", "assistant"}, {"content", nullptr}};
         if (!reasoning.empty()) m["reasoning_content"] = std::exchange(reasoning, "");

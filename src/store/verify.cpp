@@ -83,24 +83,13 @@ void verify_spine(const std::string& dir, const Manifest& man, const std::vector
   bar.finish();
 }
 
-}  // namespace
-
-VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
-  if (is_stream_dir(dir))
-    fail("{} is a stream-mode directory (experts are fetched on use): `sluice cache verify` checks its cached experts",
-         dir);
-  const auto man = find_manifest(dir);
-  if (!man) fail("{}: no {} (run `sluice prepare --model {}` on the checkpoint first)", dir, kManifestFile, dir);
-  VerifyReport r;
-  for (size_t d = 0; d < man->expert_dirs.size(); ++d)
-    if (!fs::is_directory(man->expert_dirs[d]))
-      r.problems.push_back(fmt::format("{}: expert directory (drive {} of {}) does not exist", man->expert_dirs[d],
-                                       d + 1, man->expert_dirs.size()));
-  // Shards and packs (on every drive): present, with the size they had when prepared.
-  std::vector<int> fds(man->files.size(), -1);
-  for (size_t i = 0; i < man->files.size(); ++i) {
-    const uint64_t size = man->files[i].second;
-    const std::string path = man->file_path(dir, i);
+// Shards and packs (on every drive): present, with the size they had when prepared.
+// The descriptors of those that are (-1 for the others, each a problem in r).
+std::vector<int> open_files(const std::string& dir, const Manifest& man, VerifyReport& r) {
+  std::vector<int> fds(man.files.size(), -1);
+  for (size_t i = 0; i < man.files.size(); ++i) {
+    const uint64_t size = man.files[i].second;
+    const std::string path = man.file_path(dir, i);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     ++r.files;
     if (fd < 0) {
@@ -115,6 +104,37 @@ VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
     }
     fds[i] = fd;
   }
+  return fds;
+}
+
+// Where an expert is: each file it has bytes in (one per drive with --expert-dirs) and the first offset there.
+std::string expert_location(const std::string& dir, const Manifest& man, const ManifestExpert& e) {
+  std::string where;
+  std::vector<int32_t> named;
+  for (const auto& x : e.extents) {
+    if (std::find(named.begin(), named.end(), x.file) != named.end()) continue;
+    named.push_back(x.file);
+    where += fmt::format("{}{} at offset {}", where.empty() ? "" : ", ",
+                         x.file >= 0 && size_t(x.file) < man.files.size() ? man.file_path(dir, size_t(x.file)) : "?",
+                         x.offset);
+  }
+  return where;
+}
+
+}  // namespace
+
+VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
+  if (is_stream_dir(dir))
+    fail("{} is a stream-mode directory (experts are fetched on use): `sluice cache verify` checks its cached experts",
+         dir);
+  const auto man = find_manifest(dir);
+  if (!man) fail("{}: no {} (run `sluice prepare --model {}` on the checkpoint first)", dir, kManifestFile, dir);
+  VerifyReport r;
+  for (size_t d = 0; d < man->expert_dirs.size(); ++d)
+    if (!fs::is_directory(man->expert_dirs[d]))
+      r.problems.push_back(fmt::format("{}: expert directory (drive {} of {}) does not exist", man->expert_dirs[d],
+                                       d + 1, man->expert_dirs.size()));
+  const std::vector<int> fds = open_files(dir, *man, r);
   uint64_t total = 0;
   for (const auto& e : man->experts)
     for (const auto& x : e.extents) total += x.length;
@@ -148,16 +168,7 @@ VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
       if (h != e.checksum) problem = fmt::format("XXH3 {:016x}, the manifest says {:016x}", h, e.checksum);
     }
     if (!problem.empty()) {
-      // Where the expert is: each file it has bytes in (one per drive with --expert-dirs) and the first offset there.
-      std::string where;
-      std::vector<int32_t> named;
-      for (const auto& x : e.extents) {
-        if (std::find(named.begin(), named.end(), x.file) != named.end()) continue;
-        named.push_back(x.file);
-        where += fmt::format("{}{} at offset {}", where.empty() ? "" : ", ",
-                             x.file >= 0 && size_t(x.file) < man->files.size() ? man->file_path(dir, size_t(x.file)) : "?",
-                             x.offset);
-      }
+      const std::string where = expert_location(dir, *man, e);
       r.problems.push_back(fmt::format("expert {} of layer {} ({}): {}", e.expert, e.layer, where.empty() ? "?" : where, problem));
     }
   }

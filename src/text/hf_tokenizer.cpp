@@ -179,6 +179,63 @@ void read_special_names(const nlohmann::json& config, std::optional<std::string>
 
 HfTokenizer::~HfTokenizer() = default;
 
+namespace {
+
+// model.merges ("a b" or ["a", "b"], byte-level spelled) into bpe's merge ranks, in order.
+void read_merges(const nlohmann::json& merges, const std::string& path, ByteBpe& bpe) {
+  uint32_t rank = 0;
+  for (const auto& e : merges) {
+    std::string a, b;
+    if (e.is_string()) {
+      const std::string s = e.get<std::string>();
+      size_t sp = s.find(' ');
+      if (sp == std::string::npos) fail("{}: model.merges[{}] '{}' has no space", path, rank, s);
+      size_t sp2 = s.find(' ', sp + 1);
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1, sp2 == std::string::npos ? std::string::npos : sp2 - sp - 1);
+    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+      a = e[0].get<std::string>();
+      b = e[1].get<std::string>();
+    } else {
+      fail("{}: model.merges[{}] must be \"a b\" or [\"a\", \"b\"]", path, rank);
+    }
+    auto ab = from_byte_level(a), bb = from_byte_level(b);
+    auto ia = ab ? bpe.find(*ab) : std::nullopt, ib = bb ? bpe.find(*bb) : std::nullopt;
+    if (!ia || !ib) fail("{}: model.merges[{}] ('{}', '{}'): a part is not in the vocabulary", path, rank, a, b);
+    auto im = bpe.find(*ab + *bb);
+    if (!im) fail("{}: model.merges[{}] ('{}', '{}'): the merged token is not in the vocabulary", path, rank, a, b);
+    bpe.merger().add_merge(*ia, *ib, rank, *im);
+    ++rank;
+  }
+}
+
+// added_tokens: each an id (within reach of the vocabulary's `id_limit`) and its content.
+std::vector<AddedToken> read_added_tokens(const nlohmann::json& list, const std::string& path, size_t id_limit) {
+  std::vector<AddedToken> out;
+  if (!list.is_array()) fail("{}: added_tokens must be an array", path);
+  size_t i = 0;
+  for (const auto& t : list) {
+    if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
+        !t["content"].is_string())
+      fail("{}: added_tokens[{}] needs an integer 'id' and a string 'content'", path, i);
+    AddedToken a;
+    int64_t id = t["id"].get<int64_t>();
+    const int64_t max_id = int64_t(id_limit) + 2 * int64_t(list.size()) + 65536;
+    if (id < 0 || id > max_id) fail("{}: added_tokens[{}].id {} is out of range 0..{}", path, i, id, max_id);
+    a.id = int32_t(id);
+    a.content = t["content"].get<std::string>();
+    if (a.content.empty()) fail("{}: added_tokens[{}].content is empty", path, i);
+    a.special = t.value("special", false);
+    a.lstrip = t.value("lstrip", false);
+    a.rstrip = t.value("rstrip", false);
+    out.push_back(std::move(a));
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace
+
 HfTokenizer::HfTokenizer(std::string_view json_text, const std::string& path, const nlohmann::json& config) {
   nlohmann::json j;
   try {
@@ -229,55 +286,10 @@ HfTokenizer::HfTokenizer(std::string_view json_text, const std::string& path, co
     fail("{}: model.vocab lacks {} of the 256 single-byte tokens (byte 0x{:02X} first)", path, missing.size(),
          uint8_t(missing[0]));
 
-  // merges
   if (!m.contains("merges") || !m["merges"].is_array()) fail("{}: model.merges must be an array", path);
-  uint32_t rank = 0;
-  for (const auto& e : m["merges"]) {
-    std::string a, b;
-    if (e.is_string()) {
-      const std::string s = e.get<std::string>();
-      size_t sp = s.find(' ');
-      if (sp == std::string::npos) fail("{}: model.merges[{}] '{}' has no space", path, rank, s);
-      size_t sp2 = s.find(' ', sp + 1);
-      a = s.substr(0, sp);
-      b = s.substr(sp + 1, sp2 == std::string::npos ? std::string::npos : sp2 - sp - 1);
-    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-      a = e[0].get<std::string>();
-      b = e[1].get<std::string>();
-    } else {
-      fail("{}: model.merges[{}] must be \"a b\" or [\"a\", \"b\"]", path, rank);
-    }
-    auto ab = from_byte_level(a), bb = from_byte_level(b);
-    auto ia = ab ? bpe_.find(*ab) : std::nullopt, ib = bb ? bpe_.find(*bb) : std::nullopt;
-    if (!ia || !ib) fail("{}: model.merges[{}] ('{}', '{}'): a part is not in the vocabulary", path, rank, a, b);
-    auto im = bpe_.find(*ab + *bb);
-    if (!im) fail("{}: model.merges[{}] ('{}', '{}'): the merged token is not in the vocabulary", path, rank, a, b);
-    bpe_.merger().add_merge(*ia, *ib, rank, *im);
-    ++rank;
-  }
-
-  // added tokens
-  if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
-    if (!j["added_tokens"].is_array()) fail("{}: added_tokens must be an array", path);
-    size_t i = 0;
-    for (const auto& t : j["added_tokens"]) {
-      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
-          !t["content"].is_string())
-        fail("{}: added_tokens[{}] needs an integer 'id' and a string 'content'", path, i);
-      AddedToken a;
-      int64_t id = t["id"].get<int64_t>();
-      const int64_t max_id = int64_t(bpe_.id_limit()) + 2 * int64_t(j["added_tokens"].size()) + 65536;
-      if (id < 0 || id > max_id) fail("{}: added_tokens[{}].id {} is out of range 0..{}", path, i, id, max_id);
-      a.id = int32_t(id);
-      a.content = t["content"].get<std::string>();
-      if (a.content.empty()) fail("{}: added_tokens[{}].content is empty", path, i);
-      a.special = t.value("special", false);
-      a.lstrip = t.value("lstrip", false);
-      a.rstrip = t.value("rstrip", false);
-      added_.push_back(std::move(a));
-      ++i;
-    }
-  }
+  read_merges(m["merges"], path, bpe_);
+  if (j.contains("added_tokens") && !j["added_tokens"].is_null())
+    added_ = read_added_tokens(j["added_tokens"], path, bpe_.id_limit());
   size_t limit = bpe_.id_limit();
   for (const auto& a : added_) limit = std::max(limit, size_t(a.id) + 1);
   added_by_id_.assign(limit, nullptr);

@@ -136,6 +136,64 @@ std::string js_replace(const std::string& s, const std::string& from, const std:
   return out + s.substr(pos);
 }
 
+namespace {
+
+// str.split(sep=None, maxsplit=-1): on runs of whitespace without sep.
+ValuePtr split_string(const std::string& s, std::vector<ValuePtr>& args) {
+  ValuePtr sep = positional_count(args) > 0 ? args[0] : make_null();
+  ValuePtr maxv = positional_count(args) > 1 ? args[1] : make_int(-1);
+  if (sep->type != Type::String && sep->type != Type::Null) fail("split(): sep must be a string or None");
+  if (maxv->type != Type::Int) fail("split(): maxsplit must be an integer");
+  const int64_t maxsplit = maxv->i;
+  std::vector<ValuePtr> out;
+  if (sep->type == Type::Null) {
+    std::string t = js_trim(s, true, false);
+    size_t i = 0, len = 0;
+    while (i < t.size()) {
+      size_t b = i;
+      while (b < t.size()) {
+        int32_t cp = utf8_decode(t, b, &len);
+        if (!js_space(uint32_t(cp))) break;
+        b += len;
+      }
+      if (b >= t.size()) break;
+      size_t e = b;
+      while (e < t.size()) {
+        int32_t cp = utf8_decode(t, e, &len);
+        if (js_space(uint32_t(cp))) break;
+        e += len;
+      }
+      if (maxsplit != -1 && int64_t(out.size()) >= maxsplit) {
+        out.push_back(make_string(t.substr(b)));
+        break;
+      }
+      out.push_back(make_string(t.substr(b, e - b)));
+      i = e;
+    }
+  } else {
+    if (sep->s.empty()) fail("split(): empty separator");
+    std::vector<std::string> parts;
+    size_t pos = 0;
+    while (true) {
+      size_t f = s.find(sep->s, pos);
+      if (f == std::string::npos) break;
+      parts.push_back(s.substr(pos, f - pos));
+      pos = f + sep->s.size();
+    }
+    parts.push_back(s.substr(pos));
+    if (maxsplit != -1 && int64_t(parts.size()) > maxsplit) {
+      std::string rest;
+      for (size_t k = size_t(maxsplit); k < parts.size(); ++k) rest += (k > size_t(maxsplit) ? sep->s : "") + parts[k];
+      parts.resize(size_t(maxsplit));
+      parts.push_back(rest);
+    }
+    for (auto& p : parts) out.push_back(make_string(p));
+  }
+  return make_array(std::move(out));
+}
+
+}  // namespace
+
 ValuePtr string_member(const ValuePtr& self, const std::string& name) {
   const std::string s = self->s;
   auto fn = [](Function f) { return make_function(std::move(f)); };
@@ -170,59 +228,7 @@ ValuePtr string_member(const ValuePtr& self, const std::string& name) {
       fail("{}() argument must be a string or tuple of strings", name);
     });
   }
-  if (name == "split")
-    return fn([s](std::vector<ValuePtr>& args, Env&) {
-      ValuePtr sep = positional_count(args) > 0 ? args[0] : make_null();
-      ValuePtr maxv = positional_count(args) > 1 ? args[1] : make_int(-1);
-      if (sep->type != Type::String && sep->type != Type::Null) fail("split(): sep must be a string or None");
-      if (maxv->type != Type::Int) fail("split(): maxsplit must be an integer");
-      const int64_t maxsplit = maxv->i;
-      std::vector<ValuePtr> out;
-      if (sep->type == Type::Null) {
-        std::string t = js_trim(s, true, false);
-        size_t i = 0, len = 0;
-        while (i < t.size()) {
-          size_t b = i;
-          while (b < t.size()) {
-            int32_t cp = utf8_decode(t, b, &len);
-            if (!js_space(uint32_t(cp))) break;
-            b += len;
-          }
-          if (b >= t.size()) break;
-          size_t e = b;
-          while (e < t.size()) {
-            int32_t cp = utf8_decode(t, e, &len);
-            if (js_space(uint32_t(cp))) break;
-            e += len;
-          }
-          if (maxsplit != -1 && int64_t(out.size()) >= maxsplit) {
-            out.push_back(make_string(t.substr(b)));
-            break;
-          }
-          out.push_back(make_string(t.substr(b, e - b)));
-          i = e;
-        }
-      } else {
-        if (sep->s.empty()) fail("split(): empty separator");
-        std::vector<std::string> parts;
-        size_t pos = 0;
-        while (true) {
-          size_t f = s.find(sep->s, pos);
-          if (f == std::string::npos) break;
-          parts.push_back(s.substr(pos, f - pos));
-          pos = f + sep->s.size();
-        }
-        parts.push_back(s.substr(pos));
-        if (maxsplit != -1 && int64_t(parts.size()) > maxsplit) {
-          std::string rest;
-          for (size_t k = size_t(maxsplit); k < parts.size(); ++k) rest += (k > size_t(maxsplit) ? sep->s : "") + parts[k];
-          parts.resize(size_t(maxsplit));
-          parts.push_back(rest);
-        }
-        for (auto& p : parts) out.push_back(make_string(p));
-      }
-      return make_array(std::move(out));
-    });
+  if (name == "split") return fn([s](std::vector<ValuePtr>& args, Env&) { return split_string(s, args); });
   if (name == "replace")
     return fn([s](std::vector<ValuePtr>& args, Env&) {
       if (positional_count(args) < 2) fail("replace() requires at least two arguments");

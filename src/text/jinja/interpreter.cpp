@@ -72,31 +72,8 @@ class Interp {
       case Node::If: return make_string(block(eval(*n.kids[0], env)->truthy() ? n.body : n.alt, env));
       case Node::For: return eval_for(n, env);
       case Node::Set: return eval_set(n, env);
-      case Node::Macro: {
-        const Ast* node = &n;
-        env.set(n.str, make_function([this, node](std::vector<ValuePtr>& args, Env& scope) {
-                  Env mscope(&scope);
-                  bind(*node, node->params, args, mscope);
-                  return make_string(block(node->body, mscope));
-                }));
-        return make_null();
-      }
-      case Node::CallBlock: {
-        const Ast* node = &n;
-        Env* def_env = &env;
-        auto caller = make_function([this, node, def_env](std::vector<ValuePtr>& args, Env&) {
-          Env cenv(def_env);
-          bind(*node, node->params, args, cenv);
-          return make_string(block(node->body, cenv));
-        });
-        const Ast& call = *n.kids[0];
-        std::vector<ValuePtr> args = eval_args(call, 1, env);
-        ValuePtr f = eval(*call.kids[0], env);
-        if (f->type != Type::Function) fail_at(n, "cannot call something that is not a function");
-        Env cenv(&env);
-        cenv.set("caller", caller);
-        return f->fn(args, cenv);
-      }
+      case Node::Macro: return eval_macro(n, env);
+      case Node::CallBlock: return eval_call_block(n, env);
       case Node::FilterBlock: {
         ValuePtr body = make_string(block(n.body, env));
         const Ast& f = *n.kids[0];
@@ -158,6 +135,35 @@ class Interp {
       case Node::Select: return eval(*n.kids[1], env)->truthy() ? eval(*n.kids[0], env) : make_undefined();
       default: fail_at(n, "unsupported expression");
     }
+  }
+
+  // {% macro NAME(PARAMS) %}: defines NAME as a function in env.
+  ValuePtr eval_macro(const Ast& n, Env& env) {
+    const Ast* node = &n;
+    env.set(n.str, make_function([this, node](std::vector<ValuePtr>& args, Env& scope) {
+              Env mscope(&scope);
+              bind(*node, node->params, args, mscope);
+              return make_string(block(node->body, mscope));
+            }));
+    return make_null();
+  }
+
+  // {% call MACRO(ARGS) %}BODY{% endcall %}: MACRO called with `caller` rendering BODY.
+  ValuePtr eval_call_block(const Ast& n, Env& env) {
+    const Ast* node = &n;
+    Env* def_env = &env;
+    auto caller = make_function([this, node, def_env](std::vector<ValuePtr>& args, Env&) {
+      Env cenv(def_env);
+      bind(*node, node->params, args, cenv);
+      return make_string(block(node->body, cenv));
+    });
+    const Ast& call = *n.kids[0];
+    std::vector<ValuePtr> args = eval_args(call, 1, env);
+    ValuePtr f = eval(*call.kids[0], env);
+    if (f->type != Type::Function) fail_at(n, "cannot call something that is not a function");
+    Env cenv(&env);
+    cenv.set("caller", caller);
+    return f->fn(args, cenv);
   }
 
   std::vector<ValuePtr> eval_list(const std::vector<AstPtr>& all, Env& env, size_t from = 0) {

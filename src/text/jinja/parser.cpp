@@ -108,25 +108,7 @@ class Parser {
       expect(Tok::CloseStmt, "'%}'");
       return a;
     }
-    if (name == "for") {
-      auto a = node(Node::For, line);
-      auto var = sequence(true);
-      if (var->kind != Node::Ident && var->kind != Node::Tuple) error("expected a loop variable or tuple");
-      a->kids.push_back(std::move(var));
-      expect_ident("in");
-      a->kids.push_back(expression());
-      expect(Tok::CloseStmt, "'%}'");
-      body_until(a->body, {"endfor", "else"}, "for", line);
-      if (is_stmt({"else"})) {
-        pos_ += 2;
-        expect(Tok::CloseStmt, "'%}'");
-        body_until(a->alt, {"endfor"}, "for", line);
-      }
-      expect(Tok::OpenStmt, "'{%'");
-      expect_ident("endfor");
-      expect(Tok::CloseStmt, "'%}'");
-      return a;
-    }
+    if (name == "for") return for_statement(line);
     if (name == "macro") {
       auto a = node(Node::Macro, line);
       auto nm = primary();
@@ -139,21 +121,7 @@ class Parser {
       expect(Tok::CloseStmt, "'%}'");
       return a;
     }
-    if (name == "call") {
-      auto a = node(Node::CallBlock, line);
-      if (is(Tok::LParen)) a->params = args(true);
-      auto callee = primary();
-      if (callee->kind != Node::Ident) error("expected a macro name after 'call'");
-      auto call = node(Node::Call, line);
-      call->kids.push_back(std::move(callee));
-      for (auto& x : args(false)) call->kids.push_back(std::move(x));
-      a->kids.push_back(std::move(call));
-      expect(Tok::CloseStmt, "'%}'");
-      body_until(a->body, {"endcall"}, "call", line);
-      pos_ += 2;
-      expect(Tok::CloseStmt, "'%}'");
-      return a;
-    }
+    if (name == "call") return call_statement(line);
     if (name == "filter") {
       auto a = node(Node::FilterBlock, line);
       auto f = primary();
@@ -171,6 +139,44 @@ class Parser {
       return node(name == "break" ? Node::Break : Node::Continue, line);
     }
     fail("template line {}: unsupported statement '{}'", line, name);
+  }
+
+  // {% for VAR in EXPR %}...[{% else %}...]{% endfor %}, after 'for'.
+  AstPtr for_statement(int line) {
+    auto a = node(Node::For, line);
+    auto var = sequence(true);
+    if (var->kind != Node::Ident && var->kind != Node::Tuple) error("expected a loop variable or tuple");
+    a->kids.push_back(std::move(var));
+    expect_ident("in");
+    a->kids.push_back(expression());
+    expect(Tok::CloseStmt, "'%}'");
+    body_until(a->body, {"endfor", "else"}, "for", line);
+    if (is_stmt({"else"})) {
+      pos_ += 2;
+      expect(Tok::CloseStmt, "'%}'");
+      body_until(a->alt, {"endfor"}, "for", line);
+    }
+    expect(Tok::OpenStmt, "'{%'");
+    expect_ident("endfor");
+    expect(Tok::CloseStmt, "'%}'");
+    return a;
+  }
+
+  // {% call[(PARAMS)] MACRO(ARGS) %}...{% endcall %}, after 'call'.
+  AstPtr call_statement(int line) {
+    auto a = node(Node::CallBlock, line);
+    if (is(Tok::LParen)) a->params = args(true);
+    auto callee = primary();
+    if (callee->kind != Node::Ident) error("expected a macro name after 'call'");
+    auto call = node(Node::Call, line);
+    call->kids.push_back(std::move(callee));
+    for (auto& x : args(false)) call->kids.push_back(std::move(x));
+    a->kids.push_back(std::move(call));
+    expect(Tok::CloseStmt, "'%}'");
+    body_until(a->body, {"endcall"}, "call", line);
+    pos_ += 2;
+    expect(Tok::CloseStmt, "'%}'");
+    return a;
   }
 
   AstPtr if_rest(int line) {
