@@ -3,8 +3,9 @@
 // sinks and sliding windows, KDA's short convolution, decay gate and gated
 // delta rule, and Block AttnRes mixing. GQA: one block per (query row, head):
 // scores into scratch, a softmax with a double sum, then the weighted sum with
-// one thread per output channel walking positions in order. MLA: the same
-// steps, each its own launch spread over positions or column tiles.
+// one thread per output channel walking positions in order. MLA: the query
+// against the latent, then attention in key tiles with an online softmax
+// (below), then the output projection.
 #include <cuda_runtime.h>
 
 #include "compute/cuda/cuda_device_decode.cuh"
@@ -73,7 +74,6 @@ __device__ void block_softmax(float* p, int64_t n, float* shf, double* shd) {
 
 constexpr int kColTile = 32;   // output columns per block (one warp's width)
 constexpr int kSlices = 8;     // row slices per block, summed in a fixed tree
-constexpr int kPosPerBlock = 32;
 
 // out[c] = sum_j a[j] * M(j, c) for c in one 32-column tile: slice k of the
 // block walks rows j = k, k+8, k+16, ... in order, then the eight partial sums
@@ -106,44 +106,239 @@ __global__ void mla_qabs_kernel(MlaArgs a, int64_t t0) {
                    a.qabs + (t * a.H + h) * a.C);
 }
 
-// p[t, h, j] = (q_abs . latent_j + q_rope . k_rope_j) * scale, one warp per position.
-// grid (ceil((pos+T)/32), H, T); dynamic shared memory: q_abs [C] then q_rope [R].
-__global__ void mla_scores_kernel(MlaArgs a, int64_t t0) {
-  extern __shared__ float smem[];
-  const int64_t h = blockIdx.y, t = t0 + blockIdx.z, n = a.pos + t + 1;
-  const int64_t j0 = int64_t(blockIdx.x) * kPosPerBlock;
-  if (j0 >= n) return;  // the whole block: no barrier below is skipped by part of it
-  float* qa = smem;
-  float* qr = smem + a.C;
-  const float* qabs = a.qabs + (t * a.H + h) * a.C;
-  const float* qpe = a.q + t * a.ldq + h * (a.N + a.R) + a.N;
-  for (int64_t c = threadIdx.x; c < a.C; c += kThreads) qa[c] = qabs[c];
-  for (int64_t r = threadIdx.x; r < a.R; r += kThreads) qr[r] = qpe[r];
-  __syncthreads();
-  float* p = a.scores + (t * a.H + h) * (a.pos + a.T);
-  const int warp = threadIdx.x >> 5, warps = kThreads / 32;
-  for (int64_t j = j0 + warp; j < j0 + kPosPerBlock && j < n; j += warps) {
-    const float* cj = a.cache + j * a.ldc;
-    const float s = (warp_dot(qa, cj, a.C) + warp_dot(qr, cj + a.C, a.R)) * a.scale;
-    if ((threadIdx.x & 31) == 0) p[j] = s;
+// ---- absorbed MLA attention over the latent cache, flash-attention style (f32 on the CUDA cores).
+// Rows are (query t, head h) pairs, row = t * H + h; every head reads the same latent rows, so a
+// block of kSplitRows rows shares each key tile it loads (a one-token step: 96 heads in 3 blocks).
+// The keys are cut at fixed absolute positions into splits of kSplitKeys, each into tiles of
+// kTileKeys. A split of a row is computed alone: per tile the scores (q_abs . latent_j + q_rope .
+// k_rope_j, one chain over the C + R columns in order) times the scale, then an online softmax
+// (running max m, sum l, weighted sum of latent rows rescaled when m grows); its (m, l, sum) is
+// the split's partial. A row's partials are folded in split order by fold() (from m = -inf, l = 0,
+// sum = 0), then the sum is divided by l. Either a block computes one split and writes its partial
+// for mla_combine_kernel (few rows: a one-token step spreads over the splits), or it goes through
+// its rows' splits in order and folds as it goes (a prefill: no partials in memory); the two run
+// the same operations per row. What a row gets depends only on its own values and the absolute
+// positions: keys past its causal limit score -inf and leave m, l and the sum exactly as they were
+// (a factor of exactly 1, terms of exactly 0), and splits past it are not folded, so a token alone,
+// in a batch, in a chunk or in a span gives the same bits.
+constexpr int kSplitRows = 32;
+constexpr int kTileKeys = 64;
+constexpr int64_t kSplitKeys = 128;
+constexpr int kColChunk = 64;       // score columns staged in shared memory at a time
+constexpr int kSplitThreads = 256;
+constexpr int kLatentPerThread = 8;  // latent columns per thread: C <= 64 * 8
+static_assert(kSplitThreads == 8 * kSplitRows, "8 warps x 4 rows for the softmax; 4 x 64 threads for the sum");
+
+// Column c of row r's query against the cache row: q_abs for c < C, then q_rope.
+__device__ __forceinline__ float split_query(const MlaArgs& a, int64_t r, int64_t c) {
+  if (c < a.C) return a.qabs[r * a.C + c];
+  const int64_t t = r / a.H, h = r - t * a.H;
+  return a.q[t * a.ldq + h * (a.N + a.R) + a.N + (c - a.C)];
+}
+
+// A split's partial (m, l, x) into the running (M, L, X): the factors, then each value. Explicitly
+// rounded operations: the folding and the combining kernels must not be contracted differently.
+struct Fold {
+  float M, f, g;  // the new running max, the factor for the running values and for the split's
+};
+__device__ __forceinline__ Fold fold_factors(float M, float m) {
+  const float Mn = fmaxf(M, m);
+  return {Mn, M == Mn ? 1.0f : expf(__fsub_rn(M, Mn)), m == Mn ? 1.0f : expf(__fsub_rn(m, Mn))};
+}
+__device__ __forceinline__ float fold_value(float X, float x, const Fold& k) { return __fmaf_rn(X, k.f, __fmul_rn(x, k.g)); }
+
+struct SplitShared {
+  float qs[kSplitRows][kColChunk + 1];
+  float cs[kTileKeys][kColChunk + 1];
+  float ps[kSplitRows][kTileKeys];
+  float ms[kSplitRows], ls[kSplitRows], cr[kSplitRows];
+  float run_m[kSplitRows], run_l[kSplitRows];  // the folding kernel's running max and sum
+};
+
+// Split `split` of the block's rows r0 .. r0 + kSplitRows - 1 (keys k0 .. kend - 1, kend past the
+// block's last visible key): acc (rows 8 rg + i, latent columns dl + 64 b) and sh.ms, sh.ls.
+__device__ __forceinline__ void split_rows(const MlaArgs& a, SplitShared& sh, int64_t r0, int64_t k0, int64_t kend,
+                                           float (&acc)[8][kLatentPerThread]) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t rows = a.T * a.H, K = a.C + a.R, C = a.C;
+  // Scores: rows sr, sr + 1, keys sk + 16 i. Sums: rows 8 rg + i, latent columns dl + 64 b.
+  const int sr = (tid >> 4) * 2, sk = tid & 15, rg = tid >> 6, dl = tid & 63;
+  int64_t slimit[2];
+  for (int e = 0; e < 2; ++e) slimit[e] = r0 + sr + e < rows ? a.pos + (r0 + sr + e) / a.H : -1;
+  __syncthreads();  // the previous split's readers of ms, ls are done
+  if (tid < kSplitRows) sh.ms[tid] = -INFINITY, sh.ls[tid] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int b = 0; b < kLatentPerThread; ++b) acc[i][b] = 0.0f;
+  for (int64_t j0 = k0; j0 < kend; j0 += kTileKeys) {
+    float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    for (int64_t c0 = 0; c0 < K; c0 += kColChunk) {
+      const int kc = int(K - c0 < kColChunk ? K - c0 : kColChunk);
+      __syncthreads();  // the previous chunk's (or tile's) readers are done
+      for (int i = tid; i < kSplitRows * kColChunk; i += kSplitThreads) {
+        const int r = i / kColChunk, c = i % kColChunk;
+        sh.qs[r][c] = r0 + r < rows && c < kc ? split_query(a, r0 + r, c0 + c) : 0.0f;
+      }
+      for (int i = tid; i < kTileKeys * kColChunk; i += kSplitThreads) {
+        const int j = i / kColChunk, c = i % kColChunk;
+        sh.cs[j][c] = j0 + j < kend && c < kc ? a.cache[(j0 + j) * a.ldc + c0 + c] : 0.0f;
+      }
+      __syncthreads();
+      for (int c = 0; c < kc; ++c) {
+        const float q0 = sh.qs[sr][c], q1 = sh.qs[sr + 1][c];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float cv = sh.cs[sk + 16 * i][c];
+          sc[0][i] = fmaf(q0, cv, sc[0][i]);
+          sc[1][i] = fmaf(q1, cv, sc[1][i]);
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t key = j0 + sk + 16 * i;
+        sh.ps[sr + e][sk + 16 * i] = key <= slimit[e] ? sc[e][i] * a.scale : -INFINITY;
+      }
+    __syncthreads();
+    // Online softmax, a warp per 4 rows: the tile's max, the factor for what came before, p, l.
+    for (int rr = 0; rr < 4; ++rr) {
+      const int r = warp * 4 + rr;
+      const float v0 = sh.ps[r][lane], v1 = sh.ps[r][lane + 32];
+      float tm = fmaxf(v0, v1);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, off));
+      const float mo = sh.ms[r], mn = fmaxf(mo, tm);
+      const float f = mn == mo ? 1.0f : expf(mo - mn);
+      const float p0 = v0 == -INFINITY ? 0.0f : expf(v0 - mn), p1 = v1 == -INFINITY ? 0.0f : expf(v1 - mn);
+      sh.ps[r][lane] = p0;
+      sh.ps[r][lane + 32] = p1;
+      float sum = p0 + p1;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      __syncwarp();
+      if (lane == 0) {
+        sh.ms[r] = mn;
+        sh.ls[r] = fmaf(sh.ls[r], f, sum);
+        sh.cr[r] = f;
+      }
+    }
+    __syncthreads();
+    // The weighted sum: rescaled, then the tile's keys in order.
+    float f[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) f[i] = sh.cr[rg * 8 + i];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int b = 0; b < kLatentPerThread; ++b) acc[i][b] *= f[i];
+    const int jn = int(kend - j0 < kTileKeys ? kend - j0 : kTileKeys);
+    for (int j = 0; j < jn; ++j) {
+      const float* cj = a.cache + (j0 + j) * a.ldc;
+      float v[kLatentPerThread];
+#pragma unroll
+      for (int b = 0; b < kLatentPerThread; ++b) v[b] = dl + 64 * b < C ? cj[dl + 64 * b] : 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float p = sh.ps[rg * 8 + i][j];
+#pragma unroll
+        for (int b = 0; b < kLatentPerThread; ++b) acc[i][b] = fmaf(p, v[b], acc[i][b]);
+      }
+    }
+  }
+  __syncthreads();  // ms, ls final for every thread
+}
+
+// grid (ceil(T*H / kSplitRows), splits): one split each; the partial of (row r, split s) at
+// part + (r * splits + s) * (C + 2): m, l, then the C weighted latent sums.
+__global__ void __launch_bounds__(kSplitThreads) mla_split_kernel(MlaArgs a) {
+  __shared__ SplitShared sh;
+  const int64_t rows = a.T * a.H, r0 = int64_t(blockIdx.x) * kSplitRows, split = blockIdx.y, C = a.C;
+  const int64_t last = (r0 + kSplitRows < rows ? r0 + kSplitRows : rows) - 1;
+  const int64_t k0 = split * kSplitKeys, limit = a.pos + last / a.H;  // the block's last visible key
+  if (k0 > limit) return;  // the whole block
+  float acc[8][kLatentPerThread];
+  split_rows(a, sh, r0, k0, k0 + kSplitKeys < limit + 1 ? k0 + kSplitKeys : limit + 1, acc);
+  const int rg = threadIdx.x >> 6, dl = threadIdx.x & 63;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int64_t r = r0 + rg * 8 + i;
+    if (r >= rows) continue;
+    float* out = a.part + (r * a.splits + split) * (C + 2);
+    if (dl == 0) out[0] = sh.ms[rg * 8 + i], out[1] = sh.ls[rg * 8 + i];
+#pragma unroll
+    for (int b = 0; b < kLatentPerThread; ++b)
+      if (dl + 64 * b < C) out[2 + dl + 64 * b] = acc[i][b];
   }
 }
 
-// p[t, h, :] <- softmax over the row's pos + t + 1 positions. grid (H, T)
-__global__ void mla_softmax_kernel(MlaArgs a, int64_t t0) {
-  __shared__ float shf[kThreads];
-  __shared__ double shd[kThreads];
-  const int64_t h = blockIdx.x, t = t0 + blockIdx.y;
-  block_softmax(a.scores + (t * a.H + h) * (a.pos + a.T), a.pos + t + 1, shf, shd);
+// ctx[r] = the row's partials folded in split order, over the folded sum. grid rows, 128 threads.
+__global__ void mla_combine_kernel(MlaArgs a) {
+  const int64_t r = blockIdx.x, C = a.C;
+  const int64_t n = (a.pos + r / a.H) / kSplitKeys + 1;  // the splits holding the row's keys
+  const float* p = a.part + r * a.splits * (C + 2);
+  for (int64_t d = threadIdx.x; d < C; d += blockDim.x) {
+    float M = -INFINITY, L = 0.0f, X = 0.0f;
+    for (int64_t s = 0; s < n; ++s) {
+      const float* q = p + s * (C + 2);
+      const Fold k = fold_factors(M, q[0]);
+      L = fold_value(L, q[1], k);
+      X = fold_value(X, q[2 + d], k);
+      M = k.M;
+    }
+    a.ctx[r * C + d] = __fdiv_rn(X, L);
+  }
 }
 
-// ctx[t, h, c] = sum_j p[t, h, j] latent_j[c]. grid (ceil(C/32), H, T)
-__global__ void mla_context_kernel(MlaArgs a, int64_t t0) {
-  const int64_t h = blockIdx.y, t = t0 + blockIdx.z;
-  const float* cache = a.cache;
-  const int64_t ldc = a.ldc;
-  weighted_row_sum(a.scores + (t * a.H + h) * (a.pos + a.T), a.pos + t + 1, a.C,
-                   [&](int64_t j, int64_t c) { return cache[j * ldc + c]; }, a.ctx + (t * a.H + h) * a.C);
+// grid ceil(T*H / kSplitRows): each block through its rows' splits in order, folding each row's
+// split into its running max and sum (shared) and weighted sum (ctx, the thread's own columns)
+// while the split is one of the row's, then ctx = the sum over the folded l.
+__global__ void __launch_bounds__(kSplitThreads, 2) mla_fold_kernel(MlaArgs a) {
+  __shared__ SplitShared sh;
+  const int64_t rows = a.T * a.H, r0 = int64_t(blockIdx.x) * kSplitRows, C = a.C;
+  const int64_t last = (r0 + kSplitRows < rows ? r0 + kSplitRows : rows) - 1;
+  const int64_t limit = a.pos + last / a.H;
+  const int rg = threadIdx.x >> 6, dl = threadIdx.x & 63;
+  if (threadIdx.x < kSplitRows) sh.run_m[threadIdx.x] = -INFINITY, sh.run_l[threadIdx.x] = 0.0f;
+  float acc[8][kLatentPerThread];
+  for (int64_t k0 = 0; k0 <= limit; k0 += kSplitKeys) {
+    split_rows(a, sh, r0, k0, k0 + kSplitKeys < limit + 1 ? k0 + kSplitKeys : limit + 1, acc);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int rb = rg * 8 + i;
+      const int64_t r = r0 + rb;
+      if (r >= rows || k0 > a.pos + r / a.H) continue;  // not one of the row's splits
+      const Fold k = fold_factors(sh.run_m[rb], sh.ms[rb]);
+      float* x = a.ctx + r * C;
+#pragma unroll
+      for (int b = 0; b < kLatentPerThread; ++b) {
+        const int64_t d = dl + 64 * b;
+        if (d < C) x[d] = fold_value(k0 == 0 ? 0.0f : x[d], acc[i][b], k);
+      }
+    }
+    __syncthreads();  // every thread read run_m before it moves
+    if (threadIdx.x < kSplitRows) {
+      const int rb = threadIdx.x;
+      const int64_t r = r0 + rb;
+      if (r < rows && k0 <= a.pos + r / a.H) {
+        const Fold k = fold_factors(sh.run_m[rb], sh.ms[rb]);
+        sh.run_l[rb] = fold_value(sh.run_l[rb], sh.ls[rb], k);
+        sh.run_m[rb] = k.M;
+      }
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int64_t r = r0 + rg * 8 + i;
+    if (r >= rows) continue;
+    float* x = a.ctx + r * C;
+#pragma unroll
+    for (int b = 0; b < kLatentPerThread; ++b)
+      if (dl + 64 * b < C) x[dl + 64 * b] = __fdiv_rn(x[dl + 64 * b], sh.run_l[rg * 8 + i]);
+  }
 }
 
 // o[t, h*V + v] = W_UV[h][v] . ctx[t, h], one warp per output. grid (ceil(V/8), H, T); shared: ctx [C].
@@ -303,20 +498,29 @@ int done() { return int(cudaGetLastError()); }
 
 }  // namespace
 
+int64_t mla_splits(int64_t pos, int64_t T) { return (pos + T + kSplitKeys - 1) / kSplitKeys; }
+
 int mla_attend(const MlaArgs& a, Stream s) {
   if (a.T <= 0) return 0;
-  const size_t shared = size_t(a.C + a.R) * sizeof(float);
-  if (shared > 48 * 1024) return int(cudaErrorInvalidValue);
+  if (a.C > 64 * kLatentPerThread) return int(cudaErrorInvalidValue);
   const cudaStream_t st = cudaStream_t(s);
   const unsigned H = unsigned(a.H), ctiles = unsigned((a.C + kColTile - 1) / kColTile);
   const unsigned vtiles = unsigned((a.V + kThreads / 32 - 1) / (kThreads / 32));
   for (int64_t t0 = 0; t0 < a.T; t0 += 65535) {  // grid z holds at most 65535 rows
     const unsigned T = unsigned(a.T - t0 < 65535 ? a.T - t0 : 65535);
-    const unsigned ptiles = unsigned((a.pos + t0 + T + kPosPerBlock - 1) / kPosPerBlock);
     mla_qabs_kernel<<<dim3(ctiles, H, T), kColTile * kSlices, 0, st>>>(a, t0);
-    mla_scores_kernel<<<dim3(ptiles, H, T), kThreads, shared, st>>>(a, t0);
-    mla_softmax_kernel<<<dim3(H, T), kThreads, 0, st>>>(a, t0);
-    mla_context_kernel<<<dim3(ctiles, H, T), kColTile * kSlices, 0, st>>>(a, t0);
+  }
+  const int64_t rows = a.T * a.H, groups = (rows + kSplitRows - 1) / kSplitRows;
+  if (rows > 0x7fffffff) return int(cudaErrorInvalidValue);
+  if (a.part) {  // the splits in parallel, then folded (same operations per row as the folding kernel)
+    if (a.splits != mla_splits(a.pos, a.T) || a.splits > 65535) return int(cudaErrorInvalidValue);
+    mla_split_kernel<<<dim3(unsigned(groups), unsigned(a.splits)), kSplitThreads, 0, st>>>(a);
+    mla_combine_kernel<<<unsigned(rows), 128, 0, st>>>(a);
+  } else {
+    mla_fold_kernel<<<unsigned(groups), kSplitThreads, 0, st>>>(a);
+  }
+  for (int64_t t0 = 0; t0 < a.T; t0 += 65535) {
+    const unsigned T = unsigned(a.T - t0 < 65535 ? a.T - t0 : 65535);
     mla_out_kernel<<<dim3(vtiles, H, T), kThreads, size_t(a.C) * sizeof(float), st>>>(a, t0);
   }
   return done();

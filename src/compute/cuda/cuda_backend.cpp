@@ -76,6 +76,7 @@ struct CudaBackend::Impl {
   cudaEvent_t compute_done = nullptr;  // copies wait for the compute stream through it
   bool sync_each = false;
   bool defer_checks = true;  // Backend::defers_finite_checks
+  uint64_t attention_partials_limit = 512ull << 20;  // set_attention_partials_limit
   // SLUICE_CUDA_PROFILE=1: events on the compute stream where each op begins and ends; an op is
   // charged the GPU time from its start to its end (its kernels and anything it waited for inside),
   // the GPU time from one op's end to the next one's start is the GPU waiting for the host; summed
@@ -324,6 +325,8 @@ cuda::NonFiniteRecord* CudaBackend::Impl::nonfinite_record() {
 
 bool CudaBackend::defers_finite_checks() const { return impl_->defer_checks; }
 
+void CudaBackend::set_attention_partials_limit(uint64_t bytes) { impl_->attention_partials_limit = bytes; }
+
 void CudaBackend::clear_nonfinite() {
   impl_->check(cudaMemsetAsync(impl_->nonfinite_record(), 0xFF, sizeof(cuda::NonFiniteRecord), impl_->stream),
                "the finite check");
@@ -570,14 +573,23 @@ void CudaBackend::embed(const Matrix& table, const int32_t* tokens, int64_t n, T
 void CudaBackend::mla_attend(const MlaShape& s, const Matrix& kv_b, Tensor q, Tensor cache, int64_t pos, Tensor o) {
   impl_->began();
   SLUICE_VIEW(W, kv_b);
-  cuda::MlaArgs a{s.n_heads, s.kv_lora, s.rope_dim, s.nope, s.v_dim, s.scale, W.q(), q.data(), q.ld(), q.rows(),
-                  cache.data(), cache.ld(), pos, o.data(), o.ld(), nullptr, nullptr, nullptr};
-  const uint64_t scores = uint64_t(a.T * a.H * (pos + a.T)), latent = uint64_t(a.T * a.H * a.C);
-  a.scores = static_cast<float*>(impl_->stream_alloc((scores + 2 * latent) * 4, "attention scores"));
-  a.qabs = a.scores + scores;
+  if (s.kv_lora > 512)
+    fail("MLA attention on the GPU: a latent of {} columns (kv_lora_rank) is more than the 512 it supports",
+         s.kv_lora);
+  cuda::MlaArgs a{s.n_heads, s.kv_lora, s.rope_dim, s.nope,    s.v_dim, s.scale, W.q(),   q.data(), q.ld(),
+                  q.rows(),  cache.data(), cache.ld(), pos, o.data(), o.ld(),   nullptr, nullptr, nullptr,
+                  cuda::mla_splits(pos, q.rows())};
+  // The splits in parallel while their partials take at most 512 MiB (a one-token step at 20k
+  // positions: 96 heads x 157 splits x 514 floats, 31 MB; a 16-token verify pass 0.5 GB); a longer
+  // pass has rows enough to fill the GPU and folds them block by block, with no partials.
+  const uint64_t part = uint64_t(a.T * a.H * a.splits * (a.C + 2)), latent = uint64_t(a.T * a.H * a.C);
+  const uint64_t room = part * 4 <= impl_->attention_partials_limit ? part : 0;
+  float* scratch = static_cast<float*>(impl_->stream_alloc((room + 2 * latent) * 4, "attention scratch"));
+  a.qabs = scratch;
   a.ctx = a.qabs + latent;
+  a.part = room ? a.ctx + latent : nullptr;
   impl_->launched(cuda::mla_attend(a, impl_->stream), "MLA attention");
-  impl_->stream_free(a.scores);
+  impl_->stream_free(scratch);
 }
 
 void CudaBackend::gqa_attend(const GqaShape& s, const Vector& sinks, Tensor q, Tensor k, Tensor v, int64_t pos,

@@ -40,6 +40,9 @@ class CudaBackend : public Backend {
   void clear_nonfinite() override;
   void watch_nonfinite(Tensor x, int64_t tag) override;
   NonFinite take_nonfinite() override;
+  // MLA attention computes its key splits in parallel while their partials fit in this many bytes
+  // (512 MiB), else folds them block by block: the same bits either way (a test compares them).
+  void set_attention_partials_limit(uint64_t bytes);
   void copy(Tensor src, Tensor dst) override;
   void zero(Tensor dst) override;
 

@@ -101,9 +101,14 @@ struct MlaArgs {
   int64_t ldc, pos;
   float* o;
   int64_t ldo;
-  // Scratch: scores T * H * (pos + T) floats, qabs and ctx T * H * C floats each.
-  float *scores, *qabs, *ctx;
+  // Scratch: qabs and ctx T * H * C floats each, and optionally (part not null) room for the key
+  // splits' partials, T * H * splits * (C + 2) floats (splits = mla_splits(pos, T)): the splits
+  // are then computed in parallel (a step of a few tokens), else each block folds its rows' splits
+  // in turn. The same bits either way.
+  float *part, *qabs, *ctx;
+  int64_t splits;
 };
+int64_t mla_splits(int64_t pos, int64_t T);
 int mla_attend(const MlaArgs& a, Stream s);
 
 struct GqaArgs {
