@@ -726,18 +726,22 @@ HWY_NOINLINE void tile_buffered(const BufferSrc<Fmt>& src, int64_t s0, int64_t s
   const float* x[T];
   for (int t = 0; t < T; ++t) x[t] = xs[t] + s0 * Fmt::S;
   const float* wp = src.wbuf;
+  const int64_t nv = (s1 - s0) * Fmt::V;
+  if (nv <= 0) return;
   VF acc[R][T];
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
-  const int64_t nv = (s1 - s0) * Fmt::V;
-  for (int64_t v = 0; v < nv; ++v) {
+  // A do-while (at least one vector): with a zero-trip path g++ keeps the
+  // accumulators in a stack copy at entry and exit of every call.
+  int64_t v = 0;
+  do {
     VF w[R];
     for (int i = 0; i < R; ++i) w[i] = pinned(hn::Load(df, wp + i * src.row_floats + v * kN));
     for (int t = 0; t < T; ++t) {
       const VF xv = pinned(hn::LoadU(df, x[t] + v * kN));
       for (int i = 0; i < R; ++i) acc[i][t] = hn::MulAdd(w[i], xv, acc[i][t]);
     }
-  }
+  } while (++v < nv);
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) accm[i * T + t] = acc[i][t];
 }
