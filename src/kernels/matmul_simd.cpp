@@ -757,7 +757,7 @@ HWY_INLINE void tile_buffered_n(int tt, const BufferSrc<Fmt>& src, int64_t s0, i
 }
 
 // Rows per register tile of the many-token product: 3 x 4 (16 registers) on
-// AVX2, 4 x 6 with 32 registers.
+// AVX2, 4 x tile_tokens() with 32 registers.
 template <class Fmt>
 constexpr int tile_rows() {
   return kVecRegs == 16 ? 3 : 4;
@@ -774,11 +774,11 @@ constexpr int panel_rows() {
 // still sees exactly the sequence of tile_direct.
 constexpr int64_t kBlockCols = 512;  // columns decoded per panel block
 // AVX-512 uses 6-token tiles (24 accumulators in registers: fewer loads per
-// FMA). Measured on Zen 5 (sluice bench --kernels); every output's sequence is
-// unchanged.
+// FMA). Measured on Zen 5 (sluice bench --kernels); NEON keeps 4 (not measured
+// on ARM hardware). Every output's sequence is unchanged.
 template <class Fmt>
 constexpr int tile_tokens() {
-  return kVecRegs == 32 ? 6 : kTileTokens;
+  return HWY_TARGET == HWY_AVX3 ? 6 : kTileTokens;
 }
 
 // Software prefetch of the packed weights a panel decodes kPrefetchBlocks
