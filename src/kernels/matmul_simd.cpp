@@ -6,20 +6,19 @@
 // one token at a time, whatever the row split between threads or the kernel
 // variant, because every output follows exactly this sequence):
 //  - a row is read in steps of S columns (one vector of packed weights) that
-//    decode exactly, without scales, into S/N f32 vectors in an order fixed per
-//    format and ISA; prepare_x permutes the activations into that order once.
+//    decode exactly into S/N f32 vectors in an order fixed per format and ISA;
+//    prepare_x permutes the activations into that order once.
+//  - formats with block scales (int4, mxfp4, fp8) decode the scaled weight, the
+//    value the scalar definition decodes, bit for bit. int4 and mxfp4: every
+//    decoded value takes the scale of its 32-column segment ((u - 8) * bf16
+//    scale and e2m1 * 2^k are exact in f32, so multiplying the value table
+//    (AVX-512) or the decoded vector (others) gives the same value); fp8: the
+//    step's 128-column block scale, carrying the 2^8 of the f16 trick below, so
+//    (e4m3 * 2^-8) * (scale * 2^8) rounds once, like the definition. The
+//    many-token product does this once per weight when it decodes a panel.
 //  - each output (row, token) has one accumulator vector, which adds w*x for
 //    every decoded vector w in turn (one FMA each); int8's row scale multiplies
 //    the final sum.
-//  - formats with block scales (int4, mxfp4, fp8) first multiply each decoded
-//    vector by its scale vector: the weight the scalar definition decodes, bit
-//    for bit. int4 and mxfp4: each 128-bit block of a step holds one 32-column
-//    segment, so a lane's scale is its segment's, and (u - 8) * bf16 scale or
-//    e2m1 * 2^k is exact in f32; fp8: the step's 128-column block scale,
-//    carrying the 2^8 of the f16 trick below, so (e4m3 * 2^-8) * (scale * 2^8)
-//    rounds once, like the definition. The many-token product multiplies once
-//    per weight when it decodes a panel, the few-token one per decoded vector.
-
 //  - columns past the last whole step are decoded by the scalar definition and
 //    added last; SumOfLanes gives the output.
 // Rows whose scales could make a decoded weight overflow (or are not finite) are
