@@ -6,17 +6,19 @@
 // one token at a time, whatever the row split between threads or the kernel
 // variant, because every output follows exactly this sequence):
 //  - a row is read in steps of S columns (one vector of packed weights) that
-//    decode exactly, without scales, into S/N f32 vectors in an order fixed per
-//    format and ISA; prepare_x permutes the activations into that order once.
-//  - each output (row, token) has one accumulator vector. Formats without block
-//    scales (f32, bf16, f16, int8 rows) add w*x for every decoded vector in turn;
-//    int8's row scale multiplies the final sum.
-//  - formats with block scales first sum w*x over a fold unit into a partial
-//    vector (first term a product), then add partial * scale to the accumulator.
-//    int4 and mxfp4: the unit is one step, each of whose 128-bit blocks holds one
-//    32-column segment (so a lane's scale is its segment's); fp8: one 128-column
-//    block, the scale carrying the 2^8 of the f16 trick below.
-
+//    decode exactly into S/N f32 vectors in an order fixed per format and ISA;
+//    prepare_x permutes the activations into that order once.
+//  - formats with block scales (int4, mxfp4, fp8) decode the scaled weight, the
+//    value the scalar definition decodes, bit for bit. int4 and mxfp4: every
+//    decoded value takes the scale of its 32-column segment ((u - 8) * bf16
+//    scale and e2m1 * 2^k are exact in f32, so multiplying the value table
+//    (AVX-512) or the decoded vector (others) gives the same value); fp8: the
+//    step's 128-column block scale, carrying the 2^8 of the f16 trick below, so
+//    (e4m3 * 2^-8) * (scale * 2^8) rounds once, like the definition. The
+//    many-token product does this once per weight when it decodes a panel.
+//  - each output (row, token) has one accumulator vector, which adds w*x for
+//    every decoded vector w in turn (one FMA each); int8's row scale multiplies
+//    the final sum.
 //  - columns past the last whole step are decoded by the scalar definition and
 //    added last; SumOfLanes gives the output.
 // Rows whose scales could make a decoded weight overflow (or are not finite) are
@@ -66,16 +68,36 @@ constexpr int kVecRegs = 32;
 // Tokens per register tile of the many-token product (tile_tokens<Fmt>()).
 constexpr int kTileTokens = 4;
 
-// ---------------------------------------------------------------- decoders
-// Each format: S columns per step, V = S / kN vectors, kFolds (whether block
-// scales are folded in), and step(row, s, w) decoding step s of a row.
+// What a row needs besides its codes: block scales and whether the SIMD
+// order may be used for it at all.
+struct RowScales {
+  bool simd_ok = true;
+  float final_scale = 1.0f;  // int8 rows
+  const float* scales = nullptr;  // nibble: one per 32-column segment; fp8: one per block (x 2^8)
+};
 
-// A block-scaled format's step is load() then part<0..kParts-1>(), each part
-// writing V / kParts vectors; step() is that sequence in order.
+// ---------------------------------------------------------------- decoders
+// Each format: S columns per step, V = S / kN vectors. Formats without block
+// scales (kScaled false): step(row, s, w) decodes step s of a row. Formats
+// with them: load(row, s) and scale_of(row scales, s, s / F) give a step's
+// codes and scales, and part_scaled<0..kParts-1>(raw, sc, w) each write
+// V / kParts vectors of exactly scaled weights (the scalar definition's
+// values); step_scaled() is that sequence in order.
 template <class Fmt, int k = 0>
-HWY_INLINE void step_by_parts(const Fmt& dec, const typename Fmt::Raw& raw, VF* w) {
-  dec.template part<k>(raw, w + k * (Fmt::V / Fmt::kParts));
-  if constexpr (k + 1 < Fmt::kParts) step_by_parts<Fmt, k + 1>(dec, raw, w);
+HWY_INLINE void step_scaled_parts(const Fmt& dec, const typename Fmt::Raw& raw, const typename Fmt::Sc& sc, VF* w) {
+  dec.template part_scaled<k>(raw, sc, w + k * (Fmt::V / Fmt::kParts));
+  if constexpr (k + 1 < Fmt::kParts) step_scaled_parts<Fmt, k + 1>(dec, raw, sc, w);
+}
+template <class Fmt>
+HWY_INLINE void step_scaled(const Fmt& dec, const uint8_t* row, int64_t s, const typename Fmt::Sc& sc, VF* w) {
+  step_scaled_parts(dec, dec.load(row, s), sc, w);
+}
+
+// Lane l of every vector lies in 32-column segment l / 4 of the step (one per
+// 128-bit block): the segment scales of a step, one per lane.
+HWY_INLINE VF lane_segment_scales(const float* seg) {
+  alignas(64) static constexpr int32_t kIdx[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+  return hn::TableLookupLanes(hn::LoadU(DF(), seg), hn::SetTableIndices(DF(), kIdx));
 }
 
 // bf16 patterns in both u16 halves of each 32-bit lane -> two f32 vectors: the
@@ -88,7 +110,7 @@ HWY_INLINE void bf16_halves_to_f32(hn::Vec<DU32> p, VF* w) {
 
 struct F32Fmt {
   static constexpr int64_t S = kN, V = 1;
-  static constexpr bool kFolds = false, kSegmentScales = false;
+  static constexpr bool kScaled = false;
   static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
     w[0] = hn::LoadU(DF(), reinterpret_cast<const float*>(row) + s * S);
   }
@@ -96,7 +118,7 @@ struct F32Fmt {
 
 struct Bf16Fmt {
   static constexpr int64_t S = kN, V = 1;
-  static constexpr bool kFolds = false, kSegmentScales = false;
+  static constexpr bool kScaled = false;
   static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
     const hn::Rebind<uint16_t, DF> d16;
     const auto h = hn::LoadU(d16, reinterpret_cast<const uint16_t*>(row) + s * S);
@@ -106,7 +128,7 @@ struct Bf16Fmt {
 
 struct F16Fmt {
   static constexpr int64_t S = kN, V = 1;
-  static constexpr bool kFolds = false, kSegmentScales = false;
+  static constexpr bool kScaled = false;
   static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
     const hn::Rebind<hwy::float16_t, DF> d16;
     w[0] = hn::PromoteTo(DF(), hn::LoadU(d16, reinterpret_cast<const hwy::float16_t*>(row) + s * S));
@@ -115,7 +137,7 @@ struct F16Fmt {
 
 struct Int8Fmt {
   static constexpr int64_t S = kN, V = 1;
-  static constexpr bool kFolds = false, kSegmentScales = false;
+  static constexpr bool kScaled = false;
   static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
     const hn::Rebind<int8_t, DF> d8;
     const auto q = hn::LoadU(d8, reinterpret_cast<const int8_t*>(row) + s * S);
@@ -128,7 +150,7 @@ struct Int8Fmt {
 // get exponent 11111 and a nonzero mantissa, an f16 NaN, like the definition.
 struct Fp8Fmt {
   static constexpr int64_t S = 4 * kN, V = 4;
-  static constexpr bool kFolds = true, kSegmentScales = false;
+  static constexpr bool kScaled = true;
   // A step in f16 form: 2 * kN f16 lanes each (columns in the order of the zips).
   struct Raw {
     hn::Vec<DU16> h0, h1;
@@ -157,7 +179,20 @@ struct Fp8Fmt {
     w[0] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::LowerHalf(dh16, h)));
     w[1] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::UpperHalf(dh16, h)));
   }
-  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) { step_by_parts(Fp8Fmt{}, load(row, s), w); }
+  // Unscaled (the column-order probe): e4m3 * 2^-8.
+  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
+    const Raw r = load(row, s);
+    part<0>(r, w);
+    part<1>(r, w + 2);
+  }
+  using Sc = VF;  // the step's block scale (x 2^8) in every lane
+  static HWY_INLINE Sc scale_of(const RowScales& rs, int64_t, int64_t unit) { return hn::Set(DF(), rs.scales[unit]); }
+  template <int k>
+  static HWY_INLINE void part_scaled(const Raw& r, Sc sc, VF* w) {
+    part<k>(r, w);
+    w[0] = hn::Mul(w[0], sc);
+    w[1] = hn::Mul(w[1], sc);
+  }
 };
 
 // 4-bit codes (low nibble = even column). Every value of both 4-bit formats is
@@ -165,7 +200,7 @@ struct Fp8Fmt {
 // exact f32 without any conversion.
 struct NibbleTables {
   alignas(16) uint8_t top[16], mid[16];
-  alignas(64) uint16_t bf16[32];  // value of code u & 15 as bf16 bits (twice: any 5-bit index works)
+  alignas(64) float f32[16];  // value of code u
 };
 inline NibbleTables nibble_tables(const float (&values)[16]) {
   NibbleTables t{};
@@ -175,7 +210,7 @@ inline NibbleTables nibble_tables(const float (&values)[16]) {
     if (bits & 0xffffu) throw std::logic_error("4-bit value table needs 16 more mantissa bits");
     t.top[u] = uint8_t(bits >> 24);
     t.mid[u] = uint8_t(bits >> 16);
-    t.bf16[u] = t.bf16[u + 16] = uint16_t(bits >> 16);
+    t.f32[u] = values[u];
   }
   return t;
 }
@@ -193,37 +228,45 @@ inline const NibbleTables& mxfp4_tables() {
 }
 
 #if HWY_TARGET == HWY_AVX3
-// AVX-512: one 16-bit table lookup (vpermw, whose index is the low 5 bits of a
-// lane, hence the doubled table) turns nibble k of every u16 lane into a bf16
-// pattern; even u16 lanes become f32 by a shift, odd ones by a mask. Per 32
-// values: one shift, one lookup, two bit operations (the byte-table form below
-// needs two lookups and a zip).
+// AVX-512: a vector is the 16 even or the 16 odd columns of one 32-column
+// segment, so one 16-entry f32 table, the 16 values times the segment's scale
+// (exact: see the file comment), gives the scaled weights with one lookup.
+// vpermps reads only the low 4 bits of each index lane, so the zero-extended
+// code bytes index the low nibbles as they are and the high ones after a shift
+// (Highway's TableLookupLanes wants indices in range, which costs a mask per
+// vector: the intrinsic is used directly). Per 32 values: one widening load,
+// one shift, one multiply for the table and two lookups, against five vector
+// operations and two multiplies decoding then scaling.
 struct NibbleFmt {
   static constexpr int64_t S = 8 * kN, V = 8;
-  static constexpr bool kFolds = true, kSegmentScales = true;
-  using Raw = hn::Vec<DU16>;
-  static constexpr int kParts = 4;  // part k: nibble k of each u16 lane -> vectors 2k, 2k + 1
-  hn::Vec<DU16> tab;
-  explicit NibbleFmt(const NibbleTables& t) : tab(hn::Load(DU16(), t.bf16)) {}
-  HWY_INLINE Raw load(const uint8_t* row, int64_t s) const {
-    return hn::BitCast(DU16(), hn::LoadU(DU8(), row + s * (S / 2)));
-  }
+  static constexpr bool kScaled = true;
+  using Raw = const uint8_t*;  // the step's 64 code bytes
+  using Sc = const float*;     // the step's 4 segment scales
+  static constexpr int kParts = 4;  // part k: segment k -> vectors 2k (even columns), 2k + 1 (odd)
+  static constexpr int64_t segment_of(int64_t p) { return p / (2 * kN); }  // position p of a step
+  VF values;
+  explicit NibbleFmt(const NibbleTables& t) : values(hn::Load(DF(), t.f32)) {}
+  HWY_INLINE Raw load(const uint8_t* row, int64_t s) const { return row + s * (S / 2); }
+  HWY_INLINE Sc scale_of(const RowScales& rs, int64_t s, int64_t) const { return rs.scales + s * 4; }
   template <int k>
-  HWY_INLINE void part(Raw b, VF* w) const {
-    const DU32 d32;
-    const hn::Vec<DU16> idx = k ? hn::ShiftRight<4 * k>(b) : b;
-    bf16_halves_to_f32(hn::BitCast(d32, hn::Vec<DU16>{_mm512_permutexvar_epi16(idx.raw, tab.raw)}), w);
+  HWY_INLINE void part_scaled(Raw p, Sc sc, VF* w) const {
+    const hn::Rebind<uint8_t, DF> d8;
+    const hn::Vec<DU32> u = hn::PromoteTo(DU32(), hn::LoadU(d8, p + 16 * k));
+    const VF tab = hn::Mul(values, hn::Set(DF(), sc[k]));
+    w[0] = VF{_mm512_permutexvar_ps(u.raw, tab.raw)};
+    w[1] = VF{_mm512_permutexvar_ps(hn::ShiftRight<4>(u).raw, tab.raw)};
   }
-  HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) const { step_by_parts(*this, load(row, s), w); }
 };
 #else
 // 4-bit codes (low nibble = even column). Two byte tables (the top and second
 // byte of each value) and two zips build the exact f32 without any conversion.
 struct NibbleFmt {
   static constexpr int64_t S = 8 * kN, V = 8;
-  static constexpr bool kFolds = true, kSegmentScales = true;
+  static constexpr bool kScaled = true;
   using Raw = VU8;
+  using Sc = VF;  // the step's segment scales, one per lane (lane_segment_scales)
   static constexpr int kParts = 4;  // parts 0, 1: low nibbles (zip lower, upper); 2, 3: high nibbles
+  static constexpr int64_t segment_of(int64_t p) { return (p % kN) / 4; }  // position p of a step
   VU8 top, mid;
   explicit NibbleFmt(const NibbleTables& t)
       : top(hn::LoadDup128(DU8(), t.top)), mid(hn::LoadDup128(DU8(), t.mid)) {}
@@ -240,19 +283,19 @@ struct NibbleFmt {
     // bf16 patterns of the values (mid byte low).
     bf16_halves_to_f32(hn::BitCast(d32, k % 2 == 0 ? hn::ZipLower(d16, m, t) : hn::ZipUpper(d16, m, t)), w);
   }
-  HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) const { step_by_parts(*this, load(row, s), w); }
+  HWY_INLINE Sc scale_of(const RowScales& rs, int64_t s, int64_t) const {
+    return lane_segment_scales(rs.scales + s * kBlocks);
+  }
+  template <int k>
+  HWY_INLINE void part_scaled(Raw b, Sc sc, VF* w) const {
+    part<k>(b, w);
+    w[0] = hn::Mul(w[0], sc);
+    w[1] = hn::Mul(w[1], sc);
+  }
 };
 #endif
 
 // ------------------------------------------------------- per-row scale plans
-// What a row needs besides its codes: per-fold scales and whether the SIMD
-// order may be used for it at all.
-struct RowScales {
-  bool simd_ok = true;
-  float final_scale = 1.0f;  // int8 rows
-  const float* fold = nullptr;  // nibble: one per 32-column segment; fp8: one per block (x 2^8)
-};
-
 constexpr float kFltMax = std::numeric_limits<float>::max();
 
 // Fills `out` (room for segments + kN floats) with the segment scales of row r;
@@ -357,15 +400,17 @@ std::vector<int16_t> nibble_perm(const Dec& dec) {
     std::vector<uint8_t> row(size_t(S / 2), 0);
     for (int64_t c = 0; c < S; ++c) row[size_t(c / 2)] |= uint8_t(((c >> (4 * digit)) & 15) << ((c & 1) * 4));
     VF w[Dec::V];
-    dec.step(row.data(), 0, w);
+    const std::vector<float> unit_scales(size_t(S / 32 + kN), 1.0f);
+    RowScales rs;
+    rs.scales = unit_scales.data();
+    step_scaled(dec, row.data(), 0, dec.scale_of(rs, 0, 0), w);
     std::vector<float> lanes(static_cast<size_t>(S));
     for (int64_t v = 0; v < Dec::V; ++v) hn::StoreU(w[v], DF(), lanes.data() + v * kN);
     for (int64_t p = 0; p < S; ++p) perm[size_t(p)] = int16_t(perm[size_t(p)] + (int(lanes[size_t(p)]) + 8) * (digit ? 16 : 1));
   }
-  // Segment scales per lane assume lane l of every vector lies in segment l / 4.
-  if constexpr (Dec::kSegmentScales)
-    for (int64_t p = 0; p < S; ++p)
-      if (perm[size_t(p)] / 32 != (p % kN) / 4) throw std::logic_error("nibble decode: lane outside its segment");
+  // Each position's scale is that of the segment the decoder says it lies in.
+  for (int64_t p = 0; p < S; ++p)
+    if (perm[size_t(p)] / 32 != Dec::segment_of(p)) throw std::logic_error("nibble decode: lane outside its segment");
   return perm;
 }
 
@@ -494,11 +539,11 @@ inline void row_scales(const QMatrix& W, const Layout& L, int64_t r, int R, floa
       case WeightFormat::INT4_GROUP:
       case WeightFormat::MXFP4:
         x.simd_ok = nibble_segment_scales(W, r + i, L.full / 32, out);
-        x.fold = out;
+        x.scales = out;
         break;
       case WeightFormat::FP8_E4M3_BLOCK:
         x.simd_ok = fp8_block_scales(W, r + i, (L.full + W.block - 1) / W.block, out);
-        x.fold = out;
+        x.scales = out;
         break;
       case WeightFormat::INT8_ROW:
         x.final_scale = static_cast<const float*>(W.scale)[W.row0 + r + i];
@@ -521,7 +566,7 @@ inline int64_t scale_slot(const QMatrix& W, const Layout& L) { return L.full / 3
 
 // Steps per scale block (step_scale's F): one for the nibble formats (their
 // scales are per lane), block / S for fp8.
-inline int64_t fold_steps(const QMatrix& W) {
+inline int64_t scale_steps(const QMatrix& W) {
   if (W.fmt == WeightFormat::FP8_E4M3_BLOCK) return W.block / Fp8Fmt::S;
   return 1;
 }
@@ -574,58 +619,29 @@ struct DirectSrc {
 };
 template <class Fmt>
 struct BufferSrc {
-  const float* wbuf;  // row i, step s at wbuf + i * row_floats + (s - s0) * S
-  int64_t row_floats, s0;
-  HWY_INLINE void prefetch(int64_t) const {}
-  HWY_INLINE void get(int i, int64_t s, VF* w) const {
-    const float* p = wbuf + i * row_floats + (s - s0) * Fmt::S;
-    for (int64_t v = 0; v < Fmt::V; ++v) w[v] = hn::Load(DF(), p + v * kN);
-  }
+  const float* wbuf;  // row i, step s of the block starting at s0: wbuf + i * row_floats + (s - s0) * S
+  int64_t row_floats;
 };
 
-// Scale vector of a fold unit in step s of a row: per-lane segment scales for
-// the nibble formats (lane l of every vector lies in segment l / 4 of the
-// step), the step's block scale for fp8.
-template <class Fmt>
-HWY_INLINE VF step_scale(const RowScales& rs, int64_t s, int64_t F) {
-  if constexpr (Fmt::kSegmentScales) {
-    alignas(64) static constexpr int32_t kIdx[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
-    return hn::TableLookupLanes(hn::LoadU(DF(), rs.fold + s * kBlocks), hn::SetTableIndices(DF(), kIdx));
-  } else {
-    return hn::Set(DF(), rs.fold[s / F]);
-  }
-}
-// The same, given the index of the fold unit (s / F) instead of F.
-template <class Fmt>
-HWY_INLINE VF step_scale_unit(const RowScales& rs, int64_t s, int64_t unit) {
-  if constexpr (Fmt::kSegmentScales) return step_scale<Fmt>(rs, s, 1);
-  else return hn::Set(DF(), rs.fold[unit]);
-}
-
-
-// Part k of one step of R rows x T tokens: each vector adds w*x to the partial
-// g (kStart: the step opens a fold unit, whose first vector starts g with a
-// product); kFold: the step closes the unit, so g * scale goes into the
-// accumulator. The rows are interleaved part by part, so one activation load
-// serves all R rows and their R chains of dependent FMAs overlap (row after
-// row, the one-token product waited on FMA latency).
-template <class Fmt, int R, int T, int k, bool kStart, bool kFold>
-HWY_INLINE void step_parts(const Fmt& dec, const typename Fmt::Raw* raw, const float* const* xo, const VF* sv,
-                           VF (&g)[R][T], VF (&acc)[R][T]) {
+// Part k of one step of R rows x T tokens: each row's decoded vectors are
+// multiplied by the row's scale vector (the exact weights, see the file
+// comment), then w*x goes into the accumulator of every (row, token). The rows
+// are interleaved part by part, so one activation load serves all R rows and
+// their R chains of dependent FMAs overlap.
+template <class Fmt, int R, int T, int k>
+HWY_INLINE void step_parts(const Fmt& dec, const typename Fmt::Raw* raw, const float* const* xo,
+                           const typename Fmt::Sc* sc, VF (&acc)[R][T]) {
   constexpr int64_t Vp = Fmt::V / Fmt::kParts;
   VF w[R][Vp];
-  for (int i = 0; i < R; ++i) dec.template part<k>(raw[i], w[i]);
+  for (int i = 0; i < R; ++i) dec.template part_scaled<k>(raw[i], sc[i], w[i]);
   for (int64_t j = 0; j < Vp; ++j) {
     const int64_t v = k * Vp + j;
     for (int t = 0; t < T; ++t) {
       const VF xv = hn::LoadU(DF(), xo[t] + v * kN);
-      for (int i = 0; i < R; ++i) {
-        g[i][t] = kStart && v == 0 ? hn::Mul(w[i][j], xv) : hn::MulAdd(w[i][j], xv, g[i][t]);
-        if (kFold && v == Fmt::V - 1) acc[i][t] = hn::MulAdd(g[i][t], sv[i], acc[i][t]);
-      }
+      for (int i = 0; i < R; ++i) acc[i][t] = hn::MulAdd(w[i][j], xv, acc[i][t]);
     }
   }
-  if constexpr (k + 1 < Fmt::kParts) step_parts<Fmt, R, T, k + 1, kStart, kFold>(dec, raw, xo, sv, g, acc);
+  if constexpr (k + 1 < Fmt::kParts) step_parts<Fmt, R, T, k + 1>(dec, raw, xo, sc, acc);
 }
 
 // Steps [s0, s1) of R rows x T tokens into accumulators acc[i * T + t]
@@ -635,13 +651,13 @@ template <class Fmt, int R, int T, class Src>
 HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64_t s1, int64_t F,
                           const float* const* x, VF* accm) {
   const DF df;
-  VF acc[R][T], g[R][T];
+  VF acc[R][T];
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
   int64_t k = 0, unit = s0 / F;
   for (int64_t s = s0; s < s1; ++s) {
     src.prefetch(s);
-    if constexpr (!Fmt::kFolds) {
+    if constexpr (!Fmt::kScaled) {
       VF w[R];
       for (int i = 0; i < R; ++i) src.get(i, s, &w[i]);
       for (int t = 0; t < T; ++t) {
@@ -653,20 +669,15 @@ HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64
       for (int i = 0; i < R; ++i) raw[i] = src.dec.load(src.rows[i], s);
       const float* xo[T];
       for (int t = 0; t < T; ++t) xo[t] = x[t] + s * Fmt::S;
-      // Fold units of F steps starting at s0 (a block start; F = 1 for the nibble
-      // formats); k counts the steps into the unit (no division per step).
-      const bool start = k == 0, fold = k == F - 1 || s + 1 == s1;
-      VF sv[R];
-      if (fold)
-        for (int i = 0; i < R; ++i) sv[i] = step_scale_unit<Fmt>(rs[i], s, unit);
+      // Scale blocks of F steps (F = 1 for the nibble formats, whose scales are
+      // per lane); k counts the steps into the block (no division per step).
+      typename Fmt::Sc sc[R];
+      for (int i = 0; i < R; ++i) sc[i] = src.dec.scale_of(rs[i], s, unit);
       if (++k == F) {
         k = 0;
         ++unit;
       }
-      if (start && fold) step_parts<Fmt, R, T, 0, true, true>(src.dec, raw, xo, sv, g, acc);
-      else if (start) step_parts<Fmt, R, T, 0, true, false>(src.dec, raw, xo, sv, g, acc);
-      else if (fold) step_parts<Fmt, R, T, 0, false, true>(src.dec, raw, xo, sv, g, acc);
-      else step_parts<Fmt, R, T, 0, false, false>(src.dec, raw, xo, sv, g, acc);
+      step_parts<Fmt, R, T, 0>(src.dec, raw, xo, sc, acc);
     }
   }
   for (int i = 0; i < R; ++i)
@@ -696,88 +707,59 @@ HWY_NOINLINE void tile_direct(const Fmt& dec, const QMatrix& W, const Layout& L,
   }
   VF accm[R * T];
   for (auto& a : accm) a = hn::Zero(DF());
-  run_steps<Fmt, R, T>(src, rs, 0, L.steps, Fmt::kFolds ? fold_steps(W) : 1, x, accm);
+  run_steps<Fmt, R, T>(src, rs, 0, L.steps, Fmt::kScaled ? scale_steps(W) : 1, x, accm);
   const int64_t tail_len = L.padded - L.full;
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) Y[t * ldy + r + i] = finish(L, tails + i * tail_len, x[t], rs[i], accm[i * T + t]);
 }
 
+// The per-output sequence of run_steps over a panel decoded (and scaled) into
+// a buffer, with the loops turned so that each weight vector is loaded once per
+// tile and each activation vector once per tile: the R weight vectors of a
+// step in registers, then one activation vector per token feeding R
+// accumulators (R + 1 + R * T registers).
 template <class Fmt, int R, int T>
-HWY_NOINLINE void tile_buffered(const BufferSrc<Fmt>& src, const RowScales* rs, int64_t s0, int64_t s1, int64_t F,
-                                const float* const* xs, VF* accm) {
-  // The per-output sequence of run_steps, with the loops turned so that each
-  // activation vector is loaded once per tile and each weight vector once per
-  // tile: vector v outermost, then (without block scales) the R weight vectors
-  // in registers and one activation vector per token feeding R accumulators
-  // (R + 1 + R * T registers); with block scales the T activation vectors in
-  // registers and one weight vector per row.
+HWY_NOINLINE void tile_buffered(const BufferSrc<Fmt>& src, int64_t s0, int64_t s1, const float* const* xs,
+                                VF* accm) {
   const DF df;
   const float* x[T];
-  for (int t = 0; t < T; ++t) x[t] = xs[t];
-  auto wv = [&](int i, int64_t s, int64_t v) {
-    return pinned(hn::Load(df, src.wbuf + i * src.row_floats + (s - src.s0) * Fmt::S + v * kN));
-  };
-  if constexpr (!Fmt::kFolds) {
-    VF acc[R][T];
-    for (int i = 0; i < R; ++i)
-      for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
-    for (int64_t s = s0; s < s1; ++s) {
-      VF w[R];
-      for (int i = 0; i < R; ++i) w[i] = wv(i, s, 0);
-      for (int t = 0; t < T; ++t) {
-        const VF xv = pinned(hn::LoadU(df, x[t] + s * Fmt::S));
-        for (int i = 0; i < R; ++i) acc[i][t] = hn::MulAdd(w[i], xv, acc[i][t]);
-      }
+  for (int t = 0; t < T; ++t) x[t] = xs[t] + s0 * Fmt::S;
+  const float* wp = src.wbuf;
+  const int64_t nv = (s1 - s0) * Fmt::V;
+  if (nv <= 0) return;
+  VF acc[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
+  // A do-while (at least one vector): with a zero-trip path g++ keeps the
+  // accumulators in a stack copy at entry and exit of every call.
+  int64_t v = 0;
+  do {
+    VF w[R];
+    for (int i = 0; i < R; ++i) w[i] = pinned(hn::Load(df, wp + i * src.row_floats + v * kN));
+    for (int t = 0; t < T; ++t) {
+      const VF xv = pinned(hn::LoadU(df, x[t] + v * kN));
+      for (int i = 0; i < R; ++i) acc[i][t] = hn::MulAdd(w[i], xv, acc[i][t]);
     }
-    for (int i = 0; i < R; ++i)
-      for (int t = 0; t < T; ++t) accm[i * T + t] = acc[i][t];
-  } else {
-    alignas(64) static constexpr int32_t kIdx[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
-    const auto idx = hn::SetTableIndices(df, kIdx);
-    // Fold units of F steps (F = 1 for per-lane segment scales); accumulators in memory.
-    for (int64_t b0 = s0; b0 < s1; b0 += F) {
-      const int64_t b1 = std::min(s1, b0 + F);
-      VF g[R][T];
-      for (int64_t s = b0; s < b1; ++s) {
-        for (int64_t v = 0; v < Fmt::V; ++v) {
-          VF xv[T];
-          for (int t = 0; t < T; ++t) xv[t] = pinned(hn::LoadU(df, x[t] + s * Fmt::S + v * kN));
-          for (int i = 0; i < R; ++i) {
-            const VF w = wv(i, s, v);
-            if (s == b0 && v == 0) {
-              for (int t = 0; t < T; ++t) g[i][t] = hn::Mul(w, xv[t]);
-            } else {
-              for (int t = 0; t < T; ++t) g[i][t] = hn::MulAdd(w, xv[t], g[i][t]);
-            }
-          }
-        }
-      }
-      for (int i = 0; i < R; ++i) {
-        VF sv;
-        if constexpr (Fmt::kSegmentScales) sv = hn::TableLookupLanes(hn::LoadU(df, rs[i].fold + b0 * kBlocks), idx);
-        else sv = hn::Set(df, rs[i].fold[b0 / F]);
-        for (int t = 0; t < T; ++t) accm[i * T + t] = hn::MulAdd(g[i][t], sv, accm[i * T + t]);
-      }
-    }
-  }
+  } while (++v < nv);
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) accm[i * T + t] = acc[i][t];
 }
 
 // tile_buffered with the token count tt <= T chosen at run time.
 template <class Fmt, int R, int T>
-HWY_INLINE void tile_buffered_n(int tt, const BufferSrc<Fmt>& src, const RowScales* rs, int64_t s0, int64_t s1,
-                                int64_t F, const float* const* x, VF* accm) {
+HWY_INLINE void tile_buffered_n(int tt, const BufferSrc<Fmt>& src, int64_t s0, int64_t s1, const float* const* x,
+                                VF* accm) {
   if constexpr (T > 1) {
-    if (tt < T) return tile_buffered_n<Fmt, R, T - 1>(tt, src, rs, s0, s1, F, x, accm);
+    if (tt < T) return tile_buffered_n<Fmt, R, T - 1>(tt, src, s0, s1, x, accm);
   }
-  tile_buffered<Fmt, R, T>(src, rs, s0, s1, F, x, accm);
+  tile_buffered<Fmt, R, T>(src, s0, s1, x, accm);
 }
 
-// Rows per register tile: 3 x 4 (16 registers) on AVX2 where the format has no
-// block scales; 2 x 4 where it has (the fold needs registers too); 4 x 4 with 32.
+// Rows per register tile of the many-token product: 3 x 4 (16 registers) on
+// AVX2, 4 x tile_tokens() with 32 registers.
 template <class Fmt>
 constexpr int tile_rows() {
-  if constexpr (kVecRegs == 16) return Fmt::kFolds ? 2 : 3;
-  return 4;
+  return kVecRegs == 16 ? 3 : 4;
 }
 template <class Fmt>
 constexpr int panel_rows() {
@@ -790,13 +772,12 @@ constexpr int panel_rows() {
 // weight is decoded once and read from L2 once per token tile. Each output
 // still sees exactly the sequence of tile_direct.
 constexpr int64_t kBlockCols = 512;  // columns decoded per panel block
-// Formats without block scales on AVX-512 use 6-token tiles (24 accumulators
-// in registers: fewer loads per FMA); formats with block scales need registers
-// for the partial sums and keep 4. Measured on Zen 5 (sluice bench --kernels);
-// every output's sequence is unchanged.
+// AVX-512 uses 6-token tiles (24 accumulators in registers: fewer loads per
+// FMA). Measured on Zen 5 (sluice bench --kernels); NEON keeps 4 (not measured
+// on ARM hardware). Every output's sequence is unchanged.
 template <class Fmt>
 constexpr int tile_tokens() {
-  return HWY_TARGET == HWY_AVX3 && !Fmt::kFolds ? 6 : kTileTokens;
+  return HWY_TARGET == HWY_AVX3 ? 6 : kTileTokens;
 }
 
 // Software prefetch of the packed weights a panel decodes kPrefetchBlocks
@@ -838,8 +819,8 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
                     int64_t r, int P, int64_t r_end, const float* XP, int64_t n, float* Y, int64_t ldy) {
   Scratch& sc = Scratch::get();
   constexpr int TT = tile_tokens<Fmt>();
-  const int64_t F = Fmt::kFolds ? fold_steps(W) : 1;
-  const int64_t per_block = std::max<int64_t>(F, (kBlockCols / Fmt::S) / F * F);
+  const int64_t F = Fmt::kScaled ? scale_steps(W) : 1;
+  const int64_t per_block = std::max<int64_t>(1, kBlockCols / Fmt::S);
   const int64_t row_floats = per_block * Fmt::S;
   float* wbuf = Scratch::grow(sc.wbuf, size_t(P * row_floats + 16));
   wbuf = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(wbuf) + 63) & ~uintptr_t(63));
@@ -872,10 +853,12 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
     const int64_t pf_per_call = (pf.total + calls - 1) / calls;
     for (int i = 0; i < P; ++i) {
       const uint8_t* row = W.data + (r + i) * W.row_bytes;
-      for (int64_t s = s0; s < s1; ++s) {
+      float* out = wbuf + i * row_floats;
+      for (int64_t s = s0; s < s1; ++s, out += Fmt::S) {
         VF w[Fmt::V];
-        dec.step(row, s, w);
-        for (int64_t v = 0; v < Fmt::V; ++v) hn::Store(w[v], df, wbuf + i * row_floats + (s - s0) * Fmt::S + v * kN);
+        if constexpr (Fmt::kScaled) step_scaled(dec, row, s, dec.scale_of(rs[i], s, s / F), w);
+        else dec.step(row, s, w);
+        for (int64_t v = 0; v < Fmt::V; ++v) hn::Store(w[v], df, out + v * kN);
       }
     }
     for (int64_t ti = 0; ti < ntiles; ++ti) {
@@ -884,10 +867,9 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
       const float* x[TT];
       for (int t = 0; t < tt; ++t) x[t] = XP + (t0 + t) * L.padded;
       for (int64_t g = 0; g < groups; ++g) {
-        const BufferSrc<Fmt> src{wbuf + g * R * row_floats, row_floats, s0};
+        const BufferSrc<Fmt> src{wbuf + g * R * row_floats, row_floats};
         pf.issue(pf_per_call);
-        tile_buffered_n<Fmt, R, TT>(tt, src, rs + g * R, s0, s1, F, x,
-                                             accm + (g * ntiles + ti) * R * TT);
+        tile_buffered_n<Fmt, R, TT>(tt, src, s0, s1, x, accm + (g * ntiles + ti) * R * TT);
       }
     }
   }
@@ -1006,7 +988,7 @@ void transposed_fmt(const Fmt& dec, const QMatrix& W, const float* a, float* y) 
   for (int64_t c = L.full; c < W.cols; ++c) pos[size_t(c)] = c;
   const int64_t slot = scale_slot(W, L);
   std::vector<float> sbuf(static_cast<size_t>(slot));
-  const int64_t F = Fmt::kFolds ? fold_steps(W) : 1;
+  const int64_t F = Fmt::kScaled ? scale_steps(W) : 1;
   int64_t c_simd_end = L.full;
   for (int64_t r = 0; r < W.rows; ++r) {
     if (a[r] == 0.0f) continue;
@@ -1017,12 +999,11 @@ void transposed_fmt(const Fmt& dec, const QMatrix& W, const float* a, float* y) 
     const uint8_t* p = W.data + r * W.row_bytes;
     for (int64_t s = 0; s < c_simd_end / Fmt::S; ++s) {
       VF w[Fmt::V];
-      dec.step(p, s, w);
-      // fp8: (e4m3 * 2^-8) * (scale * 2^8) is the scaled weight with one rounding.
-      const VF sv = Fmt::kFolds ? step_scale<Fmt>(rs, s, F) : hn::Set(df, rs.final_scale);
+      if constexpr (Fmt::kScaled) step_scaled(dec, p, s, dec.scale_of(rs, s, s / F), w);  // the definition's weights
+      else dec.step(p, s, w);
       for (int64_t v = 0; v < Fmt::V; ++v) {
         float* yv = yp.data() + s * Fmt::S + v * kN;
-        const VF wv = Fmt::kFolds || W.fmt == WeightFormat::INT8_ROW ? hn::Mul(w[v], sv) : w[v];
+        const VF wv = W.fmt == WeightFormat::INT8_ROW ? hn::Mul(w[v], hn::Set(df, rs.final_scale)) : w[v];
         hn::StoreU(hn::Add(hn::LoadU(df, yv), hn::Mul(ar, wv)), df, yv);
       }
     }
