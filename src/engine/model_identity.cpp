@@ -78,8 +78,8 @@ std::string model_identity(const Engine& engine) {
     }
   }
   h.add_value(engine.options().use_prepared_spine);
-  return fmt::format("{} {} {} {}", engine.info().arch, engine.options().device.name(), kernels::active_isa().name,
-                     h.hex());
+  return fmt::format("{} {} {} r{} {}", engine.info().arch, engine.options().device.name(), kernels::active_isa().name,
+                     kernels::kNumericsRevision, h.hex());
 }
 
 }  // namespace sluice

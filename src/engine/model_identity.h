@@ -8,7 +8,8 @@ namespace sluice {
 
 class Engine;
 
-// "<model_type> <device> <isa> <XXH3-128 hex>", the hash over config.json,
+// "<model_type> <device> <isa> r<numerics revision> <XXH3-128 hex>" (kernels/isa.h
+// kNumericsRevision: kernels that changed their bits), the hash over config.json,
 // every checkpoint file's name, size and safetensors header, the prepared
 // manifest's spine format and expert checksums when there is one, and
 // sampled bytes of each file's tensor data (not in a stream-mode directory,

@@ -49,6 +49,12 @@ std::span<const IsaKernels> compiled_isas();
 bool cpu_supports(const IsaKernels& isa);
 const IsaKernels* find_isa(std::string_view name);
 
+// The revision of the arithmetic: raised whenever a CPU or GPU kernel changes the bits it computes
+// (a summation order, a decode), so that saved states computed before (engine/model_identity.h) are
+// not restored into a build whose passes would not reproduce them. 2: block-scaled CPU products
+// scale each decoded weight; GPU MLA attention in key splits.
+constexpr int kNumericsRevision = 2;
+
 // The ISA every product uses (see the file comment for how it is chosen).
 const IsaKernels& active_isa();
 // Switches the ISA for the whole process (tests, benchmarks). Throws

@@ -4,6 +4,8 @@
 // other-version or other-model file is refused naming the file, leaving the
 // session it was meant for as it was.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 #include <xxhash.h>
 
 #include <chrono>
@@ -13,6 +15,7 @@
 
 #include "engine/engine.h"
 #include "engine/model_identity.h"
+#include "kernels/isa.h"
 #include "runtime/session.h"
 #include "runtime/state_file.h"
 #include "support/test_device.h"
@@ -198,6 +201,8 @@ TEST(StateFileErrors, BadFilesAreRefusedAndChangeNothing) {
 TEST(StateFileErrors, IdentityFollowsTheModel) {
   const std::string a = model_identity(*load_model(test::fixture("golden/qwen3_moe_tiny")));
   EXPECT_EQ(a, model_identity(*load_model(test::fixture("golden/qwen3_moe_tiny"))));
+  // States saved by a build whose kernels computed other bits are another identity.
+  EXPECT_NE(a.find(fmt::format(" r{} ", kernels::kNumericsRevision)), std::string::npos) << a;
   EXPECT_NE(a, model_identity(*load_model(test::fixture("golden/deepseek_v3_tiny"))));
   EXPECT_NE(model_identity(*load_model(test::fixture("golden/deepseek_v3_tiny"))),
             model_identity(*load_model(test::fixture("golden/deepseek_v3_tiny_fp8"))));
