@@ -60,9 +60,10 @@ if [ ! -f build-tsan/CMakeCache.txt ]; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TSAN=ON -DSLUICE_CUDA=OFF >/dev/null
 fi
 cmake --build build-tsan -j "$JOBS" --target sluice sluice_unit_tests server_test_model
+# PrefillCacheLoan: a span borrows the expert cache's slots while its reader threads run (~2 min here).
 # remote.*: one model's (the fetcher's threads are the same for every architecture; the release and
 # ASan trees run them all).
-TSAN_TESTS='^(ThreadPool|Streaming|SpineStreaming|ReadFaults|Pull|ExpertDiskCache|ServerQueue)\.|^server\.(robustness|connections|shutdown|batching|hostile)$|^remote\.(stream|faults)\.deepseek_v3_fp8$'
+TSAN_TESTS='^(ThreadPool|Streaming|SpineStreaming|ReadFaults|Pull|ExpertDiskCache|ServerQueue|PrefillCacheLoan)\.|^server\.(robustness|connections|shutdown|batching|hostile)$|^remote\.(stream|faults)\.deepseek_v3_fp8$'
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/../scripts/tsan-suppressions.txt \
   ctest -j "$JOBS" --output-on-failure --timeout 1800 -R "$TSAN_TESTS")
 python3 scripts/check_skips.py build-tsan
