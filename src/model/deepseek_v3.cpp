@@ -27,14 +27,8 @@ MlaSpec deepseek_mla_spec(const Config& cfg) {
   mla.v_dim = cfg.req_int("v_head_dim");
   mla.rope = rope_from_config(cfg, mla.rope_dim, /*interleaved=*/true);
   mla.scale = float(1.0 / std::sqrt(double(mla.nope + mla.rope_dim)));
-  if (mla.rope.yarn) {
-    auto rs = cfg.opt_sub("rope_scaling") ? cfg.sub("rope_scaling") : cfg.sub("rope_parameters");
-    const double mscale_all = rs.get_double("mscale_all_dim", 0.0);
-    if (mscale_all != 0.0) {
-      const double m = yarn_get_mscale(mla.rope.yarn_factor, mscale_all);
-      mla.scale = float(double(mla.scale) * m * m);
-    }
-  }
+  const double m = mla_yarn_mscale(cfg, mla.rope);
+  if (m != 1.0) mla.scale = float(double(mla.scale) * m * m);
   return mla;
 }
 

@@ -52,16 +52,8 @@ DSparkConfig DSparkConfig::parse(const Config& c) {
   if (mh != "vanilla") fail("{}: markov_head_type '{}' is not supported (only vanilla)", c.source(), mh);
   // Rotary dims rotate consecutive pairs (DeepSeek MLA layout), YaRN from rope_parameters.
   d.rope = rope_from_config(c, d.rope_dim, /*interleaved=*/true);
-  double scale = 1.0 / std::sqrt(double(d.nope + d.rope_dim));
-  if (d.rope.yarn) {
-    auto rs = c.opt_sub("rope_scaling") ? c.sub("rope_scaling") : c.sub("rope_parameters");
-    const double mscale_all = rs.get_double("mscale_all_dim", 0.0);
-    if (mscale_all != 0.0) {
-      const double m = yarn_get_mscale(d.rope.yarn_factor, mscale_all);
-      scale *= m * m;
-    }
-  }
-  d.attn_scale = float(scale);
+  const double m = mla_yarn_mscale(c, d.rope);
+  d.attn_scale = float(1.0 / std::sqrt(double(d.nope + d.rope_dim)) * (m * m));
   return d;
 }
 

@@ -48,16 +48,8 @@ Eagle3Config Eagle3Config::parse(const Config& c, int64_t target_layers) {
     e.target_layers.push_back(id - 1);
   }
   e.rope = rope_from_config(c, e.rope_dim, /*interleaved=*/true);
-  double scale = 1.0 / std::sqrt(double(e.nope + e.rope_dim));
-  if (e.rope.yarn) {
-    auto rs = c.opt_sub("rope_scaling") ? c.sub("rope_scaling") : c.sub("rope_parameters");
-    const double mscale_all = rs.get_double("mscale_all_dim", 0.0);
-    if (mscale_all != 0.0) {
-      const double m = yarn_get_mscale(e.rope.yarn_factor, mscale_all);
-      scale *= m * m;
-    }
-  }
-  e.attn_scale = float(scale);
+  const double m = mla_yarn_mscale(c, e.rope);
+  e.attn_scale = float(1.0 / std::sqrt(double(e.nope + e.rope_dim)) * (m * m));
   return e;
 }
 

@@ -62,4 +62,11 @@ Rope rope_from_config(const Config& c, int64_t dim, bool interleaved) {
   return r;
 }
 
+double mla_yarn_mscale(const Config& c, const Rope& rope) {
+  if (!rope.yarn) return 1.0;
+  const Config rs = c.opt_sub("rope_scaling") ? c.sub("rope_scaling") : c.sub("rope_parameters");
+  const double mscale_all = rs.get_double("mscale_all_dim", 0.0);
+  return mscale_all != 0.0 ? yarn_get_mscale(rope.yarn_factor, mscale_all) : 1.0;
+}
+
 }  // namespace sluice
