@@ -11,30 +11,13 @@
 #include "engine/engine.h"
 #include "store/synthetic_dspark.h"
 #include "store/synthetic_eagle3.h"
+#include "support/id_codec.h"
 #include "support/test_support.h"
 
 namespace sluice::chat {
 namespace {
 
-// Each id is its decimal text and a space.
-class IdCodec : public ChatCodec {
- public:
-  std::string describe() const override { return "ids"; }
-  std::vector<int32_t> render_chat(const nlohmann::json&, const nlohmann::json&, const ChatOptions&) const override {
-    return {};
-  }
-  std::vector<int32_t> encode(const std::string&, bool) const override { return {}; }
-  std::unique_ptr<Detokenizer> detokenizer() const override {
-    struct D : Detokenizer {
-      std::string push(int32_t id) override { return std::to_string(id) + " "; }
-      std::string flush() override { return {}; }
-    };
-    return std::make_unique<D>();
-  }
-  std::string token_bytes(int32_t id) const override { return std::to_string(id) + " "; }
-  std::vector<int32_t> stop_ids() const override { return {}; }
-  ReplySyntax reply_syntax(const std::vector<int32_t>&) const override { return {}; }
-};
+using test::IdCodec;
 
 struct Counted : GenerationCounters {
   std::vector<int64_t> proposed;  // per request
