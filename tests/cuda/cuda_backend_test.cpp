@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "compute/cpu/cpu_backend.h"
@@ -816,64 +817,55 @@ TEST(CudaOps, AttentionCoresMatchTheCpu) {
     gpu().mla_attend(s, gpu().matrix(kvb.q), q.g, cache.g, pos, o.g);
     EXPECT_LT(o.error(), 1e-4) << "MLA " << weight_format_name(f);
   }
-  // MLA at K2's head dimensions (kv_lora 512, rope 64, nope 128, v 128) past a few hundred
-  // positions (more than one tile of positions and columns, partial last tiles), then each row
-  // alone at its own position gives the bits it had inside the batch.
-  {
+  // MLA at K2's head dimensions (kv_lora 512, rope 64, nope 128, v 128): T rows from position pos
+  // against the CPU, then rows alone at their own positions give the bits they had inside the batch;
+  // `more` checks other ways of computing the same rows against those bits.
+  using MoreMla = std::function<void(const MlaShape&, const Matrix&, Twin&, Twin&, const std::vector<float>&)>;
+  const auto mla_at_k2_dims = [](int64_t pos, int64_t T, std::vector<int64_t> alone, const char* what,
+                                 const MoreMla& more) {
     MlaShape s{6, 512, 64, 128, 128, 0.07f};
-    const int64_t pos = 333, T = 5, qw = s.n_heads * (s.nope + s.rope_dim);
+    const int64_t qw = s.n_heads * (s.nope + s.rope_dim), width = s.n_heads * s.v_dim;
     HostMatrix kvb = random_matrix(WeightFormat::BF16, s.n_heads * (s.nope + s.v_dim), s.kv_lora);
     Twin q(randn(T * qw, 0.3f), T, qw);
     Twin cache(randn((pos + T) * (s.kv_lora + s.rope_dim)), pos + T, s.kv_lora + s.rope_dim);
-    Twin o(T, s.n_heads * s.v_dim);
+    Twin o(T, width);
     Matrix wg = gpu().matrix(kvb.q);
     cpu().mla_attend(s, cpu().matrix(kvb.q), q.c, cache.c, pos, o.c);
     gpu().mla_attend(s, wg, q.g, cache.g, pos, o.g);
-    EXPECT_LT(o.error(), 1e-4) << "MLA at K2 dimensions";
+    EXPECT_LT(o.error(), 1e-4) << what;
     const auto batched = values(gpu(), o.g);
-    for (int64_t t = 0; t < T; ++t) {
-      Buffer o1(gpu(), 1, s.n_heads * s.v_dim);
-      gpu().mla_attend(s, wg, q.g.row_range(t, 1), cache.g.row_range(0, pos + t + 1), pos + t, o1);
-      const auto one = values(gpu(), o1);
-      EXPECT_EQ(0, std::memcmp(one.data(), batched.data() + t * one.size(), one.size() * 4)) << "MLA row " << t;
-    }
-  }
-  // Across the attention's key splits (1,024 positions) and tiles (64): 70 rows from position 1,000
-  // (blocks of 32 (row, head) pairs mix tokens whose causal limits fall in different splits), then
-  // the same rows in two calls (13 + 57) and some rows alone: the same bits; and against the CPU.
-  {
-    MlaShape s{6, 512, 64, 128, 128, 0.07f};
-    const int64_t pos = 1000, T = 70, qw = s.n_heads * (s.nope + s.rope_dim);
-    HostMatrix kvb = random_matrix(WeightFormat::BF16, s.n_heads * (s.nope + s.v_dim), s.kv_lora);
-    Twin q(randn(T * qw, 0.3f), T, qw);
-    Twin cache(randn((pos + T) * (s.kv_lora + s.rope_dim)), pos + T, s.kv_lora + s.rope_dim);
-    Twin o(T, s.n_heads * s.v_dim);
-    Matrix wg = gpu().matrix(kvb.q);
-    cpu().mla_attend(s, cpu().matrix(kvb.q), q.c, cache.c, pos, o.c);
-    gpu().mla_attend(s, wg, q.g, cache.g, pos, o.g);
-    EXPECT_LT(o.error(), 1e-4) << "MLA across key splits";
-    const auto batched = values(gpu(), o.g);
-    const int64_t width = s.n_heads * s.v_dim;
-    Buffer pieces(gpu(), T, width);
-    gpu().mla_attend(s, wg, q.g.row_range(0, 13), cache.g.row_range(0, pos + 13), pos, Tensor(pieces).row_range(0, 13));
-    gpu().mla_attend(s, wg, q.g.row_range(13, T - 13), cache.g.row_range(0, pos + T), pos + 13,
-                     Tensor(pieces).row_range(13, T - 13));
-    const auto two = values(gpu(), pieces);
-    EXPECT_EQ(0, std::memcmp(two.data(), batched.data(), batched.size() * 4)) << "MLA in two calls";
-    for (const int64_t t : {0, 23, 24, 25, 69}) {
+    for (const int64_t t : alone) {
       Buffer o1(gpu(), 1, width);
       gpu().mla_attend(s, wg, q.g.row_range(t, 1), cache.g.row_range(0, pos + t + 1), pos + t, o1);
       const auto one = values(gpu(), o1);
-      EXPECT_EQ(0, std::memcmp(one.data(), batched.data() + t * width, size_t(width) * 4)) << "MLA row " << t << " alone";
+      EXPECT_EQ(0, std::memcmp(one.data(), batched.data() + t * width, size_t(width) * 4)) << what << ", row " << t << " alone";
     }
-    // Without room for the splits' partials (a long prefill), each block folds its rows' splits in turn.
-    gpu().set_attention_partials_limit(0);
-    Buffer folded(gpu(), T, width);
-    gpu().mla_attend(s, wg, q.g, cache.g, pos, folded);
-    gpu().set_attention_partials_limit(512ull << 20);
-    const auto fold = values(gpu(), folded);
-    EXPECT_EQ(0, std::memcmp(fold.data(), batched.data(), batched.size() * 4)) << "MLA splits folded in each block";
-  }
+    if (more) more(s, wg, q, cache, batched);
+  };
+  // Past a few hundred positions: more than one tile of positions and columns, partial last tiles.
+  mla_at_k2_dims(333, 5, {0, 1, 2, 3, 4}, "MLA at K2 dimensions", nullptr);
+  // Across the attention's key splits (128 positions) and tiles (64): 70 rows from position 1,000
+  // (blocks of 32 (row, head) pairs mix tokens whose causal limits fall in different splits), then
+  // the same rows in two calls (13 + 57), and with the splits folded in each block.
+  mla_at_k2_dims(1000, 70, {0, 23, 24, 25, 69}, "MLA across key splits",
+                 [](const MlaShape& s, const Matrix& wg, Twin& q, Twin& cache, const std::vector<float>& batched) {
+                   const int64_t pos = 1000, T = 70, width = s.n_heads * s.v_dim;
+                   Buffer pieces(gpu(), T, width);
+                   gpu().mla_attend(s, wg, q.g.row_range(0, 13), cache.g.row_range(0, pos + 13), pos,
+                                    Tensor(pieces).row_range(0, 13));
+                   gpu().mla_attend(s, wg, q.g.row_range(13, T - 13), cache.g.row_range(0, pos + T), pos + 13,
+                                    Tensor(pieces).row_range(13, T - 13));
+                   const auto two = values(gpu(), pieces);
+                   EXPECT_EQ(0, std::memcmp(two.data(), batched.data(), batched.size() * 4)) << "MLA in two calls";
+                   // Without room for the splits' partials (a long prefill), each block folds its rows' splits.
+                   gpu().set_attention_partials_limit(0);
+                   Buffer folded(gpu(), T, width);
+                   gpu().mla_attend(s, wg, q.g, cache.g, pos, folded);
+                   gpu().set_attention_partials_limit(512ull << 20);
+                   const auto fold = values(gpu(), folded);
+                   EXPECT_EQ(0, std::memcmp(fold.data(), batched.data(), batched.size() * 4))
+                       << "MLA splits folded in each block";
+                 });
   // GQA: full causal, sliding window, sinks.
   for (int64_t window : {0, 4})
     for (bool sinks : {false, true}) {
