@@ -291,13 +291,7 @@ bool json_string_step(const Grammar::Node& n, int64_t& i, int32_t& st, unsigned 
       if (c == '\\') st = 2;
       else if (c < 0x20) return false;
       else if (c < 0x80) st = 1;
-      else if (c >= 0xC2 && c <= 0xDF) st = 21;
-      else if (c == 0xE0) st = 30;
-      else if (c == 0xED) st = 31;
-      else if (c >= 0xE1 && c <= 0xEF) st = 22;
-      else if (c == 0xF0) st = 32;
-      else if (c >= 0xF1 && c <= 0xF3) st = 23;
-      else if (c == 0xF4) st = 33;
+      else if (int32_t u = 0; utf8_step(u, c)) st = u;  // a lead byte: utf8_step's states 21-33
       else return false;
       break;
     case 2:
@@ -305,14 +299,10 @@ bool json_string_step(const Grammar::Node& n, int64_t& i, int32_t& st, unsigned 
       else if (std::string_view("\"\\/bfnrt").find(char(c)) != std::string_view::npos) st = 1;
       else return false;
       break;
-    case 21: case 22: case 23:  // continuation bytes left: st - 20
-      if (c < 0x80 || c > 0xBF) return false;
-      st = st == 21 ? 1 : st - 1;
+    case 21: case 22: case 23: case 30: case 31: case 32: case 33:  // inside a UTF-8 character
+      if (!utf8_step(st, c)) return false;
+      if (st == 0) st = 1;  // the character is complete
       break;
-    case 30: if (c < 0xA0 || c > 0xBF) return false; st = 21; break;  // no overlong 3-byte forms
-    case 31: if (c < 0x80 || c > 0x9F) return false; st = 21; break;  // no surrogates
-    case 32: if (c < 0x90 || c > 0xBF) return false; st = 22; break;  // no overlong 4-byte forms
-    case 33: if (c < 0x80 || c > 0x8F) return false; st = 22; break;  // nothing past U+10FFFF
     case 40: case 41: case 42: case 43: {
       // \uXXXX. i: the character count in its low 32 bits, the escape's
       // value so far in bits 32-47, bit 48 set after a high surrogate.

@@ -71,6 +71,11 @@ TEST(OutputGrammar, SchemaAcceptsMatchingObjectsOnly) {
   EXPECT_FALSE(accepts(g, R"({"city": "x", "days": 1, "other": 1)"));          // additionalProperties false
   EXPECT_FALSE(accepts(g, "{\"city\":  \"x\""));  // at most one space
   EXPECT_FALSE(accepts(g, "{\"city\": \"\xC0\x80\""));  // an overlong UTF-8 form
+  EXPECT_TRUE(complete(g, "{\"city\": \"Z\xC3\xBCrich \xE2\x82\xAC \xF0\x9F\x98\x80\", \"days\": 1}"));  // 2, 3, 4 bytes
+  EXPECT_FALSE(accepts(g, "{\"city\": \"\xE0\x80"));      // an overlong 3-byte form
+  EXPECT_FALSE(accepts(g, "{\"city\": \"\xED\xA0"));      // a surrogate
+  EXPECT_FALSE(accepts(g, "{\"city\": \"\xF4\x90"));      // past U+10FFFF
+  EXPECT_FALSE(accepts(g, "{\"city\": \"\xE2\x82\""));  // a character cut short
   EXPECT_FALSE(complete(g, R"({"city": "Oslo")"));
   EXPECT_TRUE(accepts(g, R"({"city": "\ud83d\ude00\u00e9abcdefghij")"));  // a pair is one character: 12 in all
   EXPECT_FALSE(accepts(g, R"({"city": "\ud83d\ude00\u00e9abcdefghijk)"));  // maxLength 12
