@@ -817,6 +817,19 @@ TEST(CudaOps, AttentionCoresMatchTheCpu) {
     gpu().mla_attend(s, gpu().matrix(kvb.q), q.g, cache.g, pos, o.g);
     EXPECT_LT(o.error(), 1e-4) << "MLA " << weight_format_name(f);
   }
+  {
+    // Widths that are not multiples of 4 (no 16-byte staging: element by element) over two key
+    // tiles, against the CPU.
+    MlaShape s{3, 30, 6, 10, 8, 0.1f};
+    const int64_t pos = 70, T = 5;
+    HostMatrix kvb = random_matrix(WeightFormat::BF16, s.n_heads * (s.nope + s.v_dim), s.kv_lora);
+    Twin q(randn(T * s.n_heads * (s.nope + s.rope_dim)), T, s.n_heads * (s.nope + s.rope_dim));
+    Twin cache(randn((pos + T) * (s.kv_lora + s.rope_dim)), pos + T, s.kv_lora + s.rope_dim);
+    Twin o(T, s.n_heads * s.v_dim);
+    cpu().mla_attend(s, cpu().matrix(kvb.q), q.c, cache.c, pos, o.c);
+    gpu().mla_attend(s, gpu().matrix(kvb.q), q.g, cache.g, pos, o.g);
+    EXPECT_LT(o.error(), 1e-4) << "MLA, unaligned widths";
+  }
   // MLA at K2's head dimensions (kv_lora 512, rope 64, nope 128, v 128): T rows from position pos
   // against the CPU, then rows alone at their own positions give the bits they had inside the batch;
   // `more` checks other ways of computing the same rows against those bits.

@@ -8,6 +8,10 @@
 // (below), then the output projection.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
+
+#include "compute/cuda/cuda_async_copy.cuh"
 #include "compute/cuda/cuda_device_decode.cuh"
 #include "compute/cuda/cuda_kernels.h"
 
@@ -124,16 +128,18 @@ __global__ void mla_qabs_kernel(MlaArgs a, int64_t t0) {
 constexpr int kSplitRows = 32;
 constexpr int kTileKeys = 64;
 constexpr int64_t kSplitKeys = 128;
-constexpr int kColChunk = 64;       // score columns staged in shared memory at a time
+constexpr int kColChunk = 32;                // score columns staged in shared memory at a time
+constexpr int kChunkStride = kColChunk + 4;  // floats per staged row: 16-byte rows, fragment loads in distinct banks
+constexpr int kPsStride = kTileKeys + 4;
 constexpr int kSplitThreads = 256;
 constexpr int kLatentPerThread = 8;  // latent columns per thread: C <= 64 * 8
 static_assert(kSplitThreads == 8 * kSplitRows, "8 warps x 4 rows for the softmax; 4 x 64 threads for the sum");
 
 // Column c of row r's query against the cache row: q_abs for c < C, then q_rope.
-__device__ __forceinline__ float split_query(const MlaArgs& a, int64_t r, int64_t c) {
-  if (c < a.C) return a.qabs[r * a.C + c];
+__device__ __forceinline__ const float* split_query(const MlaArgs& a, int64_t r, int64_t c) {
+  if (c < a.C) return a.qabs + r * a.C + c;
   const int64_t t = r / a.H, h = r - t * a.H;
-  return a.q[t * a.ldq + h * (a.N + a.R) + a.N + (c - a.C)];
+  return a.q + t * a.ldq + h * (a.N + a.R) + a.N + (c - a.C);
 }
 
 // A split's partial (m, l, x) into the running (M, L, X): the factors, then each value. Explicitly
@@ -147,51 +153,122 @@ __device__ __forceinline__ Fold fold_factors(float M, float m) {
 }
 __device__ __forceinline__ float fold_value(float X, float x, const Fold& k) { return __fmaf_rn(X, k.f, __fmul_rn(x, k.g)); }
 
-struct SplitShared {
-  float qs[kSplitRows][kColChunk + 1];
-  float cs[kTileKeys][kColChunk + 1];
-  float ps[kSplitRows][kTileKeys];
+// Two buffers of staged score columns (the next chunk arrives while the threads take the current
+// one), the tile's scores then probabilities, and the rows' softmax state.
+struct __align__(16) SplitShared {
+  float qs[2][kSplitRows][kChunkStride];
+  float cs[2][kTileKeys][kChunkStride];
+  float ps[kSplitRows][kPsStride];
   float ms[kSplitRows], ls[kSplitRows], cr[kSplitRows];
   float run_m[kSplitRows], run_l[kSplitRows];  // the folding kernel's running max and sum
 };
 
+// Whether every staged row piece of 4 columns is one aligned 16-byte copy (else 4-byte copies).
+__device__ __forceinline__ bool split_vectors(const MlaArgs& a) {
+  const auto al = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  return (a.C & 3) == 0 && (a.R & 3) == 0 && (a.N & 3) == 0 && (a.ldq & 3) == 0 && (a.ldc & 3) == 0 && al(a.q) &&
+         al(a.qabs) && al(a.cache);
+}
+
+// Enqueues columns c0 .. c0 + kColChunk - 1 of the block's query rows and of keys j0 .. j0 + 63
+// into buffer b (zeros past the columns, the rows and kend).
+__device__ __forceinline__ void split_stage(const MlaArgs& a, SplitShared& sh, int b, int64_t r0, int64_t j0,
+                                            int64_t kend, int64_t c0, bool vec) {
+  const int tid = threadIdx.x;
+  const int64_t rows = a.T * a.H, K = a.C + a.R;
+  if (vec) {
+    constexpr int P = kColChunk / 4;  // pieces per row
+    for (int i = tid; i < (kSplitRows + kTileKeys) * P; i += kSplitThreads) {
+      const int r = i / P, c = (i % P) * 4;
+      if (r < kSplitRows) {
+        const bool in = r0 + r < rows && c0 + c < K;
+        cp_async16(&sh.qs[b][r][c], in ? split_query(a, r0 + r, c0 + c) : a.qabs, in ? 16 : 0);
+      } else {
+        const int j = r - kSplitRows;
+        const bool in = j0 + j < kend && c0 + c < K;
+        cp_async16(&sh.cs[b][j][c], in ? a.cache + (j0 + j) * a.ldc + c0 + c : a.cache, in ? 16 : 0);
+      }
+    }
+  } else {
+    for (int i = tid; i < (kSplitRows + kTileKeys) * kColChunk; i += kSplitThreads) {
+      const int r = i / kColChunk, c = i % kColChunk;
+      if (r < kSplitRows) {
+        const bool in = r0 + r < rows && c0 + c < K;
+        cp_async4(&sh.qs[b][r][c], in ? split_query(a, r0 + r, c0 + c) : a.qabs, in ? 4 : 0);
+      } else {
+        const int j = r - kSplitRows;
+        const bool in = j0 + j < kend && c0 + c < K;
+        cp_async4(&sh.cs[b][j][c], in ? a.cache + (j0 + j) * a.ldc + c0 + c : a.cache, in ? 4 : 0);
+      }
+    }
+  }
+}
+
 // Split `split` of the block's rows r0 .. r0 + kSplitRows - 1 (keys k0 .. kend - 1, kend past the
 // block's last visible key): acc (rows 8 rg + i, latent columns dl + 64 b) and sh.ms, sh.ls.
+// Scores: warp w takes rows 8 (w / 2) .. + 7 and keys 32 (w % 2) .. + 31, a lane two rows and four
+// keys (sk + 8 i), four columns per 16-byte fragment load; the column chunks stream through two
+// buffers. Each score is still one fmaf chain over the columns in order.
 __device__ __forceinline__ void split_rows(const MlaArgs& a, SplitShared& sh, int64_t r0, int64_t k0, int64_t kend,
                                            float (&acc)[8][kLatentPerThread]) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t rows = a.T * a.H, K = a.C + a.R, C = a.C;
-  // Scores: rows sr, sr + 1, keys sk + 16 i. Sums: rows 8 rg + i, latent columns dl + 64 b.
-  const int sr = (tid >> 4) * 2, sk = tid & 15, rg = tid >> 6, dl = tid & 63;
+  const int rows = int(a.T * a.H), K = int(a.C + a.R), C = int(a.C), ldc = int(a.ldc);
+  const bool vec = split_vectors(a);
+  const int sr = 8 * (warp >> 1) + 2 * (lane >> 3), sk = 32 * (warp & 1) + (lane & 7);
+  // Sums: rows 8 rg + i, latent columns dl + 64 b.
+  const int rg = tid >> 6, dl = tid & 63;
   int64_t slimit[2];
   for (int e = 0; e < 2; ++e) slimit[e] = r0 + sr + e < rows ? a.pos + (r0 + sr + e) / a.H : -1;
-  __syncthreads();  // the previous split's readers of ms, ls are done
+  const int nch = (K + kColChunk - 1) / kColChunk;
+  __syncthreads();  // the previous split's readers of ms, ls and of both buffers are done
   if (tid < kSplitRows) sh.ms[tid] = -INFINITY, sh.ls[tid] = 0.0f;
 #pragma unroll
   for (int i = 0; i < 8; ++i)
 #pragma unroll
     for (int b = 0; b < kLatentPerThread; ++b) acc[i][b] = 0.0f;
+  int g = 0;  // chunks staged so far: chunk g sits in buffer g & 1
+  split_stage(a, sh, 0, r0, k0, kend, 0, vec);
+  cp_async_commit();
   for (int64_t j0 = k0; j0 < kend; j0 += kTileKeys) {
     float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-    for (int64_t c0 = 0; c0 < K; c0 += kColChunk) {
-      const int kc = int(K - c0 < kColChunk ? K - c0 : kColChunk);
-      __syncthreads();  // the previous chunk's (or tile's) readers are done
-      for (int i = tid; i < kSplitRows * kColChunk; i += kSplitThreads) {
-        const int r = i / kColChunk, c = i % kColChunk;
-        sh.qs[r][c] = r0 + r < rows && c < kc ? split_query(a, r0 + r, c0 + c) : 0.0f;
-      }
-      for (int i = tid; i < kTileKeys * kColChunk; i += kSplitThreads) {
-        const int j = i / kColChunk, c = i % kColChunk;
-        sh.cs[j][c] = j0 + j < kend && c < kc ? a.cache[(j0 + j) * a.ldc + c0 + c] : 0.0f;
-      }
-      __syncthreads();
-      for (int c = 0; c < kc; ++c) {
-        const float q0 = sh.qs[sr][c], q1 = sh.qs[sr + 1][c];
+    for (int ch = 0; ch < nch; ++ch, ++g) {
+      cp_async_wait<0>();
+      __syncthreads();  // chunk g is in; every thread is done with buffer (g + 1) & 1
+      if (ch + 1 < nch)
+        split_stage(a, sh, (g + 1) & 1, r0, j0, kend, int64_t(ch + 1) * kColChunk, vec);
+      else if (j0 + kTileKeys < kend)
+        split_stage(a, sh, (g + 1) & 1, r0, j0 + kTileKeys, kend, 0, vec);
+      cp_async_commit();
+      const int b = g & 1;
+      const int c0 = ch * kColChunk;
+      const int kc = K - c0 < kColChunk ? K - c0 : kColChunk;
+      const float* q0 = sh.qs[b][sr];
+      const float* q1 = sh.qs[b][sr + 1];
+      if (kc == kColChunk) {
+#pragma unroll 2
+        for (int c = 0; c < kColChunk; c += 4) {
+          const float4 x0 = *reinterpret_cast<const float4*>(q0 + c), x1 = *reinterpret_cast<const float4*>(q1 + c);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float cv = sh.cs[sk + 16 * i][c];
-          sc[0][i] = fmaf(q0, cv, sc[0][i]);
-          sc[1][i] = fmaf(q1, cv, sc[1][i]);
+          for (int i = 0; i < 4; ++i) {
+            const float4 y = *reinterpret_cast<const float4*>(&sh.cs[b][sk + 8 * i][c]);
+            sc[0][i] = fmaf(x0.x, y.x, sc[0][i]);
+            sc[1][i] = fmaf(x1.x, y.x, sc[1][i]);
+            sc[0][i] = fmaf(x0.y, y.y, sc[0][i]);
+            sc[1][i] = fmaf(x1.y, y.y, sc[1][i]);
+            sc[0][i] = fmaf(x0.z, y.z, sc[0][i]);
+            sc[1][i] = fmaf(x1.z, y.z, sc[1][i]);
+            sc[0][i] = fmaf(x0.w, y.w, sc[0][i]);
+            sc[1][i] = fmaf(x1.w, y.w, sc[1][i]);
+          }
+        }
+      } else {
+        for (int c = 0; c < kc; ++c) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float cv = sh.cs[b][sk + 8 * i][c];
+            sc[0][i] = fmaf(q0[c], cv, sc[0][i]);
+            sc[1][i] = fmaf(q1[c], cv, sc[1][i]);
+          }
         }
       }
     }
@@ -199,8 +276,8 @@ __device__ __forceinline__ void split_rows(const MlaArgs& a, SplitShared& sh, in
     for (int e = 0; e < 2; ++e)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int64_t key = j0 + sk + 16 * i;
-        sh.ps[sr + e][sk + 16 * i] = key <= slimit[e] ? sc[e][i] * a.scale : -INFINITY;
+        const int64_t key = j0 + sk + 8 * i;
+        sh.ps[sr + e][sk + 8 * i] = key <= slimit[e] ? sc[e][i] * a.scale : -INFINITY;
       }
     __syncthreads();
     // Online softmax, a warp per 4 rows: the tile's max, the factor for what came before, p, l.
@@ -226,7 +303,8 @@ __device__ __forceinline__ void split_rows(const MlaArgs& a, SplitShared& sh, in
       }
     }
     __syncthreads();
-    // The weighted sum: rescaled, then the tile's keys in order.
+    // The weighted sum: rescaled, then the tile's keys in order (the probabilities of two keys
+    // per 8-byte load).
     float f[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) f[i] = sh.cr[rg * 8 + i];
@@ -235,11 +313,31 @@ __device__ __forceinline__ void split_rows(const MlaArgs& a, SplitShared& sh, in
 #pragma unroll
       for (int b = 0; b < kLatentPerThread; ++b) acc[i][b] *= f[i];
     const int jn = int(kend - j0 < kTileKeys ? kend - j0 : kTileKeys);
-    for (int j = 0; j < jn; ++j) {
-      const float* cj = a.cache + (j0 + j) * a.ldc;
+    int j = 0;
+#pragma unroll 1
+    for (; j + 2 <= jn; j += 2) {
+      const float* c0 = a.cache + (j0 + j) * ldc + dl;
+      const float* c1 = c0 + ldc;
+      float v0[kLatentPerThread], v1[kLatentPerThread];
+#pragma unroll
+      for (int b = 0; b < kLatentPerThread; ++b) {
+        const bool in = dl + 64 * b < C;
+        v0[b] = in ? c0[64 * b] : 0.0f;
+        v1[b] = in ? c1[64 * b] : 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float2 p = *reinterpret_cast<const float2*>(&sh.ps[rg * 8 + i][j]);
+#pragma unroll
+        for (int b = 0; b < kLatentPerThread; ++b) acc[i][b] = fmaf(p.y, v1[b], fmaf(p.x, v0[b], acc[i][b]));
+      }
+    }
+#pragma unroll 1
+    for (; j < jn; ++j) {
+      const float* cj = a.cache + (j0 + j) * ldc + dl;
       float v[kLatentPerThread];
 #pragma unroll
-      for (int b = 0; b < kLatentPerThread; ++b) v[b] = dl + 64 * b < C ? cj[dl + 64 * b] : 0.0f;
+      for (int b = 0; b < kLatentPerThread; ++b) v[b] = dl + 64 * b < C ? cj[64 * b] : 0.0f;
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const float p = sh.ps[rg * 8 + i][j];
@@ -248,12 +346,14 @@ __device__ __forceinline__ void split_rows(const MlaArgs& a, SplitShared& sh, in
       }
     }
   }
-  __syncthreads();  // ms, ls final for every thread
+  cp_async_wait<0>();  // nothing is left in flight (the last group is empty)
+  __syncthreads();     // ms, ls final for every thread
 }
 
 // grid (ceil(T*H / kSplitRows), splits): one split each; the partial of (row r, split s) at
 // part + (r * splits + s) * (C + 2): m, l, then the C weighted latent sums.
-__global__ void __launch_bounds__(kSplitThreads) mla_split_kernel(MlaArgs a) {
+template <int MinBlocks>
+__global__ void __launch_bounds__(kSplitThreads, MinBlocks) mla_split_kernel(MlaArgs a) {
   __shared__ SplitShared sh;
   const int64_t rows = a.T * a.H, r0 = int64_t(blockIdx.x) * kSplitRows, split = blockIdx.y, C = a.C;
   const int64_t last = (r0 + kSplitRows < rows ? r0 + kSplitRows : rows) - 1;
@@ -295,7 +395,8 @@ __global__ void mla_combine_kernel(MlaArgs a) {
 // grid ceil(T*H / kSplitRows): each block through its rows' splits in order, folding each row's
 // split into its running max and sum (shared) and weighted sum (ctx, the thread's own columns)
 // while the split is one of the row's, then ctx = the sum over the folded l.
-__global__ void __launch_bounds__(kSplitThreads, 2) mla_fold_kernel(MlaArgs a) {
+template <int MinBlocks>
+__global__ void __launch_bounds__(kSplitThreads, MinBlocks) mla_fold_kernel(MlaArgs a) {
   __shared__ SplitShared sh;
   const int64_t rows = a.T * a.H, r0 = int64_t(blockIdx.x) * kSplitRows, C = a.C;
   const int64_t last = (r0 + kSplitRows < rows ? r0 + kSplitRows : rows) - 1;
@@ -500,8 +601,19 @@ int done() { return int(cudaGetLastError()); }
 
 int64_t mla_splits(int64_t pos, int64_t T) { return (pos + T + kSplitKeys - 1) / kSplitKeys; }
 
+// The MLA tile kernels at one block per SM (no register limit, ~200 each) or two (128 registers,
+// some spilled): the same operations either way. SLUICE_CUDA_MLA_BLOCKS=2 picks two, for comparisons.
+bool mla_two_blocks() {
+  static const bool two = [] {
+    const char* e = std::getenv("SLUICE_CUDA_MLA_BLOCKS");
+    return e && std::strcmp(e, "2") == 0;
+  }();
+  return two;
+}
+
 int mla_attend(const MlaArgs& a, Stream s) {
   if (a.T <= 0) return 0;
+  const bool two_blocks = mla_two_blocks();
   if (a.C > 64 * kLatentPerThread) return int(cudaErrorInvalidValue);
   const cudaStream_t st = cudaStream_t(s);
   const unsigned H = unsigned(a.H), ctiles = unsigned((a.C + kColTile - 1) / kColTile);
@@ -514,10 +626,16 @@ int mla_attend(const MlaArgs& a, Stream s) {
   if (rows > 0x7fffffff) return int(cudaErrorInvalidValue);
   if (a.part) {  // the splits in parallel, then folded (same operations per row as the folding kernel)
     if (a.splits != mla_splits(a.pos, a.T) || a.splits > 65535) return int(cudaErrorInvalidValue);
-    mla_split_kernel<<<dim3(unsigned(groups), unsigned(a.splits)), kSplitThreads, 0, st>>>(a);
+    if (two_blocks)
+      mla_split_kernel<2><<<dim3(unsigned(groups), unsigned(a.splits)), kSplitThreads, 0, st>>>(a);
+    else
+      mla_split_kernel<1><<<dim3(unsigned(groups), unsigned(a.splits)), kSplitThreads, 0, st>>>(a);
     mla_combine_kernel<<<unsigned(rows), 128, 0, st>>>(a);
   } else {
-    mla_fold_kernel<<<unsigned(groups), kSplitThreads, 0, st>>>(a);
+    if (two_blocks)
+      mla_fold_kernel<2><<<unsigned(groups), kSplitThreads, 0, st>>>(a);
+    else
+      mla_fold_kernel<1><<<unsigned(groups), kSplitThreads, 0, st>>>(a);
   }
   for (int64_t t0 = 0; t0 < a.T; t0 += 65535) {
     const unsigned T = unsigned(a.T - t0 < 65535 ? a.T - t0 : 65535);

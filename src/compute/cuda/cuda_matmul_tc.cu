@@ -35,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "compute/cuda/cuda_async_copy.cuh"
 #include "compute/cuda/cuda_device_decode.cuh"
 #include "compute/cuda/cuda_kernels.h"
 
@@ -346,20 +347,6 @@ __global__ void __launch_bounds__(kSmallWarps * 32) grouped_small_kernel(const M
 // ---- large n: 128 rows x 16 TT tokens per block, k in stages of 64 columns through shared memory
 
 constexpr int kBM = 128, kBK = 64, kStages = 3, kLargeThreads = 256;
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, int bytes) {
-  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N));
-}
 
 // ---- streaming small n (at most 8 activation rows): the weights stream through shared memory
 
