@@ -36,7 +36,9 @@ MlaWeights load_mla_weights(const WeightLoader& W, const std::string& prefix, co
 
 class MlaAttention : public AttentionBlock {
  public:
-  MlaAttention(Backend& be, MlaSpec spec, MlaWeights w) : be_(be), s_(std::move(spec)), w_(w) {}
+  MlaAttention(Backend& be, MlaSpec spec, MlaWeights w) : be_(be), s_(std::move(spec)), w_(w) {
+    require_op(be, Op::MlaAttend, "MLA attention");
+  }
   std::unique_ptr<LayerState> new_state() const override;
   uint64_t state_bytes_per_token() const override { return uint64_t((s_.kv_lora + s_.rope_dim) * 4); }
   uint64_t state_bytes_fixed() const override { return 0; }
