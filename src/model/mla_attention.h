@@ -7,6 +7,7 @@
 #include <string>
 
 #include "compute/backend.h"
+#include "format/tensor_names.h"
 #include "model/blocks.h"
 #include "model/rope.h"
 
@@ -29,10 +30,10 @@ struct MlaWeights {
 };
 
 class WeightLoader;
-// The checkpoint's MLA tensors under `prefix` (e.g. "model.layers.3.self_attn."),
-// shape-checked against `spec`; `output_gate` also loads g_proj (Kimi K3).
-MlaWeights load_mla_weights(const WeightLoader& W, const std::string& prefix, const MlaSpec& spec, int64_t hidden,
-                            bool output_gate);
+// Layer `layer`'s MLA tensors as the family's table names them, shape-checked against
+// `spec`; `output_gate` also loads the gate (AttnGate: Kimi K3's g_proj).
+MlaWeights load_mla_weights(const WeightLoader& W, const TensorNames& names, int64_t layer, const MlaSpec& spec,
+                            int64_t hidden, bool output_gate);
 
 class MlaAttention : public AttentionBlock {
  public:
