@@ -755,6 +755,52 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   return res;
 }
 
+// The passes of a batched decode, each timed with its I/O.
+struct BatchedPasses {
+  nlohmann::json per_pass = nlohmann::json::array();
+  std::vector<double> secs;
+  double total = 0, stall = 0;
+  uint64_t expert_read = 0, spine_read = 0, needed = 0;
+};
+
+// r.tokens passes, each feeding every sequence its greedy next token together.
+BatchedPasses time_batched_passes(const Engine& model, const std::vector<Session*>& seqs, const BenchRequest& r,
+                                  Ticker& tick) {
+  const int64_t B = int64_t(seqs.size());
+  BatchedPasses p;
+  ExpertStats prev = model.expert_stats();
+  uint64_t io_prev = process_read_bytes();
+  std::vector<std::vector<int32_t>> next(static_cast<size_t>(B));
+  for (int64_t step = 0; step < r.tokens; ++step) {
+    for (int64_t i = 0; i < B; ++i) {
+      const auto& lg = seqs[size_t(i)]->last_logits();
+      next[size_t(i)] = {argmax(lg.data(), int64_t(lg.size()))};
+    }
+    auto a = Clock::now();
+    Session::feed_together(seqs, next);
+    const double dt = seconds_since(a);
+    const ExpertStats st = model.expert_stats();
+    const uint64_t io = process_read_bytes();
+    const uint64_t er = st.bytes_read - prev.bytes_read;
+    const uint64_t sr = (io - io_prev) > er ? (io - io_prev) - er : 0;
+    p.per_pass.push_back({{"seconds", dt}, {"expert_bytes_read", er}, {"spine_bytes_read", sr},
+                          {"expert_bytes_needed", st.bytes_needed - prev.bytes_needed},
+                          {"stall_seconds", st.stall_seconds - prev.stall_seconds}});
+    p.secs.push_back(dt);
+    p.total += dt;
+    p.stall += st.stall_seconds - prev.stall_seconds;
+    p.expert_read += er;
+    p.spine_read += sr;
+    p.needed += st.bytes_needed - prev.bytes_needed;
+    prev = st;
+    io_prev = io;
+    tick.say(fmt::format("bench: batch {}: {} of {} passes ({:.3f} s/pass, {:.3f} tokens/s)", B, step + 1, r.tokens,
+                         p.total / double(step + 1), double(B * (step + 1)) / p.total),
+             step + 1 == r.tokens);
+  }
+  return p;
+}
+
 // B sequences, each with its own random prompt (seed + i) prefilled alone,
 // then decoded greedily together: one forward pass per step feeds every
 // sequence its next token. Aggregate tokens/s and bytes per generated token.
@@ -793,45 +839,12 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
     }
   }
   const double prefill = seconds_since(t0);
-  ExpertStats prev = model->expert_stats();
-  const uint64_t prefill_read = prev.bytes_read - e0.bytes_read;
+  const uint64_t prefill_read = model->expert_stats().bytes_read - e0.bytes_read;
   // Time the B prefills waited for expert and spine reads; the rest is compute.
   const double prefill_stall = read_wait_seconds(*model) - wait0;
-  uint64_t io_prev = process_read_bytes();
-  nlohmann::json per_pass = nlohmann::json::array();
-  std::vector<double> secs;
-  double total = 0, stall = 0;
-  uint64_t expert_read = 0, spine_read = 0, needed = 0;
-  std::vector<std::vector<int32_t>> next(static_cast<size_t>(B));
-  for (int64_t step = 0; step < r.tokens; ++step) {
-    for (int64_t i = 0; i < B; ++i) {
-      const auto& lg = seqs[size_t(i)]->last_logits();
-      next[size_t(i)] = {argmax(lg.data(), int64_t(lg.size()))};
-    }
-    auto a = Clock::now();
-    Session::feed_together(seqs, next);
-    const double dt = seconds_since(a);
-    const ExpertStats st = model->expert_stats();
-    const uint64_t io = process_read_bytes();
-    const uint64_t er = st.bytes_read - prev.bytes_read;
-    const uint64_t sr = (io - io_prev) > er ? (io - io_prev) - er : 0;
-    per_pass.push_back({{"seconds", dt}, {"expert_bytes_read", er}, {"spine_bytes_read", sr},
-                        {"expert_bytes_needed", st.bytes_needed - prev.bytes_needed},
-                        {"stall_seconds", st.stall_seconds - prev.stall_seconds}});
-    secs.push_back(dt);
-    total += dt;
-    stall += st.stall_seconds - prev.stall_seconds;
-    expert_read += er;
-    spine_read += sr;
-    needed += st.bytes_needed - prev.bytes_needed;
-    prev = st;
-    io_prev = io;
-    tick.say(fmt::format("bench: batch {}: {} of {} passes ({:.3f} s/pass, {:.3f} tokens/s)", B, step + 1, r.tokens,
-                         total / double(step + 1), double(B * (step + 1)) / total),
-             step + 1 == r.tokens);
-  }
+  const BatchedPasses p = time_batched_passes(*model, seqs, r, tick);
   const double generated = double(B * r.tokens);
-  const double agg = total > 0 ? generated / total : 0;
+  const double agg = p.total > 0 ? generated / p.total : 0;
   BenchResult res;
   res.json = {{"model", r.model},
               {"batch", B},
@@ -848,24 +861,24 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
               {"prefill_spans", prefill_span_json(*model, spans0)},
               {"prefill_expert_bytes_read", prefill_read},
               {"prefill_distinct_expert_bytes", prefill_distinct},
-              {"seconds_per_pass", median(secs)},
+              {"seconds_per_pass", median(p.secs)},
               {"aggregate_tokens_per_second", agg},
-              {"tokens_per_second_per_sequence", total > 0 ? double(r.tokens) / total : 0},
-              {"expert_bytes_read_per_token", double(expert_read) / generated},
-              {"spine_bytes_read_per_token", double(spine_read) / generated},
-              {"bytes_read_per_token", double(expert_read + spine_read) / generated},
-              {"expert_bytes_needed_per_token", double(needed) / generated},
-              {"io_stall_fraction", total > 0 ? stall / total : 0},
+              {"tokens_per_second_per_sequence", p.total > 0 ? double(r.tokens) / p.total : 0},
+              {"expert_bytes_read_per_token", double(p.expert_read) / generated},
+              {"spine_bytes_read_per_token", double(p.spine_read) / generated},
+              {"bytes_read_per_token", double(p.expert_read + p.spine_read) / generated},
+              {"expert_bytes_needed_per_token", double(p.needed) / generated},
+              {"io_stall_fraction", p.total > 0 ? p.stall / p.total : 0},
               {"total_storage_bytes_read", process_read_bytes() - io0},
               {"peak_rss_bytes", process_peak_rss()},
               {"routing_override", overridden.json()},
-              {"per_pass", per_pass}};
+              {"per_pass", p.per_pass}};
   if (!overridden.label().empty()) res.summary.push_back(overridden.label());
   res.summary.push_back(fmt::format(
       "{}: batch {}: {:.3f} tokens/s aggregate ({:.4f} s/pass median over {} passes), read per generated token: "
       "experts {}, spine {} (needed experts {}), stall {:.0f}%, prefill {:.2f} s for {} tokens, peak RSS {} (budget {})",
-      r.model, B, agg, median(secs), r.tokens, human_bytes(double(expert_read) / generated),
-      human_bytes(double(spine_read) / generated), human_bytes(double(needed) / generated),
+      r.model, B, agg, median(p.secs), r.tokens, human_bytes(double(p.expert_read) / generated),
+      human_bytes(double(p.spine_read) / generated), human_bytes(double(p.needed) / generated),
       100 * res.json["io_stall_fraction"].get<double>(), prefill, prompt_total,
       human_bytes(double(process_peak_rss())), human_bytes(double(plan.budget))));
   if (!overridden.label().empty()) res.summary.push_back(overridden.label());
