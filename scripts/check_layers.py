@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-LAYERS = ["util", "format", "kernels", "compute", "io", "experts", "store", "model", "runtime", "text", "engine", "chat", "server", "cluster", "cli"]
+LAYERS = ["util", "format", "kernels", "compute", "io", "experts", "store", "model", "runtime", "text", "engine", "bench", "chat", "server", "cluster", "cli"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 # model/ is math over the compute seam: nothing from storage or I/O, and of the

@@ -8,7 +8,7 @@ std::span<const ChatSyntax* const> chat_syntaxes() {
   static const std::vector<const ChatSyntax*> list = [] {
     // Families may share a syntax (Kimi Linear writes Kimi K2's): each once.
     const ChatSyntax* const rows[] = {
-#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, moe_layers, builder, chat_syntax, synth) \
+#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, tensors, moe_layers, builder, chat_syntax, synth) \
   &chat_syntax##_chat_syntax,
 #include "format/model_families.def"
     };

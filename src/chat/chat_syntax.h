@@ -73,7 +73,7 @@ std::span<const ChatSyntax* const> chat_syntaxes();
 const ChatSyntax* find_chat_syntax(std::string_view name);
 
 // The syntax each row of the family table names: <chat_syntax>_chat_syntax.
-#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, moe_layers, builder, chat_syntax, synth) \
+#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, tensors, moe_layers, builder, chat_syntax, synth) \
   extern const ChatSyntax chat_syntax##_chat_syntax;
 #include "format/model_families.def"
 

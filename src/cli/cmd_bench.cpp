@@ -1,5 +1,5 @@
 // sluice bench: decode speed and I/O of a model with experts streamed from
-// storage under a memory budget (engine/benchmark.h). Prints a one-line
+// storage under a memory budget (bench/benchmark.h). Prints a one-line
 // summary per measurement, progress on stderr, and writes the JSON.
 #include <cstdio>
 #include <fstream>
@@ -8,7 +8,7 @@
 #include "cli/json_file.h"
 #include "cli/commands.h"
 #include "cli/memory_options.h"
-#include "engine/benchmark.h"
+#include "bench/benchmark.h"
 #include "engine/drafter.h"
 #include "util/error.h"
 

@@ -7,6 +7,28 @@
 
 namespace sluice {
 
+std::string_view op_name(Op op) {
+  switch (op) {
+    case Op::MlaAttend: return "mla_attend";
+    case Op::GqaAttend: return "gqa_attend";
+    case Op::ShortConv: return "short_conv";
+    case Op::KdaGate: return "kda_gate";
+    case Op::DeltaRule: return "delta_rule";
+    case Op::AttnResMix: return "attn_res_mix";
+    case Op::GatedInterleaved: return "gated_interleaved";
+  }
+  return "?";
+}
+
+bool Backend::supports(Op) const { return false; }
+
+void require_op(const Backend& be, Op op, std::string_view user) {
+  if (be.supports(op) || be.host_fallback()) return;
+  fail("the {} backend cannot run {}: it does not implement {} and does not fall back to the CPU for the ops it "
+       "lacks",
+       be.name(), user, op_name(op));
+}
+
 void Backend::expert_ffns(std::span<const ExpertWeights* const> experts, std::span<const int64_t> offsets,
                           const GatedActivation& act, Tensor x, Tensor y) {
   if (offsets.size() != experts.size() + 1)

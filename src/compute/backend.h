@@ -17,9 +17,22 @@
 //
 // The CPU backend (compute/cpu/) is the reference: it calls the kernels in
 // src/kernels. A GPU backend is another implementation of this interface.
+//
+// The generic ops (memory, products, element-wise, MoE) are what every backend
+// implements. The architecture ops (enum Op: the attention cores only some
+// families use) are optional: a backend says which it computes itself
+// (supports), and the base class computes the others through the host fallback
+// (compute/host_fallback.cpp: the op's tensors are downloaded, the CPU
+// backend's op runs over them, what it wrote is uploaded back), so a new backend
+// runs every family once it has the generic ops, with the CPU's bits where it
+// falls back. Blocks call require_op() when they are built: a backend that
+// refuses the fallback is refused at load, with a message naming the op.
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <iterator>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "compute/activation.h"
@@ -51,10 +64,27 @@ struct KdaGate {
   int64_t n_heads = 0, head_dim = 0;
 };
 
+// The architecture ops: the Backend methods of the same names; op_name gives the name ("mla_attend", ...).
+enum class Op : uint8_t { MlaAttend, GqaAttend, ShortConv, KdaGate, DeltaRule, AttnResMix, GatedInterleaved };
+inline constexpr Op kArchitectureOps[] = {Op::MlaAttend, Op::GqaAttend,  Op::ShortConv,       Op::KdaGate,
+                                          Op::DeltaRule, Op::AttnResMix, Op::GatedInterleaved};
+std::string_view op_name(Op op);
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+
+  // ---- which architecture ops the backend computes itself
+  // True for each op the backend implements (overrides); the others run through the host fallback.
+  virtual bool supports(Op op) const;
+  // Whether ops it does not support may run through the host fallback. A backend that says no (its
+  // memory is not for the host to read, or a round trip per call is not acceptable) makes a model
+  // that needs such an op fail at load, naming the op (require_op).
+  virtual bool host_fallback() const { return true; }
+  // Calls of `op` the host fallback has computed on this backend so far.
+  uint64_t host_fallback_calls(Op op) const { return fallbacks_[size_t(op)].load(std::memory_order_relaxed); }
+  void count_host_fallback(Op op) { fallbacks_[size_t(op)].fetch_add(1, std::memory_order_relaxed); }
 
   // ---- memory (Buffer uses these) and host transfers
   virtual float* allocate(int64_t floats) = 0;  // zero-filled
@@ -81,33 +111,34 @@ class Backend {
   virtual void mul_sigmoid(Tensor g, Tensor y) = 0;       // y *= sigmoid(g)
   virtual void sigmoid(Tensor x) = 0;                     // in place
   virtual void gated(const GatedActivation& act, Tensor g, Tensor u, Tensor out) = 0;  // out = act(g, u)
-  // out[:, j] = act(gu[:, 2j], gu[:, 2j+1]) (gate and up interleaved by row of the weight, gpt-oss).
-  virtual void gated_interleaved(const GatedActivation& act, Tensor gu, Tensor out) = 0;
   // Rotates `rope.dim` values at `offset` in each of `heads` chunks of `stride` columns of row t, at position pos0 + t.
   virtual void rope(const Rope& rope, Tensor x, int64_t heads, int64_t stride, int64_t offset, int64_t pos0) = 0;
   // out[t] = table row tokens[t] (ids already checked against the table's rows).
   virtual void embed(const Matrix& table, const int32_t* tokens, int64_t n, Tensor out) = 0;
 
-  // ---- attention cores (one sequence: its rows, its cache, its position)
+  // ---- architecture ops (enum Op): the base class's versions are the host fallback
+  // out[:, j] = act(gu[:, 2j], gu[:, 2j+1]) (gate and up interleaved by row of the weight, gpt-oss).
+  virtual void gated_interleaved(const GatedActivation& act, Tensor gu, Tensor out);
+  // Attention cores (one sequence: its rows, its cache, its position).
   // q: [T, H*(nope+rope)] with the rope part already rotated; cache: [pos+T, kv_lora+rope] (normalised latent,
   // rotated shared key); kv_b: the [H*(nope+v), kv_lora] up-projection; o: [T, H*v].
-  virtual void mla_attend(const MlaShape& s, const Matrix& kv_b, Tensor q, Tensor cache, int64_t pos, Tensor o) = 0;
+  virtual void mla_attend(const MlaShape& s, const Matrix& kv_b, Tensor q, Tensor cache, int64_t pos, Tensor o);
   // q: [T, H*hd]; k, v caches: [pos+T, KV*hd]; sinks: per head (may be empty); o: [T, H*hd] (overwritten).
   virtual void gqa_attend(const GqaShape& s, const Vector& sinks, Tensor q, Tensor k, Tensor v, int64_t pos,
-                          Tensor o) = 0;
+                          Tensor o);
   // Causal depthwise convolution of x [T, C] over [hist; x] with w [C, K], then SiLU, in place;
   // hist [K-1, C] becomes the last K-1 raw rows.
-  virtual void short_conv(const Vector& w, int64_t K, Tensor hist, Tensor x) = 0;
+  virtual void short_conv(const Vector& w, int64_t K, Tensor hist, Tensor x);
   // z [T, H*Dh] becomes the per-channel log decay.
-  virtual void kda_gate(const KdaGate& g, const Vector& a_log, const Vector& dt_bias, Tensor z) = 0;
+  virtual void kda_gate(const KdaGate& g, const Vector& a_log, const Vector& dt_bias, Tensor z);
   // The gated delta rule token by token, per head h with state S_h = S rows [h*Dh, (h+1)*Dh):
   //   S <- diag(exp g) S;  u = v - S^T k;  S <- S + beta k u^T;  o = S^T q
   // q and o may be empty (replaying recorded updates). k, v, g: [T, H*Dh]; beta: [T, H].
   virtual void delta_rule(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor S, int64_t heads,
-                          int64_t head_dim, Tensor o) = 0;
+                          int64_t head_dim, Tensor o);
   // Block AttnRes: per row, softmax over sources of proj . RMSNorm(source; norm), then the weighted sum of sources.
   virtual void attn_res_mix(std::span<const Tensor> sources, const Vector& norm, const Vector& proj, float eps,
-                            Tensor out) = 0;
+                            Tensor out);
 
   // ---- mixture of experts
   virtual void gather_rows(Tensor src, const std::vector<int64_t>& rows, Tensor dst) = 0;  // dst[i] = src[rows[i]]
@@ -148,7 +179,12 @@ class Backend {
 
  private:
   NonFinite watched_;  // the defaults' record
+  std::atomic<uint64_t> fallbacks_[std::size(kArchitectureOps)];  // zero (C++20)
 };
+
+// For blocks, when they are built: returns when `be` computes `op` itself or falls back to the host
+// for it; else fails naming the op, the backend and `user` (what needs the op).
+void require_op(const Backend& be, Op op, std::string_view user);
 
 // The process's CPU backend (stateless: products use the global thread pool).
 Backend& cpu_backend();

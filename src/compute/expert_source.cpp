@@ -23,25 +23,7 @@ std::vector<ByteRange> weight_byte_ranges(const QMatrix& m) {
   std::vector<ByteRange> r;
   if (m.rows == 0) return r;
   r.push_back({m.data, uint64_t(m.rows * m.row_bytes)});
-  switch (m.fmt) {
-    case WeightFormat::FP8_E4M3_BLOCK: {
-      const int64_t first = m.row0 / m.block, last = (m.row0 + m.rows - 1) / m.block;
-      r.push_back({static_cast<const uint8_t*>(m.scale) + first * m.scale_stride * 4,
-                   uint64_t((last - first + 1) * m.scale_stride * 4)});
-      break;
-    }
-    case WeightFormat::INT4_GROUP:
-      r.push_back({static_cast<const uint8_t*>(m.scale) + m.row0 * m.scale_stride * 2, uint64_t(m.rows * m.scale_stride * 2)});
-      break;
-    case WeightFormat::MXFP4:
-      r.push_back({static_cast<const uint8_t*>(m.scale) + m.row0 * m.scale_stride, uint64_t(m.rows * m.scale_stride)});
-      break;
-    case WeightFormat::INT8_ROW:
-      r.push_back({static_cast<const uint8_t*>(m.scale) + m.row0 * 4, uint64_t(m.rows * 4)});
-      break;
-    default:
-      break;
-  }
+  if (const WeightBytes s = weight_scale_bytes(m); s.data) r.push_back({s.data, s.bytes});
   return r;
 }
 

@@ -139,7 +139,7 @@ class Engine : public Model {
   // Beside a GPU, the experts the host computes (compute/host_experts.h; null: none). install() sets it
   // from expert_placement(); tests give their own.
   void set_host_experts(std::shared_ptr<HostExperts> host) const;
-  // Benchmark only (engine/benchmark.cpp): replaces every MoE layer's routed expert ids
+  // Benchmark only (bench/benchmark.cpp): replaces every MoE layer's routed expert ids
   // (compute/expert_source.h, ExpertSourceSlot::override_routes; empty function: the model's own).
   void set_route_override(std::function<bool(int32_t layer, int64_t T, int64_t k, int32_t* ids, bool hint)> f) const;
 

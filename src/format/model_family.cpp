@@ -62,9 +62,18 @@ void kimi_moe_layers(const Config& cfg, ModelLayout& m) {
 constexpr bool TopLevel = false, Nested = true;
 
 // ---------------------------------------------------------------- the table
+}  // namespace
+
+// The tensor-name tables the rows name (format/tensor_names.cpp).
+#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, tensors, moe_layers, builder, chat_syntax, synth) \
+  extern const TensorNames tensors##_tensor_names;
+#include "format/model_families.def"
+
+namespace {
+
 constexpr ModelFamily kFamilies[] = {
-#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, moe_layers, builder, chat_syntax, synth) \
-  {FamilyId::model_type, #model_type, text_config, experts, &moe_layers},
+#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, tensors, moe_layers, builder, chat_syntax, synth) \
+  {FamilyId::model_type, #model_type, text_config, experts, &tensors##_tensor_names, &moe_layers},
 #include "format/model_families.def"
 };
 
@@ -77,6 +86,10 @@ constexpr DrafterName kDrafters[] = {{DrafterFamily::DSpark, "k3_dspark"}, {Draf
 }  // namespace
 
 std::span<const ModelFamily> model_families() { return kFamilies; }
+
+std::string expert_tensor_base(const ModelFamily& f, int64_t layer, int64_t expert, int which) {
+  return fmt::format("model.layers.{}.{}.{}.{}", layer, f.experts.group, expert, f.experts.projection[which]);
+}
 
 const ModelFamily& model_family(FamilyId id) { return kFamilies[size_t(id)]; }
 

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "format/config.h"
+#include "format/tensor_names.h"
 
 namespace sluice {
 
@@ -18,7 +19,7 @@ struct ModelLayout;
 
 // One value per row of format/model_families.def, in its order.
 enum class FamilyId : uint8_t {
-#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, moe_layers, builder, chat_syntax, synth) model_type,
+#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, tensors, moe_layers, builder, chat_syntax, synth) model_type,
 #include "format/model_families.def"
 };
 
@@ -31,6 +32,9 @@ struct ExpertTensorNames {
   std::string_view projection[3];
 };
 
+// The prefix of every tensor name of a nested release's text model (Kimi K3).
+inline constexpr std::string_view kNestedTextPrefix = "language_model.";
+
 struct ModelFamily {
   FamilyId id;
   std::string_view model_type;
@@ -38,9 +42,15 @@ struct ModelFamily {
   // tensor names begin "language_model." (Kimi K3's release).
   bool nested_text_config = false;
   ExpertTensorNames experts;
+  // Every other tensor's name (format/tensor_names.h).
+  const TensorNames* tensors = nullptr;
   // Fills layout.moe (sized to the layer count), n_experts and top_k from the text config.
   void (*read_moe_layers)(const Config& text, ModelLayout& layout) = nullptr;
 };
+
+// The base name (the text model's prefix excluded) of expert e's projection `which`
+// (0 gate, 1 up, 2 down) in layer l of a family whose experts are stored one by one.
+std::string expert_tensor_base(const ModelFamily& f, int64_t layer, int64_t expert, int which);
 
 // Every family, in the table's order.
 std::span<const ModelFamily> model_families();

@@ -9,8 +9,7 @@ namespace sluice {
 Config ModelLayout::text_config(const Config& top) { return top.has("text_config") ? top.sub("text_config") : top; }
 
 std::string ModelLayout::expert_base(int64_t layer, int64_t expert, int which) const {
-  const ExpertTensorNames& n = family->experts;
-  return fmt::format("model.layers.{}.{}.{}.{}", layer, n.group, expert, n.projection[which]);
+  return expert_tensor_base(*family, layer, expert, which);
 }
 
 std::string ModelLayout::stacked_blocks(int64_t layer, int which) const {
@@ -29,7 +28,7 @@ ModelLayout model_layout(const Config& top) {
   m.arch = std::string(m.family->model_type);
   const bool nested = m.family->nested_text_config && top.has("text_config");
   const Config cfg = nested ? top.sub("text_config") : top;
-  if (nested) m.prefix = "language_model.";
+  if (nested) m.prefix = std::string(kNestedTextPrefix);
   m.n_layers = cfg.req_int("num_hidden_layers");
   if (m.n_layers <= 0) fail("{}: vocab_size, hidden_size and num_hidden_layers must be positive", cfg.source());
   m.moe.assign(size_t(m.n_layers), false);

@@ -1,6 +1,9 @@
 // The SIMD matrix products for every weight format, written once with Highway
 // and compiled for each instruction set (foreach_target); kernels/isa.cpp picks
-// one at run time. The scalar definitions in matmul_scalar.cpp stay the reference.
+// one at run time. The kernels are templates over a format's codec (its SIMD
+// decoder: kernels/codecs/, one file per format), instantiated for every row of
+// kernels/weight_formats.def; each codec's definition (its decode) stays the
+// reference.
 //
 // Canonical summation order, per ISA (a batch of tokens gives the same bits as
 // one token at a time, whatever the row split between threads or the kernel
@@ -13,9 +16,10 @@
 //    decoded value takes the scale of its 32-column segment ((u - 8) * bf16
 //    scale and e2m1 * 2^k are exact in f32, so multiplying the value table
 //    (AVX-512) or the decoded vector (others) gives the same value); fp8: the
-//    step's 128-column block scale, carrying the 2^8 of the f16 trick below, so
-//    (e4m3 * 2^-8) * (scale * 2^8) rounds once, like the definition. The
-//    many-token product does this once per weight when it decodes a panel.
+//    step's 128-column block scale, carrying the 2^8 of the f16 trick
+//    (kernels/codecs/fp8_e4m3_block.h), so (e4m3 * 2^-8) * (scale * 2^8)
+//    rounds once, like the definition. The many-token product does this once
+//    per weight when it decodes a panel.
 //  - each output (row, token) has one accumulator vector, which adds w*x for
 //    every decoded vector w in turn (one FMA each); int8's row scale multiplies
 //    the final sum.
@@ -39,25 +43,17 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+// Every format's codec (kernels/weight_formats.def), with its SIMD decoder for this target.
+#define SLUICE_SIMD_CODECS 1
+#include "kernels/codecs/all.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace sluice::kernels {
 namespace HWY_NAMESPACE {
 
-// Only the ISAs the engine dispatches to are built (Highway also compiles its
-// portable baseline, which is never selected: the scalar reference is).
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_NEON
-#define SLUICE_SIMD_TARGET 1
+// Only the ISAs the engine dispatches to are built (kernels/codecs/simd-inl.h).
+#if SLUICE_KERNELS_DISPATCHED
 
-namespace hn = hwy::HWY_NAMESPACE;
-using DF = hn::ScalableTag<float>;
-using DU8 = hn::Repartition<uint8_t, DF>;
-using DU16 = hn::Repartition<uint16_t, DF>;
-using DU32 = hn::RebindToUnsigned<DF>;
-using DI32 = hn::RebindToSigned<DF>;
-using VF = hn::Vec<DF>;
-using VU8 = hn::Vec<DU8>;
-constexpr int64_t kN = int64_t(hn::MaxLanes(DF()));
-constexpr int64_t kBlocks = kN / 4;  // 128-bit blocks per vector
 // Register-blocked tile of the multi-token product (rows x tokens): R weight
 // vectors, one activation vector and R * T accumulators in registers.
 #if HWY_TARGET == HWY_AVX2
@@ -68,296 +64,6 @@ constexpr int kVecRegs = 32;
 // Tokens per register tile of the many-token product (tile_tokens<Fmt>()).
 constexpr int kTileTokens = 4;
 
-// What a row needs besides its codes: block scales and whether the SIMD
-// order may be used for it at all.
-struct RowScales {
-  bool simd_ok = true;
-  float final_scale = 1.0f;  // int8 rows
-  const float* scales = nullptr;  // nibble: one per 32-column segment; fp8: one per block (x 2^8)
-};
-
-// ---------------------------------------------------------------- decoders
-// Each format: S columns per step, V = S / kN vectors. Formats without block
-// scales (kScaled false): step(row, s, w) decodes step s of a row. Formats
-// with them: load(row, s) and scale_of(row scales, s, s / F) give a step's
-// codes and scales, and part_scaled<0..kParts-1>(raw, sc, w) each write
-// V / kParts vectors of exactly scaled weights (the scalar definition's
-// values); step_scaled() is that sequence in order.
-template <class Fmt, int k = 0>
-HWY_INLINE void step_scaled_parts(const Fmt& dec, const typename Fmt::Raw& raw, const typename Fmt::Sc& sc, VF* w) {
-  dec.template part_scaled<k>(raw, sc, w + k * (Fmt::V / Fmt::kParts));
-  if constexpr (k + 1 < Fmt::kParts) step_scaled_parts<Fmt, k + 1>(dec, raw, sc, w);
-}
-template <class Fmt>
-HWY_INLINE void step_scaled(const Fmt& dec, const uint8_t* row, int64_t s, const typename Fmt::Sc& sc, VF* w) {
-  step_scaled_parts(dec, dec.load(row, s), sc, w);
-}
-
-// Lane l of every vector lies in 32-column segment l / 4 of the step (one per
-// 128-bit block): the segment scales of a step, one per lane.
-HWY_INLINE VF lane_segment_scales(const float* seg) {
-  alignas(64) static constexpr int32_t kIdx[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
-  return hn::TableLookupLanes(hn::LoadU(DF(), seg), hn::SetTableIndices(DF(), kIdx));
-}
-
-// bf16 patterns in both u16 halves of each 32-bit lane -> two f32 vectors: the
-// even (low) halves by a shift, the odd (high) ones by a mask (one
-// shuffle-port op fewer than a zip each).
-HWY_INLINE void bf16_halves_to_f32(hn::Vec<DU32> p, VF* w) {
-  w[0] = hn::BitCast(DF(), hn::ShiftLeft<16>(p));
-  w[1] = hn::BitCast(DF(), hn::And(p, hn::Set(DU32(), 0xFFFF0000u)));
-}
-
-struct F32Fmt {
-  static constexpr int64_t S = kN, V = 1;
-  static constexpr bool kScaled = false;
-  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
-    w[0] = hn::LoadU(DF(), reinterpret_cast<const float*>(row) + s * S);
-  }
-};
-
-struct Bf16Fmt {
-  static constexpr int64_t S = kN, V = 1;
-  static constexpr bool kScaled = false;
-  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
-    const hn::Rebind<uint16_t, DF> d16;
-    const auto h = hn::LoadU(d16, reinterpret_cast<const uint16_t*>(row) + s * S);
-    w[0] = hn::BitCast(DF(), hn::ShiftLeft<16>(hn::PromoteTo(DU32(), h)));
-  }
-};
-
-struct F16Fmt {
-  static constexpr int64_t S = kN, V = 1;
-  static constexpr bool kScaled = false;
-  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
-    const hn::Rebind<hwy::float16_t, DF> d16;
-    w[0] = hn::PromoteTo(DF(), hn::LoadU(d16, reinterpret_cast<const hwy::float16_t*>(row) + s * S));
-  }
-};
-
-struct Int8Fmt {
-  static constexpr int64_t S = kN, V = 1;
-  static constexpr bool kScaled = false;
-  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
-    const hn::Rebind<int8_t, DF> d8;
-    const auto q = hn::LoadU(d8, reinterpret_cast<const int8_t*>(row) + s * S);
-    w[0] = hn::ConvertTo(DF(), hn::PromoteTo(DI32(), q));
-  }
-};
-
-// e4m3 bits moved into an f16 (sign to bit 15, exponent and mantissa to bits
-// 13..7) are the e4m3 value times 2^-8, subnormals included; codes S.1111.111
-// get exponent 11111 and a nonzero mantissa, an f16 NaN, like the definition.
-struct Fp8Fmt {
-  static constexpr int64_t S = 4 * kN, V = 4;
-  static constexpr bool kScaled = true;
-  // A step in f16 form: 2 * kN f16 lanes each (columns in the order of the zips).
-  struct Raw {
-    hn::Vec<DU16> h0, h1;
-    // Written out: GCC's implicit constructor lacks the target attributes on NEON.
-    HWY_INLINE Raw() : h0(hn::Zero(DU16())), h1(h0) {}
-    HWY_INLINE Raw(hn::Vec<DU16> a, hn::Vec<DU16> b) : h0(a), h1(b) {}
-  };
-  static constexpr int kParts = 2;  // part k: vectors 2k, 2k + 1 (from h_k)
-  static HWY_INLINE Raw load(const uint8_t* row, int64_t s) {
-    const DU8 d8;
-    const DU16 d16;
-    const VU8 b = hn::LoadU(d8, row + s * S);
-    const VU8 sign = hn::And(b, hn::Set(d8, 0x80));
-    const VU8 mag = hn::And(hn::BitCast(d8, hn::ShiftRight<1>(hn::BitCast(d16, b))), hn::Set(d8, 0x3F));
-    const VU8 nan = hn::And(hn::VecFromMask(d8, hn::Eq(hn::And(b, hn::Set(d8, 0x7F)), hn::Set(d8, 0x7F))),
-                            hn::Set(d8, 0x40));
-    const VU8 hi = hn::Or(hn::Or(sign, mag), nan);
-    const VU8 lo = hn::And(hn::BitCast(d8, hn::ShiftLeft<7>(hn::BitCast(d16, b))), hn::Set(d8, 0x80));
-    return Raw(hn::ZipLower(d16, lo, hi), hn::ZipUpper(d16, lo, hi));
-  }
-  template <int k>
-  static HWY_INLINE void part(const Raw& r, VF* w) {
-    const hn::Half<DU16> dh16;
-    const hn::Rebind<hwy::float16_t, DF> df16;
-    const auto h = k == 0 ? r.h0 : r.h1;
-    w[0] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::LowerHalf(dh16, h)));
-    w[1] = hn::PromoteTo(DF(), hn::BitCast(df16, hn::UpperHalf(dh16, h)));
-  }
-  // Unscaled (the column-order probe): e4m3 * 2^-8.
-  static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
-    const Raw r = load(row, s);
-    part<0>(r, w);
-    part<1>(r, w + 2);
-  }
-  using Sc = VF;  // the step's block scale (x 2^8) in every lane
-  static HWY_INLINE Sc scale_of(const RowScales& rs, int64_t, int64_t unit) { return hn::Set(DF(), rs.scales[unit]); }
-  template <int k>
-  static HWY_INLINE void part_scaled(const Raw& r, Sc sc, VF* w) {
-    part<k>(r, w);
-    w[0] = hn::Mul(w[0], sc);
-    w[1] = hn::Mul(w[1], sc);
-  }
-};
-
-// 4-bit codes (low nibble = even column). Every value of both 4-bit formats is
-// an f32 whose low 16 bits are zero (a bf16), so tables of its bytes build the
-// exact f32 without any conversion.
-struct NibbleTables {
-  alignas(16) uint8_t top[16], mid[16];
-  alignas(64) float f32[16];  // value of code u
-};
-inline NibbleTables nibble_tables(const float (&values)[16]) {
-  NibbleTables t{};
-  for (int u = 0; u < 16; ++u) {
-    uint32_t bits;
-    std::memcpy(&bits, &values[u], 4);
-    if (bits & 0xffffu) throw std::logic_error("4-bit value table needs 16 more mantissa bits");
-    t.top[u] = uint8_t(bits >> 24);
-    t.mid[u] = uint8_t(bits >> 16);
-    t.f32[u] = values[u];
-  }
-  return t;
-}
-inline const NibbleTables& int4_tables() {
-  static const NibbleTables t = [] {
-    float v[16];
-    for (int u = 0; u < 16; ++u) v[u] = float(u - 8);
-    return nibble_tables(v);
-  }();
-  return t;
-}
-inline const NibbleTables& mxfp4_tables() {
-  static const NibbleTables t = nibble_tables(kFp4Values);
-  return t;
-}
-
-#if HWY_TARGET == HWY_AVX3
-// AVX-512: a vector is the 16 even or the 16 odd columns of one 32-column
-// segment, so one 16-entry f32 table, the 16 values times the segment's scale
-// (exact: see the file comment), gives the scaled weights with one lookup.
-// vpermps reads only the low 4 bits of each index lane, so the zero-extended
-// code bytes index the low nibbles as they are and the high ones after a shift
-// (Highway's TableLookupLanes wants indices in range, which costs a mask per
-// vector: the intrinsic is used directly). Per 32 values: one widening load,
-// one shift, one multiply for the table and two lookups, against five vector
-// operations and two multiplies decoding then scaling.
-struct NibbleFmt {
-  static constexpr int64_t S = 8 * kN, V = 8;
-  static constexpr bool kScaled = true;
-  using Raw = const uint8_t*;  // the step's 64 code bytes
-  using Sc = const float*;     // the step's 4 segment scales
-  static constexpr int kParts = 4;  // part k: segment k -> vectors 2k (even columns), 2k + 1 (odd)
-  static constexpr int64_t segment_of(int64_t p) { return p / (2 * kN); }  // position p of a step
-  VF values;
-  explicit NibbleFmt(const NibbleTables& t) : values(hn::Load(DF(), t.f32)) {}
-  HWY_INLINE Raw load(const uint8_t* row, int64_t s) const { return row + s * (S / 2); }
-  HWY_INLINE Sc scale_of(const RowScales& rs, int64_t s, int64_t) const { return rs.scales + s * 4; }
-  template <int k>
-  HWY_INLINE void part_scaled(Raw p, Sc sc, VF* w) const {
-    const hn::Rebind<uint8_t, DF> d8;
-    const hn::Vec<DU32> u = hn::PromoteTo(DU32(), hn::LoadU(d8, p + 16 * k));
-    const VF tab = hn::Mul(values, hn::Set(DF(), sc[k]));
-    w[0] = VF{_mm512_permutexvar_ps(u.raw, tab.raw)};
-    w[1] = VF{_mm512_permutexvar_ps(hn::ShiftRight<4>(u).raw, tab.raw)};
-  }
-};
-#else
-// 4-bit codes (low nibble = even column). Two byte tables (the top and second
-// byte of each value) and two zips build the exact f32 without any conversion.
-struct NibbleFmt {
-  static constexpr int64_t S = 8 * kN, V = 8;
-  static constexpr bool kScaled = true;
-  using Raw = VU8;
-  using Sc = VF;  // the step's segment scales, one per lane (lane_segment_scales)
-  static constexpr int kParts = 4;  // parts 0, 1: low nibbles (zip lower, upper); 2, 3: high nibbles
-  static constexpr int64_t segment_of(int64_t p) { return (p % kN) / 4; }  // position p of a step
-  VU8 top, mid;
-  explicit NibbleFmt(const NibbleTables& t)
-      : top(hn::LoadDup128(DU8(), t.top)), mid(hn::LoadDup128(DU8(), t.mid)) {}
-  HWY_INLINE Raw load(const uint8_t* row, int64_t s) const { return hn::LoadU(DU8(), row + s * (S / 2)); }
-  template <int k>
-  HWY_INLINE void part(Raw b, VF* w) const {
-    const DU8 d8;
-    const DU16 d16;
-    const DU32 d32;
-    const VU8 nib = k < 2 ? hn::And(b, hn::Set(d8, 0x0F))
-                          : hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, b))), hn::Set(d8, 0x0F));
-    const VU8 t = hn::TableLookupBytes(top, nib);
-    const VU8 m = hn::TableLookupBytes(mid, nib);
-    // bf16 patterns of the values (mid byte low).
-    bf16_halves_to_f32(hn::BitCast(d32, k % 2 == 0 ? hn::ZipLower(d16, m, t) : hn::ZipUpper(d16, m, t)), w);
-  }
-  HWY_INLINE Sc scale_of(const RowScales& rs, int64_t s, int64_t) const {
-    return lane_segment_scales(rs.scales + s * kBlocks);
-  }
-  template <int k>
-  HWY_INLINE void part_scaled(Raw b, Sc sc, VF* w) const {
-    part<k>(b, w);
-    w[0] = hn::Mul(w[0], sc);
-    w[1] = hn::Mul(w[1], sc);
-  }
-};
-#endif
-
-// ------------------------------------------------------- per-row scale plans
-constexpr float kFltMax = std::numeric_limits<float>::max();
-
-// Fills `out` (room for segments + kN floats) with the segment scales of row r;
-// false when a decoded weight of the row could overflow f32 (or a scale is not
-// finite). Vectorised for the common layouts: per-row scale work is otherwise
-// as costly as decoding a 4-bit row.
-inline bool nibble_segment_scales(const QMatrix& W, int64_t r, int64_t segments, float* out) {
-  const int64_t ar = W.row0 + r;
-  const DF df;
-  const DU32 du;
-  int64_t k = 0;
-  bool ok = true;
-  if (W.fmt == WeightFormat::INT4_GROUP) {
-    const uint16_t* s = static_cast<const uint16_t*>(W.scale) + ar * W.scale_stride;
-    if (W.group == 32) {
-      const hn::Rebind<uint16_t, DF> d16;
-      const VF limit = hn::Set(df, kFltMax / 8.0f);
-      auto bad = hn::Zero(du);
-      for (; k + kN <= segments; k += kN) {
-        const VF v = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, s + k))));
-        hn::StoreU(v, df, out + k);
-        bad = hn::Or(bad, hn::VecFromMask(du, hn::RebindMask(du, hn::Not(hn::Le(hn::Abs(v), limit)))));
-      }
-      ok = hn::AllTrue(du, hn::Eq(bad, hn::Zero(du)));
-    }
-    const int64_t per = W.group / 32;
-    for (; k < segments; ++k) {
-      const float v = bf16_to_f32(s[k / per]);
-      ok &= std::abs(v) * 8.0f <= kFltMax;
-      out[k] = v;
-    }
-  } else {
-    const uint8_t* s = static_cast<const uint8_t*>(W.scale) + ar * W.scale_stride;
-    const hn::Rebind<uint8_t, DF> d8;
-    auto top = hn::Zero(du);
-    for (; k + kN <= segments; k += kN) {
-      const auto e = hn::PromoteTo(du, hn::LoadU(d8, s + k));
-      top = hn::Max(top, e);
-      // 2^(e-127); e = 0 is the subnormal 2^-127. (e >= 253 rows take the definition.)
-      const auto bits = hn::IfThenElse(hn::Eq(e, hn::Zero(du)), hn::Set(du, 0x00400000u), hn::ShiftLeft<23>(e));
-      hn::StoreU(hn::BitCast(df, bits), df, out + k);
-    }
-    ok = hn::GetLane(hn::MaxOfLanes(du, top)) < 253;  // 6 * 2^(253-127) overflows f32; 255 is NaN
-    for (; k < segments; ++k) {
-      ok &= s[k] < 253;
-      out[k] = e8m0_to_f32(s[k]);
-    }
-  }
-  for (int64_t i = segments; i < segments + kN; ++i) out[i] = 0.0f;
-  return ok;
-}
-
-inline bool fp8_block_scales(const QMatrix& W, int64_t r, int64_t blocks, float* out) {
-  const float* s = static_cast<const float*>(W.scale) + ((W.row0 + r) / W.block) * W.scale_stride;
-  bool ok = true;
-  for (int64_t k = 0; k < blocks; ++k) {
-    ok &= std::abs(s[k]) * 448.0f <= kFltMax;
-    out[k] = s[k] * 256.0f;
-  }
-  return ok;
-}
-
 // ------------------------------------------------------------ column layout
 // Position p of a step holds column perm[p] of that step.
 struct Layout {
@@ -366,98 +72,29 @@ struct Layout {
   int64_t full = 0;    // steps * S
   int64_t padded = 0;  // full + tail rounded up to kN
   const int16_t* perm = nullptr;
+  bool natural = false;  // perm is the identity
 };
 
+template <int64_t S>
+const int16_t* identity_perm() {
+  static const std::vector<int16_t> p = [] {
+    std::vector<int16_t> v(static_cast<size_t>(S));
+    for (int64_t i = 0; i < S; ++i) v[size_t(i)] = int16_t(i);
+    return v;
+  }();
+  return p.data();
+}
+
 template <class Fmt>
-std::vector<int16_t> identity_perm() {
-  std::vector<int16_t> p(static_cast<size_t>(Fmt::S));
-  for (int64_t i = 0; i < Fmt::S; ++i) p[size_t(i)] = int16_t(i);
-  return p;
-}
-
-// The fp8 and nibble steps shuffle columns; their order is read off the
-// decoder itself from probe rows whose decoded values name the column.
-inline std::vector<int16_t> fp8_perm() {
-  const int64_t S = Fp8Fmt::S;
-  std::vector<uint8_t> row(static_cast<size_t>(S));
-  for (int64_t c = 0; c < S; ++c) row[size_t(c)] = uint8_t(c);  // codes 0..63 decode to distinct values
-  VF w[Fp8Fmt::V];
-  Fp8Fmt::step(row.data(), 0, w);
-  std::vector<float> lanes(static_cast<size_t>(S));
-  for (int64_t v = 0; v < Fp8Fmt::V; ++v) hn::StoreU(w[v], DF(), lanes.data() + v * kN);
-  std::vector<int16_t> perm(size_t(S), -1);
-  for (int64_t p = 0; p < S; ++p)
-    for (int64_t c = 0; c < S; ++c)
-      if (fp8_e4m3_to_f32(uint8_t(c)) * (1.0f / 256.0f) == lanes[size_t(p)]) perm[size_t(p)] = int16_t(c);
-  return perm;
-}
-
-template <class Dec>
-std::vector<int16_t> nibble_perm(const Dec& dec) {
-  const int64_t S = Dec::S;
-  std::vector<int16_t> perm(size_t(S), 0);
-  for (int digit = 0; digit < 2; ++digit) {  // column = low digit + 16 * high digit, read back as u - 8
-    std::vector<uint8_t> row(size_t(S / 2), 0);
-    for (int64_t c = 0; c < S; ++c) row[size_t(c / 2)] |= uint8_t(((c >> (4 * digit)) & 15) << ((c & 1) * 4));
-    VF w[Dec::V];
-    const std::vector<float> unit_scales(size_t(S / 32 + kN), 1.0f);
-    RowScales rs;
-    rs.scales = unit_scales.data();
-    step_scaled(dec, row.data(), 0, dec.scale_of(rs, 0, 0), w);
-    std::vector<float> lanes(static_cast<size_t>(S));
-    for (int64_t v = 0; v < Dec::V; ++v) hn::StoreU(w[v], DF(), lanes.data() + v * kN);
-    for (int64_t p = 0; p < S; ++p) perm[size_t(p)] = int16_t(perm[size_t(p)] + (int(lanes[size_t(p)]) + 8) * (digit ? 16 : 1));
-  }
-  // Each position's scale is that of the segment the decoder says it lies in.
-  for (int64_t p = 0; p < S; ++p)
-    if (perm[size_t(p)] / 32 != Dec::segment_of(p)) throw std::logic_error("nibble decode: lane outside its segment");
-  return perm;
-}
-
-inline void check_perm(const std::vector<int16_t>& perm, const char* what) {
-  std::vector<bool> seen(perm.size(), false);
-  for (int16_t c : perm) {
-    if (c < 0 || size_t(c) >= perm.size() || seen[size_t(c)]) throw std::logic_error(std::string(what) + ": decode order is not a permutation");
-    seen[size_t(c)] = true;
-  }
-}
-
-inline const int16_t* perm_for(WeightFormat f) {
-  static const std::vector<int16_t> id = identity_perm<F32Fmt>();
-  static const std::vector<int16_t> fp8 = [] {
-    auto p = fp8_perm();
-    check_perm(p, "fp8");
-    return p;
-  }();
-  static const std::vector<int16_t> nib = [] {  // both 4-bit formats (one decoder, two tables)
-    auto p = nibble_perm(NibbleFmt(int4_tables()));
-    check_perm(p, "nibble");
-    return p;
-  }();
-  switch (f) {
-    case WeightFormat::FP8_E4M3_BLOCK: return fp8.data();
-    case WeightFormat::INT4_GROUP:
-    case WeightFormat::MXFP4: return nib.data();
-    default: return id.data();
-  }
-}
-
-inline int64_t step_cols(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::FP8_E4M3_BLOCK: return Fp8Fmt::S;
-    case WeightFormat::INT4_GROUP:
-    case WeightFormat::MXFP4: return NibbleFmt::S;
-    default: return kN;
-  }
-}
-
 inline Layout layout_of(const QMatrix& W) {
   Layout L;
-  L.S = step_cols(W.fmt);
+  L.S = Fmt::S;
   L.steps = W.cols / L.S;
   L.full = L.steps * L.S;
   L.padded = L.full + (W.cols - L.full + kN - 1) / kN * kN;
-  L.perm = perm_for(W.fmt);
+  L.perm = Fmt::perm();
+  L.natural = L.perm == nullptr;
+  if (L.natural) L.perm = identity_perm<Fmt::S>();
   return L;
 }
 
@@ -465,20 +102,31 @@ inline Layout layout_of(const QMatrix& W) {
 
 bool Handles(const QMatrix& W) {
   switch (W.fmt) {
-    case WeightFormat::FP8_E4M3_BLOCK: return W.block > 0 && W.block % Fp8Fmt::S == 0;
-    case WeightFormat::INT4_GROUP: return W.group > 0 && W.group % 32 == 0;
-    default: return true;
+#define SLUICE_WEIGHT_FORMAT(id, name, codec) \
+  case WeightFormat::id: return codec##Codec::handles(W);
+#include "kernels/weight_formats.def"
   }
+  return false;
 }
 
-int64_t PaddedCols(const QMatrix& W) { return layout_of(W).padded; }
+// The layout of W's format.
+inline Layout layout_for(const QMatrix& W) {
+  switch (W.fmt) {
+#define SLUICE_WEIGHT_FORMAT(id, name, codec) \
+  case WeightFormat::id: return layout_of<codec##Codec>(W);
+#include "kernels/weight_formats.def"
+  }
+  return Layout{};
+}
+
+int64_t PaddedCols(const QMatrix& W) { return layout_for(W).padded; }
 
 void PrepareX(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* XP) {
-  const Layout L = layout_of(W);
+  const Layout L = layout_for(W);
   for (int64_t t = 0; t < n; ++t) {
     const float* x = X + t * ldx;
     float* xp = XP + t * L.padded;
-    if (L.perm == perm_for(WeightFormat::F32)) {  // natural order
+    if (L.natural) {
       std::copy(x, x + W.cols, xp);
     } else {
       for (int64_t s = 0; s < L.steps; ++s)
@@ -506,13 +154,12 @@ void row_by_definition(const QMatrix& W, const Layout& L, int64_t r, const float
 }
 
 // Columns past the whole steps in accumulator units (int8: raw codes).
+template <class Fmt>
 inline void tail_values(const QMatrix& W, const Layout& L, int64_t r, float* out) {
   const int64_t n = L.padded - L.full;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t c = L.full + i;
-    if (c >= W.cols) out[i] = 0.0f;
-    else if (W.fmt == WeightFormat::INT8_ROW) out[i] = float(reinterpret_cast<const int8_t*>(W.data + r * W.row_bytes)[c]);
-    else out[i] = decode_elem_ref(W, r, c);
+    out[i] = c < W.cols ? Fmt::tail(W, r, c) : 0.0f;
   }
 }
 
@@ -530,46 +177,15 @@ struct Scratch {
 };
 
 // Prepares per-row scales for rows [r, r + R) into `buf` (R slots of `slot` floats).
+template <class Fmt>
 inline void row_scales(const QMatrix& W, const Layout& L, int64_t r, int R, float* buf, int64_t slot, RowScales* rs) {
   for (int i = 0; i < R; ++i) {
-    RowScales& x = rs[i];
-    x = RowScales{};
-    float* out = buf + i * slot;
-    switch (W.fmt) {
-      case WeightFormat::INT4_GROUP:
-      case WeightFormat::MXFP4:
-        x.simd_ok = nibble_segment_scales(W, r + i, L.full / 32, out);
-        x.scales = out;
-        break;
-      case WeightFormat::FP8_E4M3_BLOCK:
-        x.simd_ok = fp8_block_scales(W, r + i, (L.full + W.block - 1) / W.block, out);
-        x.scales = out;
-        break;
-      case WeightFormat::INT8_ROW:
-        x.final_scale = static_cast<const float*>(W.scale)[W.row0 + r + i];
-        x.simd_ok = std::abs(x.final_scale) * 128.0f <= kFltMax;
-        break;
-      default: break;
-    }
+    rs[i] = RowScales{};
+    Fmt::row_scales(W, r + i, L.full, buf + i * slot, rs[i]);
   }
 }
 
-// Bytes of one row's scales for the formats with a scale row per weight row
-// (0 for the others).
-inline int64_t scale_row_bytes(const QMatrix& W) {
-  if (W.fmt == WeightFormat::INT4_GROUP) return 2 * W.scale_stride;
-  if (W.fmt == WeightFormat::MXFP4) return W.scale_stride;
-  return 0;
-}
-
 inline int64_t scale_slot(const QMatrix& W, const Layout& L) { return L.full / 32 + W.cols / 16 + 2 * kN + 4; }
-
-// Steps per scale block (step_scale's F): one for the nibble formats (their
-// scales are per lane), block / S for fp8.
-inline int64_t scale_steps(const QMatrix& W) {
-  if (W.fmt == WeightFormat::FP8_E4M3_BLOCK) return W.block / Fp8Fmt::S;
-  return 1;
-}
 
 // Keeps a loaded vector in a register: g++ otherwise folds the load into
 // every FMA that uses it, doubling the loads of a register tile.
@@ -582,20 +198,6 @@ HWY_INLINE VF pinned(VF v) {
   asm("" : "+w"(v.raw));
 #endif
   return v;
-}
-
-// Packed bytes of one step of a row.
-inline int64_t step_bytes(const QMatrix& W, const Layout& L) {
-  switch (W.fmt) {
-    case WeightFormat::F32: return L.S * 4;
-    case WeightFormat::BF16:
-    case WeightFormat::F16: return L.S * 2;
-    case WeightFormat::FP8_E4M3_BLOCK:
-    case WeightFormat::INT8_ROW: return L.S;
-    case WeightFormat::INT4_GROUP:
-    case WeightFormat::MXFP4: return L.S / 2;
-  }
-  return L.S;
 }
 
 // Where a tile's decoded steps come from: straight from the packed weights, or
@@ -696,18 +298,18 @@ template <class Fmt, int R, int T>
 HWY_NOINLINE void tile_direct(const Fmt& dec, const QMatrix& W, const Layout& L, const RowScales* rs,
                               const float* tails, int64_t r, int64_t r_end, const float* const* x, float* Y,
                               int64_t ldy) {
-  DirectSrc<Fmt, R> src{dec, {}, {}, step_bytes(W, L), W.data + r * W.row_bytes, 0};
+  DirectSrc<Fmt, R> src{dec, {}, {}, Fmt::kStepBytes, W.data + r * W.row_bytes, 0};
   for (int i = 0; i < R; ++i) {
     src.rows[i] = W.data + (r + i) * W.row_bytes;
     src.next[i] = r + R + i < r_end ? src.rows[i] + R * W.row_bytes : src.rows[i];
   }
-  if (const int64_t srb = scale_row_bytes(W); srb > 0 && r + 2 * R <= r_end && L.steps > 0) {
+  if (const int64_t srb = Fmt::scale_row_bytes(W); srb > 0 && r + 2 * R <= r_end && L.steps > 0) {
     src.next_scales = static_cast<const uint8_t*>(W.scale) + (W.row0 + r + R) * srb;
     src.scale_bytes_per_step = (R * srb + L.steps - 1) / L.steps;
   }
   VF accm[R * T];
   for (auto& a : accm) a = hn::Zero(DF());
-  run_steps<Fmt, R, T>(src, rs, 0, L.steps, Fmt::kScaled ? scale_steps(W) : 1, x, accm);
+  run_steps<Fmt, R, T>(src, rs, 0, L.steps, Fmt::kScaled ? Fmt::scale_steps(W) : 1, x, accm);
   const int64_t tail_len = L.padded - L.full;
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) Y[t * ldy + r + i] = finish(L, tails + i * tail_len, x[t], rs[i], accm[i * T + t]);
@@ -819,7 +421,7 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
                     int64_t r, int P, int64_t r_end, const float* XP, int64_t n, float* Y, int64_t ldy) {
   Scratch& sc = Scratch::get();
   constexpr int TT = tile_tokens<Fmt>();
-  const int64_t F = Fmt::kScaled ? scale_steps(W) : 1;
+  const int64_t F = Fmt::kScaled ? Fmt::scale_steps(W) : 1;
   const int64_t per_block = std::max<int64_t>(1, kBlockCols / Fmt::S);
   const int64_t row_floats = per_block * Fmt::S;
   float* wbuf = Scratch::grow(sc.wbuf, size_t(P * row_floats + 16));
@@ -832,7 +434,7 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
   VF* accm = reinterpret_cast<VF*>((reinterpret_cast<uintptr_t>(accf) + 63) & ~uintptr_t(63));
   for (int64_t k = 0; k < nacc; ++k) accm[k] = hn::Zero(DF());
   const DF df;
-  const int64_t sb = step_bytes(W, L);
+  const int64_t sb = Fmt::kStepBytes;
   const int64_t calls = ntiles * groups;
   PanelPrefetch pf;
   const int64_t nblocks = (L.steps + per_block - 1) / per_block;
@@ -895,7 +497,7 @@ constexpr int64_t kTokenBlock = 64;
 template <class Fmt>
 void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const float* XP, int64_t n, float* Y,
               int64_t ldy) {
-  const Layout L = layout_of(W);
+  const Layout L = layout_of<Fmt>(W);
   if (n > kTokenBlock) {
     for (int64_t t0 = 0; t0 < n; t0 += kTokenBlock)
       rows_fmt(dec, W, r0, r1, XP + t0 * L.padded, std::min(kTokenBlock, n - t0), Y + t0 * ldy, ldy);
@@ -913,14 +515,14 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
 
   // One row group: rows the SIMD order may not take go to the definition.
   auto group = [&](int64_t r, int R, auto&& run) {
-    row_scales(W, L, r, R, sbuf, slot, rs);
+    row_scales<Fmt>(W, L, r, R, sbuf, slot, rs);
     bool all_ok = true;
     for (int i = 0; i < R; ++i) all_ok &= rs[i].simd_ok;
     if (!all_ok) {
       for (int i = 0; i < R; ++i) {
         if (rs[i].simd_ok) {
           RowScales one = rs[i];
-          tail_values(W, L, r + i, tails);
+          tail_values<Fmt>(W, L, r + i, tails);
           run(r + i, 1, &one);
         } else {
           row_by_definition(W, L, r + i, XP, n, Y, ldy);
@@ -928,7 +530,7 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
       }
       return;
     }
-    for (int i = 0; i < R; ++i) tail_values(W, L, r + i, tails + i * tail_len);
+    for (int i = 0; i < R; ++i) tail_values<Fmt>(W, L, r + i, tails + i * tail_len);
     run(r, R, rs);
   };
 
@@ -964,13 +566,9 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
 
 void Rows(const QMatrix& W, int64_t r0, int64_t r1, const float* XP, int64_t n, float* Y, int64_t ldy) {
   switch (W.fmt) {
-    case WeightFormat::F32: return rows_fmt(F32Fmt{}, W, r0, r1, XP, n, Y, ldy);
-    case WeightFormat::BF16: return rows_fmt(Bf16Fmt{}, W, r0, r1, XP, n, Y, ldy);
-    case WeightFormat::F16: return rows_fmt(F16Fmt{}, W, r0, r1, XP, n, Y, ldy);
-    case WeightFormat::INT8_ROW: return rows_fmt(Int8Fmt{}, W, r0, r1, XP, n, Y, ldy);
-    case WeightFormat::FP8_E4M3_BLOCK: return rows_fmt(Fp8Fmt{}, W, r0, r1, XP, n, Y, ldy);
-    case WeightFormat::INT4_GROUP: return rows_fmt(NibbleFmt(int4_tables()), W, r0, r1, XP, n, Y, ldy);
-    case WeightFormat::MXFP4: return rows_fmt(NibbleFmt(mxfp4_tables()), W, r0, r1, XP, n, Y, ldy);
+#define SLUICE_WEIGHT_FORMAT(id, name, codec) \
+  case WeightFormat::id: return rows_fmt(codec##Codec(), W, r0, r1, XP, n, Y, ldy);
+#include "kernels/weight_formats.def"
   }
 }
 
@@ -978,7 +576,7 @@ void Rows(const QMatrix& W, int64_t r0, int64_t r1, const float* XP, int64_t n, 
 // multiply and an add per element), so it equals the scalar result bit for bit.
 template <class Fmt>
 void transposed_fmt(const Fmt& dec, const QMatrix& W, const float* a, float* y) {
-  const Layout L = layout_of(W);
+  const Layout L = layout_of<Fmt>(W);
   const DF df;
   std::vector<float> yp(size_t(L.padded), 0.0f);
   PrepareX(W, y, 1, W.cols, yp.data());
@@ -988,12 +586,12 @@ void transposed_fmt(const Fmt& dec, const QMatrix& W, const float* a, float* y) 
   for (int64_t c = L.full; c < W.cols; ++c) pos[size_t(c)] = c;
   const int64_t slot = scale_slot(W, L);
   std::vector<float> sbuf(static_cast<size_t>(slot));
-  const int64_t F = Fmt::kScaled ? scale_steps(W) : 1;
+  const int64_t F = Fmt::kScaled ? Fmt::scale_steps(W) : 1;
   int64_t c_simd_end = L.full;
   for (int64_t r = 0; r < W.rows; ++r) {
     if (a[r] == 0.0f) continue;
     RowScales rs;
-    row_scales(W, L, r, 1, sbuf.data(), slot, &rs);
+    row_scales<Fmt>(W, L, r, 1, sbuf.data(), slot, &rs);
     c_simd_end = rs.simd_ok ? L.full : 0;
     const VF ar = hn::Set(df, a[r]);
     const uint8_t* p = W.data + r * W.row_bytes;
@@ -1003,24 +601,20 @@ void transposed_fmt(const Fmt& dec, const QMatrix& W, const float* a, float* y) 
       else dec.step(p, s, w);
       for (int64_t v = 0; v < Fmt::V; ++v) {
         float* yv = yp.data() + s * Fmt::S + v * kN;
-        const VF wv = W.fmt == WeightFormat::INT8_ROW ? hn::Mul(w[v], hn::Set(df, rs.final_scale)) : w[v];
+        const VF wv = Fmt::kRowScale ? hn::Mul(w[v], hn::Set(df, rs.final_scale)) : w[v];
         hn::StoreU(hn::Add(hn::LoadU(df, yv), hn::Mul(ar, wv)), df, yv);
       }
     }
-    for (int64_t c = c_simd_end; c < W.cols; ++c) yp[size_t(pos[size_t(c)])] += a[r] * decode_elem_ref(W, r, c);
+    for (int64_t c = c_simd_end; c < W.cols; ++c) yp[size_t(pos[size_t(c)])] += a[r] * Fmt::decode(W, r, c);
   }
   for (int64_t c = 0; c < W.cols; ++c) y[c] = yp[size_t(pos[size_t(c)])];
 }
 
 void TransposedAcc(const QMatrix& W, const float* a, float* y) {
   switch (W.fmt) {
-    case WeightFormat::F32: return transposed_fmt(F32Fmt{}, W, a, y);
-    case WeightFormat::BF16: return transposed_fmt(Bf16Fmt{}, W, a, y);
-    case WeightFormat::F16: return transposed_fmt(F16Fmt{}, W, a, y);
-    case WeightFormat::INT8_ROW: return transposed_fmt(Int8Fmt{}, W, a, y);
-    case WeightFormat::FP8_E4M3_BLOCK: return transposed_fmt(Fp8Fmt{}, W, a, y);
-    case WeightFormat::INT4_GROUP: return transposed_fmt(NibbleFmt(int4_tables()), W, a, y);
-    case WeightFormat::MXFP4: return transposed_fmt(NibbleFmt(mxfp4_tables()), W, a, y);
+#define SLUICE_WEIGHT_FORMAT(id, name, codec) \
+  case WeightFormat::id: return transposed_fmt(codec##Codec(), W, a, y);
+#include "kernels/weight_formats.def"
   }
 }
 

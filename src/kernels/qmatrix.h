@@ -7,17 +7,20 @@
 
 namespace sluice {
 
+// The stored formats: one per row of kernels/weight_formats.def, each a codec of its
+// own (kernels/codecs/<name>.h says what its bytes and scales are).
 enum class WeightFormat : uint8_t {
-  F32,
-  BF16,
-  F16,
-  FP8_E4M3_BLOCK,  // float8_e4m3fn values, f32 scale per block x block tile (DeepSeek "weight_scale_inv")
-  INT4_GROUP,      // compressed-tensors pack-quantized: nibble u, value (u-8)*scale, bf16 scale per `group` columns
-  MXFP4,           // E2M1 nibbles (low nibble = even column), E8M0 scale byte per 32 columns
-  INT8_ROW,        // int8 values, one f32 scale per row
+#define SLUICE_WEIGHT_FORMAT(id, name, codec) id,
+#include "kernels/weight_formats.def"
 };
 
 std::string_view weight_format_name(WeightFormat f);
+
+// Bytes in memory: a matrix's rows or its scales.
+struct WeightBytes {
+  const uint8_t* data = nullptr;
+  uint64_t bytes = 0;
+};
 
 struct QMatrix {
   WeightFormat fmt = WeightFormat::F32;
@@ -44,5 +47,9 @@ struct QMatrix {
   }
   int64_t nbytes() const { return rows * row_bytes; }
 };
+
+// Where W's scales lie (none for a format without): the bytes besides its rows that
+// its values depend on (kernels/weight_formats.cpp, from the format's codec).
+WeightBytes weight_scale_bytes(const QMatrix& W);
 
 }  // namespace sluice

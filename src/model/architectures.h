@@ -13,7 +13,7 @@ namespace sluice {
 
 // The builder each row of the family table names (format/model_families.def):
 // build_<builder>, defined in model/<builder>.cpp.
-#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, moe_layers, builder, chat_syntax, synth) \
+#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, tensors, moe_layers, builder, chat_syntax, synth) \
   std::unique_ptr<Decoder> build_##builder(std::unique_ptr<Checkpoint> ckpt, const Config& cfg, Backend& be);
 #include "format/model_families.def"
 

@@ -80,7 +80,10 @@ class Decoder : public Model {
   // Tied embeddings: the head is the embedding table, read whole by every token.
   bool head_is_embedding() const { return lm_head_.q.data == embed_.q.data; }
   void add_layer(Layer layer) { layers_.push_back(std::move(layer)); }
-  void set_attn_res(AttnRes a) { attn_res_ = a; }
+  void set_attn_res(AttnRes a) {
+    if (a.block_size > 0) require_op(be_, Op::AttnResMix, "Block AttnRes");
+    attn_res_ = a;
+  }
 
   const ModelInfo& info() const override { return info_; }
   ModelInfo& mutable_info() { return info_; }

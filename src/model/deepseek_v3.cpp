@@ -62,6 +62,8 @@ std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, con
   ModelInfo info = basic_model_info(cfg, cfg.req_string("model_type"));
   auto model = std::make_unique<Decoder>(info, std::move(ckpt), "", be);
   WeightLoader& W = model->weights();
+  const TensorNames& N = *layout.family->tensors;
+  using R = TensorRole;
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
 
@@ -73,17 +75,16 @@ std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, con
     fail("{}: hidden_act '{}' is not supported (silu is)", cfg.source(), cfg.get_string("hidden_act", ""));
 
   for (int64_t l = 0; l < info.n_layers; ++l) {
-    const std::string P = fmt::format("model.layers.{}.", l);
     Decoder::Layer L;
-    L.attn_norm = W.vec(P + "input_layernorm.weight", D);
-    L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
-    MlaWeights mw = load_mla_weights(W, P + "self_attn.", mla, D, /*output_gate=*/false);
+    L.attn_norm = W.vec(N(R::AttnNorm, l), D);
+    L.ffn_norm = W.vec(N(R::FfnNorm, l), D);
+    MlaWeights mw = load_mla_weights(W, N, l, mla, D, /*output_gate=*/false);
     L.attn = std::make_unique<MlaAttention>(be, mla, mw);
 
     if (layout.is_moe(l)) {
       const int64_t I = cfg.req_int("moe_intermediate_size");
       RouterSpec rs = router;
-      rs.selection_bias = W.opt_host_vec(P + "mlp.gate.e_score_correction_bias", E);
+      rs.selection_bias = W.opt_host_vec(N(R::MoeScoreBias, l), E);
       std::vector<ExpertWeights> experts(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) {
         experts[size_t(e)].gate = host_matrix(W.linear_view(layout.expert_base(l, e, 0), I, D));
@@ -93,18 +94,18 @@ std::unique_ptr<Decoder> build_deepseek_v3(std::unique_ptr<Checkpoint> ckpt, con
       std::unique_ptr<GatedMlp> shared;
       const int64_t ns = cfg.get_int("n_shared_experts", 0);
       if (ns > 0)
-        shared = load_gated_mlp(W, P + "mlp.shared_experts.", I * ns, D, act);
+        shared = load_gated_mlp(W, N, kSharedExperts, l, I * ns, D, act);
       model->experts().set_layer(int32_t(l), std::move(experts));
-      L.ffn = std::make_unique<MoeBlock>(be, int32_t(l), model->expert_slot(), W.linear(P + "mlp.gate", E, D), nullptr, rs, act,
-                                         std::move(shared), nullptr);
+      L.ffn = std::make_unique<MoeBlock>(be, int32_t(l), model->expert_slot(), W.linear(N(R::MoeRouter, l), E, D),
+                                         nullptr, rs, act, std::move(shared), nullptr);
     } else {
       const int64_t I = cfg.req_int("intermediate_size");
-      L.ffn = load_gated_mlp(W, P + "mlp.", I, D, act);
+      L.ffn = load_gated_mlp(W, N, kDenseMlp, l, I, D, act);
     }
     model->add_layer(std::move(L));
   }
-  model->set_embedding(W.matrix("model.embed_tokens.weight", info.vocab, D),
-                       W.linear("lm_head", info.vocab, D), W.vec("model.norm.weight", D), eps);
+  model->set_embedding(W.matrix(N(R::TokenEmbedding), info.vocab, D), W.linear(N(R::Output), info.vocab, D),
+                       W.vec(N(R::OutputNorm), D), eps);
   return model;
 }
 

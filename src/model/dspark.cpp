@@ -75,6 +75,7 @@ void DSparkConfig::check_target(const ModelInfo& t) const {
 
 DSparkModel::DSparkModel(const std::string& dir, Backend& be, Matrix embed, Matrix head, DSparkOptions opts)
     : cfg_(DSparkConfig::parse(Config::load(dir))), opts_(opts), be_(be), embed_(embed), head_(head) {
+  require_op(be, Op::MlaAttend, "the DSpark drafter's MLA attention");
   ckpt_ = std::make_unique<Checkpoint>(dir, /*use_prepared_spine=*/false);
   weights_ = std::make_unique<WeightLoader>(*ckpt_, be);  // owns the converted vectors the weights point at
   const WeightLoader& W = *weights_;

@@ -68,6 +68,7 @@ void Eagle3Config::check_target(const ModelInfo& t) const {
 
 Eagle3Model::Eagle3Model(const std::string& dir, const ModelInfo& target, Backend& be, Matrix embed)
     : cfg_(Eagle3Config::parse(Config::load(dir), target.n_layers)), be_(be), embed_(embed) {
+  require_op(be, Op::MlaAttend, "the EAGLE-3 drafter's MLA attention");
   cfg_.check_target(target);
   ckpt_ = std::make_unique<Checkpoint>(dir, /*use_prepared_spine=*/false);
   weights_ = std::make_unique<WeightLoader>(*ckpt_, be);  // owns the converted vectors the weights point at

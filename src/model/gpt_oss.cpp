@@ -17,6 +17,8 @@ std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const C
   ModelInfo info = basic_model_info(cfg, "gpt_oss");
   auto model = std::make_unique<Decoder>(info, std::move(ckpt), "", be);
   WeightLoader& W = model->weights();
+  const TensorNames& N = *layout.family->tensors;
+  using R = TensorRole;
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
 
@@ -41,10 +43,9 @@ std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const C
   if (D % 32 || I % 32) fail("{}: hidden_size and intermediate_size must be multiples of 32 for MXFP4 experts", cfg.source());
 
   for (int64_t l = 0; l < info.n_layers; ++l) {
-    const std::string P = fmt::format("model.layers.{}.", l);
     Decoder::Layer L;
-    L.attn_norm = W.vec(P + "input_layernorm.weight", D);
-    L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
+    L.attn_norm = W.vec(N(R::AttnNorm, l), D);
+    L.ffn_norm = W.vec(N(R::FfnNorm, l), D);
     GqaSpec ls = gs;
     const std::string type = layer_types.empty() ? (l % 2 == 0 ? "sliding_attention" : "full_attention")
                                                  : layer_types[size_t(l)];
@@ -53,20 +54,19 @@ std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const C
       fail("{}: layer_types[{}] is '{}' (sliding_attention or full_attention expected)", cfg.source(), l, type);
     GqaWeights gw;
     const int64_t qw = gs.n_heads * gs.head_dim, kw = gs.n_kv_heads * gs.head_dim;
-    gw.q = W.linear(P + "self_attn.q_proj", qw, D);
-    gw.k = W.linear(P + "self_attn.k_proj", kw, D);
-    gw.v = W.linear(P + "self_attn.v_proj", kw, D);
-    gw.o = W.linear(P + "self_attn.o_proj", D, qw);
-    gw.q_bias = W.opt_vec(P + "self_attn.q_proj.bias", qw);
-    gw.k_bias = W.opt_vec(P + "self_attn.k_proj.bias", kw);
-    gw.v_bias = W.opt_vec(P + "self_attn.v_proj.bias", kw);
-    gw.o_bias = W.opt_vec(P + "self_attn.o_proj.bias", D);
-    gw.sinks = W.vec(P + "self_attn.sinks", gs.n_heads);
+    gw.q = W.linear(N(R::AttnQ, l), qw, D);
+    gw.k = W.linear(N(R::AttnK, l), kw, D);
+    gw.v = W.linear(N(R::AttnV, l), kw, D);
+    gw.o = W.linear(N(R::AttnO, l), D, qw);
+    gw.q_bias = W.opt_vec(N.bias(R::AttnQ, l), qw);
+    gw.k_bias = W.opt_vec(N.bias(R::AttnK, l), kw);
+    gw.v_bias = W.opt_vec(N.bias(R::AttnV, l), kw);
+    gw.o_bias = W.opt_vec(N.bias(R::AttnO, l), D);
+    gw.sinks = W.vec(N(R::AttnSinks, l), gs.n_heads);
     L.attn = std::make_unique<GqaAttention>(be, ls, gw);
 
-    const std::string X = P + "mlp.experts.";
-    const Vector gu_bias = W.vec(X + "gate_up_proj_bias", E * 2 * I);
-    const Vector down_bias = W.vec(X + "down_proj_bias", E * D);
+    const Vector gu_bias = W.vec(N(R::ExpertGateUpBias, l), E * 2 * I);
+    const Vector down_bias = W.vec(N(R::ExpertDownBias, l), E * D);
     std::vector<ExpertWeights> experts(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e) {
       ExpertWeights& ew = experts[size_t(e)];
@@ -77,12 +77,12 @@ std::unique_ptr<Decoder> build_gpt_oss(std::unique_ptr<Checkpoint> ckpt, const C
       ew.down_bias = down_bias.slice(e * D, D);
     }
     model->experts().set_layer(int32_t(l), std::move(experts));
-    L.ffn = std::make_unique<MoeBlock>(be, int32_t(l), model->expert_slot(), W.linear(P + "mlp.router", E, D),
-                                       W.host_vec(P + "mlp.router.bias", E), router, act, nullptr, nullptr);
+    L.ffn = std::make_unique<MoeBlock>(be, int32_t(l), model->expert_slot(), W.linear(N(R::MoeRouter, l), E, D),
+                                       W.host_vec(N.bias(R::MoeRouter, l), E), router, act, nullptr, nullptr);
     model->add_layer(std::move(L));
   }
-  model->set_embedding(W.matrix("model.embed_tokens.weight", info.vocab, D), W.linear("lm_head", info.vocab, D),
-                       W.vec("model.norm.weight", D), eps);
+  model->set_embedding(W.matrix(N(R::TokenEmbedding), info.vocab, D), W.linear(N(R::Output), info.vocab, D),
+                       W.vec(N(R::OutputNorm), D), eps);
   return model;
 }
 

@@ -31,7 +31,9 @@ struct GqaWeights {
 
 class GqaAttention : public AttentionBlock {
  public:
-  GqaAttention(Backend& be, GqaSpec spec, GqaWeights w) : be_(be), s_(std::move(spec)), w_(w) {}
+  GqaAttention(Backend& be, GqaSpec spec, GqaWeights w) : be_(be), s_(std::move(spec)), w_(w) {
+    require_op(be, Op::GqaAttend, "grouped-query attention");
+  }
   std::unique_ptr<LayerState> new_state() const override;
   uint64_t state_bytes_per_token() const override { return uint64_t(2 * s_.n_kv_heads * s_.head_dim * 4); }
   uint64_t state_bytes_fixed() const override { return 0; }

@@ -32,7 +32,9 @@ struct KdaWeights {
 
 class KdaAttention : public AttentionBlock {
  public:
-  KdaAttention(Backend& be, KdaSpec spec, KdaWeights w) : be_(be), s_(spec), w_(std::move(w)) {}
+  KdaAttention(Backend& be, KdaSpec spec, KdaWeights w) : be_(be), s_(spec), w_(std::move(w)) {
+    for (Op op : {Op::ShortConv, Op::KdaGate, Op::DeltaRule}) require_op(be, op, "Kimi Delta Attention");
+  }
   std::unique_ptr<LayerState> new_state() const override;
   uint64_t state_bytes_per_token() const override { return 0; }
   uint64_t state_bytes_fixed() const override {  // convolution history of q, k, v and the [D x D] state per head

@@ -159,38 +159,42 @@ KimiSpec kimi_spec(const Config& top) {
   return s;
 }
 
-std::unique_ptr<AttentionBlock> load_kda(Backend& be, const WeightLoader& W, const std::string& A, const KimiSpec& s) {
+using R = TensorRole;
+
+std::unique_ptr<AttentionBlock> load_kda(Backend& be, const WeightLoader& W, int64_t l, const KimiSpec& s) {
+  const TensorNames& N = *s.layout.family->tensors;
   const KdaSpec& ks = s.kda;
   const int64_t D = s.info.hidden, C = ks.n_heads * ks.head_dim;
   KdaWeights kw;
-  kw.q = W.linear(A + "q_proj", C, D);
-  kw.k = W.linear(A + "k_proj", C, D);
-  kw.v = W.linear(A + "v_proj", C, D);
-  kw.q_conv = W.vec(A + "q_conv1d.weight", C * ks.conv_kernel);
-  kw.k_conv = W.vec(A + "k_conv1d.weight", C * ks.conv_kernel);
-  kw.v_conv = W.vec(A + "v_conv1d.weight", C * ks.conv_kernel);
-  kw.f_a = W.linear(A + "f_a_proj", -1, D);
-  kw.f_b = W.linear(A + "f_b_proj", C, kw.f_a.rows());
-  kw.b = W.linear(A + "b_proj", ks.n_heads, D);
+  kw.q = W.linear(N(R::AttnQ, l), C, D);
+  kw.k = W.linear(N(R::AttnK, l), C, D);
+  kw.v = W.linear(N(R::AttnV, l), C, D);
+  kw.q_conv = W.vec(N(R::KdaQConv, l), C * ks.conv_kernel);
+  kw.k_conv = W.vec(N(R::KdaKConv, l), C * ks.conv_kernel);
+  kw.v_conv = W.vec(N(R::KdaVConv, l), C * ks.conv_kernel);
+  kw.f_a = W.linear(N(R::KdaFA, l), -1, D);
+  kw.f_b = W.linear(N(R::KdaFB, l), C, kw.f_a.rows());
+  kw.b = W.linear(N(R::KdaB, l), ks.n_heads, D);
   if (s.full_rank_gate) {
-    kw.g = W.linear(A + "g_proj", C, D);
+    kw.g = W.linear(N(R::AttnGate, l), C, D);
   } else {
-    kw.g_a = W.linear(A + "g_a_proj", -1, D);
-    kw.g_b = W.linear(A + "g_b_proj", C, kw.g_a.rows());
+    kw.g_a = W.linear(N(R::KdaGA, l), -1, D);
+    kw.g_b = W.linear(N(R::KdaGB, l), C, kw.g_a.rows());
   }
-  kw.o = W.linear(A + "o_proj", D, C);
-  kw.o_norm = W.vec(A + "o_norm.weight", ks.head_dim);
-  kw.dt_bias = W.vec(A + "dt_bias", C);
-  kw.a_log = a_log_per_head(W, A + "A_log", ks.n_heads);
+  kw.o = W.linear(N(R::AttnO, l), D, C);
+  kw.o_norm = W.vec(N(R::KdaONorm, l), ks.head_dim);
+  kw.dt_bias = W.vec(N(R::KdaDtBias, l), C);
+  kw.a_log = a_log_per_head(W, N(R::KdaALog, l), ks.n_heads);
   return std::make_unique<KdaAttention>(be, ks, std::move(kw));
 }
 
 // Routed experts (into the decoder's table), router, latent projection and shared experts of layer l.
-std::unique_ptr<FfnBlock> load_moe(Backend& be, Decoder& model, int64_t l, const std::string& M, const KimiSpec& s) {
+std::unique_ptr<FfnBlock> load_moe(Backend& be, Decoder& model, int64_t l, const KimiSpec& s) {
+  const TensorNames& N = *s.layout.family->tensors;
   const WeightLoader& W = model.weights();
   const int64_t D = s.info.hidden, E = s.router.n_experts, I = s.moe_inter;
   RouterSpec rs = s.router;
-  rs.selection_bias = W.opt_host_vec(M + "gate.e_score_correction_bias", E);
+  rs.selection_bias = W.opt_host_vec(N(R::MoeScoreBias, l), E);
   const int64_t XW = s.latent > 0 ? s.latent : D;  // the width experts run at
   std::vector<ExpertWeights> experts(static_cast<size_t>(E));
   for (int64_t e = 0; e < E; ++e) {
@@ -201,16 +205,16 @@ std::unique_ptr<FfnBlock> load_moe(Backend& be, Decoder& model, int64_t l, const
   std::unique_ptr<LatentProjection> lp;
   if (s.latent > 0) {
     lp = std::make_unique<LatentProjection>();
-    lp->down = W.linear(M + "routed_expert_down_proj", s.latent, D);
-    lp->up = W.linear(M + "routed_expert_up_proj", D, s.latent);
-    if (s.latent_norm) lp->norm = W.vec(M + "routed_expert_norm.weight", s.latent);
+    lp->down = W.linear(N(R::LatentDown, l), s.latent, D);
+    lp->up = W.linear(N(R::LatentUp, l), D, s.latent);
+    if (s.latent_norm) lp->norm = W.vec(N(R::LatentNorm, l), s.latent);
     lp->eps = s.eps;
   }
   std::unique_ptr<GatedMlp> shared;
-  if (s.shared_experts > 0) shared = load_gated_mlp(W, M + "shared_experts.", I * s.shared_experts, D, s.act);
+  if (s.shared_experts > 0) shared = load_gated_mlp(W, N, kSharedExperts, l, I * s.shared_experts, D, s.act);
   model.experts().set_layer(int32_t(l), std::move(experts));
-  return std::make_unique<MoeBlock>(be, int32_t(l), model.expert_slot(), W.linear(M + "gate", E, D), nullptr, rs,
-                                    s.act, std::move(shared), std::move(lp));
+  return std::make_unique<MoeBlock>(be, int32_t(l), model.expert_slot(), W.linear(N(R::MoeRouter, l), E, D), nullptr,
+                                    rs, s.act, std::move(shared), std::move(lp));
 }
 
 }  // namespace
@@ -219,27 +223,25 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
   const KimiSpec s = kimi_spec(top);
   auto model = std::make_unique<Decoder>(s.info, std::move(ckpt), s.layout.prefix, be);
   WeightLoader& W = model->weights();
+  const TensorNames& N = *s.layout.family->tensors;
   const int64_t D = s.info.hidden;
   for (int64_t l = 0; l < s.info.n_layers; ++l) {
-    const std::string P = fmt::format("model.layers.{}.", l);
-    const std::string A = P + "self_attn.";
     Decoder::Layer L;
-    L.attn_norm = W.vec(P + "input_layernorm.weight", D);
-    L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
-    if (s.is_mla[size_t(l)]) L.attn = std::make_unique<MlaAttention>(be, s.mla, load_mla_weights(W, A, s.mla, D, s.mla_gate));
-    else L.attn = load_kda(be, W, A, s);
-    const std::string M = P + "block_sparse_moe.";
+    L.attn_norm = W.vec(N(R::AttnNorm, l), D);
+    L.ffn_norm = W.vec(N(R::FfnNorm, l), D);
+    if (s.is_mla[size_t(l)]) L.attn = std::make_unique<MlaAttention>(be, s.mla, load_mla_weights(W, N, l, s.mla, D, s.mla_gate));
+    else L.attn = load_kda(be, W, l, s);
     if (s.layout.is_moe(l)) {
-      L.ffn = load_moe(be, *model, l, M, s);
-    } else {
-      const std::string Q = W.has_linear(M + "gate_proj") ? M : P + "mlp.";
-      L.ffn = load_gated_mlp(W, Q, s.dense_inter, D, s.act);
+      L.ffn = load_moe(be, *model, l, s);
+    } else {  // a dense layer's MLP, under the MoE block's name in some releases
+      const MlpRoles mlp = W.has_linear(N(R::FfnGateInMoe, l)) ? kDenseMlpInMoe : kDenseMlp;
+      L.ffn = load_gated_mlp(W, N, mlp, l, s.dense_inter, D, s.act);
     }
     if (s.attn_res_block > 0) {
-      L.attn_res_norm = W.vec(P + "self_attention_res_norm.weight", D);
-      L.attn_res_proj = W.vec(P + "self_attention_res_proj.weight", D);
-      L.ffn_res_norm = W.vec(P + "mlp_res_norm.weight", D);
-      L.ffn_res_proj = W.vec(P + "mlp_res_proj.weight", D);
+      L.attn_res_norm = W.vec(N(R::AttnResNorm, l), D);
+      L.attn_res_proj = W.vec(N(R::AttnResProj, l), D);
+      L.ffn_res_norm = W.vec(N(R::FfnResNorm, l), D);
+      L.ffn_res_proj = W.vec(N(R::FfnResProj, l), D);
     }
     model->add_layer(std::move(L));
   }
@@ -247,12 +249,12 @@ std::unique_ptr<Decoder> build_kimi(std::unique_ptr<Checkpoint> ckpt, const Conf
     Decoder::AttnRes ar;
     ar.block_size = s.attn_res_block;
     ar.eps = s.eps;
-    ar.out_norm = W.vec("model.output_attn_res_norm.weight", D);
-    ar.out_proj = W.vec("model.output_attn_res_proj.weight", D);
+    ar.out_norm = W.vec(N(R::OutAttnResNorm), D);
+    ar.out_proj = W.vec(N(R::OutAttnResProj), D);
     model->set_attn_res(ar);
   }
-  model->set_embedding(W.matrix("model.embed_tokens.weight", s.info.vocab, D), W.linear("lm_head", s.info.vocab, D),
-                       W.vec("model.norm.weight", D), s.eps);
+  model->set_embedding(W.matrix(N(R::TokenEmbedding), s.info.vocab, D), W.linear(N(R::Output), s.info.vocab, D),
+                       W.vec(N(R::OutputNorm), D), s.eps);
   return model;
 }
 

@@ -5,21 +5,23 @@
 
 namespace sluice {
 
-MlaWeights load_mla_weights(const WeightLoader& W, const std::string& A, const MlaSpec& s, int64_t D, bool output_gate) {
+MlaWeights load_mla_weights(const WeightLoader& W, const TensorNames& N, int64_t l, const MlaSpec& s, int64_t D,
+                            bool output_gate) {
+  using R = TensorRole;
   MlaWeights w;
   const int64_t qh = s.nope + s.rope_dim;
   if (s.q_lora > 0) {
-    w.q_a = W.linear(A + "q_a_proj", s.q_lora, D);
-    w.q_a_norm = W.vec(A + "q_a_layernorm.weight", s.q_lora);
-    w.q_b = W.linear(A + "q_b_proj", s.n_heads * qh, s.q_lora);
+    w.q_a = W.linear(N(R::AttnQA, l), s.q_lora, D);
+    w.q_a_norm = W.vec(N(R::AttnQANorm, l), s.q_lora);
+    w.q_b = W.linear(N(R::AttnQB, l), s.n_heads * qh, s.q_lora);
   } else {
-    w.q = W.linear(A + "q_proj", s.n_heads * qh, D);
+    w.q = W.linear(N(R::AttnQ, l), s.n_heads * qh, D);
   }
-  w.kv_a = W.linear(A + "kv_a_proj_with_mqa", s.kv_lora + s.rope_dim, D);
-  w.kv_a_norm = W.vec(A + "kv_a_layernorm.weight", s.kv_lora);
-  w.kv_b = W.linear(A + "kv_b_proj", s.n_heads * (s.nope + s.v_dim), s.kv_lora);
-  w.o = W.linear(A + "o_proj", D, s.n_heads * s.v_dim);
-  if (output_gate) w.gate = W.linear(A + "g_proj", s.n_heads * s.v_dim, D);
+  w.kv_a = W.linear(N(R::AttnKvA, l), s.kv_lora + s.rope_dim, D);
+  w.kv_a_norm = W.vec(N(R::AttnKvANorm, l), s.kv_lora);
+  w.kv_b = W.linear(N(R::AttnKvB, l), s.n_heads * (s.nope + s.v_dim), s.kv_lora);
+  w.o = W.linear(N(R::AttnO, l), D, s.n_heads * s.v_dim);
+  if (output_gate) w.gate = W.linear(N(R::AttnGate, l), s.n_heads * s.v_dim, D);
   return w;
 }
 

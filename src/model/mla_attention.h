@@ -7,6 +7,7 @@
 #include <string>
 
 #include "compute/backend.h"
+#include "format/tensor_names.h"
 #include "model/blocks.h"
 #include "model/rope.h"
 
@@ -29,14 +30,16 @@ struct MlaWeights {
 };
 
 class WeightLoader;
-// The checkpoint's MLA tensors under `prefix` (e.g. "model.layers.3.self_attn."),
-// shape-checked against `spec`; `output_gate` also loads g_proj (Kimi K3).
-MlaWeights load_mla_weights(const WeightLoader& W, const std::string& prefix, const MlaSpec& spec, int64_t hidden,
-                            bool output_gate);
+// Layer `layer`'s MLA tensors as the family's table names them, shape-checked against
+// `spec`; `output_gate` also loads the gate (AttnGate: Kimi K3's g_proj).
+MlaWeights load_mla_weights(const WeightLoader& W, const TensorNames& names, int64_t layer, const MlaSpec& spec,
+                            int64_t hidden, bool output_gate);
 
 class MlaAttention : public AttentionBlock {
  public:
-  MlaAttention(Backend& be, MlaSpec spec, MlaWeights w) : be_(be), s_(std::move(spec)), w_(w) {}
+  MlaAttention(Backend& be, MlaSpec spec, MlaWeights w) : be_(be), s_(std::move(spec)), w_(w) {
+    require_op(be, Op::MlaAttend, "MLA attention");
+  }
   std::unique_ptr<LayerState> new_state() const override;
   uint64_t state_bytes_per_token() const override { return uint64_t((s_.kv_lora + s_.rope_dim) * 4); }
   uint64_t state_bytes_fixed() const override { return 0; }

@@ -13,10 +13,10 @@ void GatedMlp::forward(Tensor x, Tensor out) const {
   be_.matmul(down_, g, out);
 }
 
-std::unique_ptr<GatedMlp> load_gated_mlp(const WeightLoader& W, const std::string& p, int64_t I, int64_t D,
-                                         GatedActivation act) {
-  return std::make_unique<GatedMlp>(W.backend(), W.linear(p + "gate_proj", I, D), W.linear(p + "up_proj", I, D),
-                                    W.linear(p + "down_proj", D, I), act);
+std::unique_ptr<GatedMlp> load_gated_mlp(const WeightLoader& W, const TensorNames& N, MlpRoles roles, int64_t l,
+                                         int64_t I, int64_t D, GatedActivation act) {
+  return std::make_unique<GatedMlp>(W.backend(), W.linear(N(roles.gate, l), I, D), W.linear(N(roles.up, l), I, D),
+                                    W.linear(N(roles.down, l), D, I), act);
 }
 
 }  // namespace sluice

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "compute/backend.h"
+#include "format/tensor_names.h"
 #include "model/blocks.h"
 
 namespace sluice {
@@ -23,8 +24,9 @@ class GatedMlp : public FfnBlock {
 };
 
 class WeightLoader;
-// `prefix`gate_proj / up_proj / down_proj of width `inter` on a `hidden`-wide stream.
-std::unique_ptr<GatedMlp> load_gated_mlp(const WeightLoader& W, const std::string& prefix, int64_t inter,
-                                         int64_t hidden, GatedActivation act);
+// The linears `roles` of layer `layer` (named by the family's table), of width `inter` on a
+// `hidden`-wide stream.
+std::unique_ptr<GatedMlp> load_gated_mlp(const WeightLoader& W, const TensorNames& names, MlpRoles roles,
+                                         int64_t layer, int64_t inter, int64_t hidden, GatedActivation act);
 
 }  // namespace sluice

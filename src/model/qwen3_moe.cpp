@@ -16,6 +16,8 @@ std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const
   ModelInfo info = basic_model_info(cfg, "qwen3_moe");
   auto model = std::make_unique<Decoder>(info, std::move(ckpt), "", be);
   WeightLoader& W = model->weights();
+  const TensorNames& N = *layout.family->tensors;
+  using R = TensorRole;
   const int64_t D = info.hidden;
   const float eps = float(cfg.req_double("rms_norm_eps"));
 
@@ -38,23 +40,22 @@ std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const
   GatedActivation act;
 
   for (int64_t l = 0; l < info.n_layers; ++l) {
-    const std::string P = fmt::format("model.layers.{}.", l);
     Decoder::Layer L;
-    L.attn_norm = W.vec(P + "input_layernorm.weight", D);
-    L.ffn_norm = W.vec(P + "post_attention_layernorm.weight", D);
+    L.attn_norm = W.vec(N(R::AttnNorm, l), D);
+    L.ffn_norm = W.vec(N(R::FfnNorm, l), D);
     GqaWeights gw;
     const int64_t qw = gs.n_heads * gs.head_dim, kw = gs.n_kv_heads * gs.head_dim;
-    gw.q = W.linear(P + "self_attn.q_proj", qw, D);
-    gw.k = W.linear(P + "self_attn.k_proj", kw, D);
-    gw.v = W.linear(P + "self_attn.v_proj", kw, D);
-    gw.o = W.linear(P + "self_attn.o_proj", D, qw);
+    gw.q = W.linear(N(R::AttnQ, l), qw, D);
+    gw.k = W.linear(N(R::AttnK, l), kw, D);
+    gw.v = W.linear(N(R::AttnV, l), kw, D);
+    gw.o = W.linear(N(R::AttnO, l), D, qw);
     if (bias) {
-      gw.q_bias = W.vec(P + "self_attn.q_proj.bias", qw);
-      gw.k_bias = W.vec(P + "self_attn.k_proj.bias", kw);
-      gw.v_bias = W.vec(P + "self_attn.v_proj.bias", kw);
+      gw.q_bias = W.vec(N.bias(R::AttnQ, l), qw);
+      gw.k_bias = W.vec(N.bias(R::AttnK, l), kw);
+      gw.v_bias = W.vec(N.bias(R::AttnV, l), kw);
     }
-    gw.q_norm = W.vec(P + "self_attn.q_norm.weight", gs.head_dim);
-    gw.k_norm = W.vec(P + "self_attn.k_norm.weight", gs.head_dim);
+    gw.q_norm = W.vec(N(R::AttnQNorm, l), gs.head_dim);
+    gw.k_norm = W.vec(N(R::AttnKNorm, l), gs.head_dim);
     L.attn = std::make_unique<GqaAttention>(be, gs, gw);
 
     if (layout.is_moe(l)) {
@@ -66,17 +67,17 @@ std::unique_ptr<Decoder> build_qwen3_moe(std::unique_ptr<Checkpoint> ckpt, const
         experts[size_t(e)].down = host_matrix(W.linear_view(layout.expert_base(l, e, 2), D, I));
       }
       model->experts().set_layer(int32_t(l), std::move(experts));
-      L.ffn = std::make_unique<MoeBlock>(be, int32_t(l), model->expert_slot(), W.linear(P + "mlp.gate", E, D), nullptr, router, act,
-                                         nullptr, nullptr);
+      L.ffn = std::make_unique<MoeBlock>(be, int32_t(l), model->expert_slot(), W.linear(N(R::MoeRouter, l), E, D),
+                                         nullptr, router, act, nullptr, nullptr);
     } else {
       const int64_t I = cfg.req_int("intermediate_size");
-      L.ffn = load_gated_mlp(W, P + "mlp.", I, D, act);
+      L.ffn = load_gated_mlp(W, N, kDenseMlp, l, I, D, act);
     }
     model->add_layer(std::move(L));
   }
   const bool tied = cfg.get_bool("tie_word_embeddings", false);
-  Matrix embed = W.matrix("model.embed_tokens.weight", info.vocab, D);
-  model->set_embedding(embed, tied ? embed : W.linear("lm_head", info.vocab, D), W.vec("model.norm.weight", D), eps);
+  Matrix embed = W.matrix(N(R::TokenEmbedding), info.vocab, D);
+  model->set_embedding(embed, tied ? embed : W.linear(N(R::Output), info.vocab, D), W.vec(N(R::OutputNorm), D), eps);
   return model;
 }
 

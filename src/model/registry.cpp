@@ -13,7 +13,7 @@ using DecoderBuilder = std::unique_ptr<Decoder> (*)(std::unique_ptr<Checkpoint>,
 
 // Indexed by FamilyId: the same rows in the same order.
 constexpr DecoderBuilder kBuilders[] = {
-#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, moe_layers, builder, chat_syntax, synth) &build_##builder,
+#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, tensors, moe_layers, builder, chat_syntax, synth) &build_##builder,
 #include "format/model_families.def"
 };
 

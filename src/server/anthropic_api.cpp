@@ -22,6 +22,8 @@ using fields::boolean_at;
 using fields::object_at;
 using fields::only_known;
 using fields::present;
+using fields::require;
+using fields::require_present;
 using fields::string_at;
 
 using nlohmann::json;
@@ -347,7 +349,7 @@ json parse_messages(const json& body, const json& system, json& tools, RequestNo
     only_known(m, {"role", "content"}, w + ".");
     if (role != "user" && role != "assistant")
       bad_field(w + ".role", "Unexpected role \"{}\". Allowed roles are \"user\", \"assistant\" and \"system\".", role);
-    if (!m.contains("content")) bad_field(w + ".content", "'{}.content' is required", w);
+    require(m, "content", w + ".");
     const json& c = m["content"];
     if (c.is_string()) {
       out.push_back({{"role", role}, {"content", c}});
@@ -495,7 +497,7 @@ GenerationRequest parse_anthropic_request(const json& body, const RequestLimits&
   r.kind = GenerationRequest::Kind::Chat;
   r.sampling = limits.defaults;
   r.sampling.seed = limits.default_seed;
-  if (!present(body, "model")) bad_field("model", "'model' is required");
+  require_present(body, "model", "");
   r.model = string_at(body["model"], "model");
   json tools = json::array();
   if (present(body, "tools")) {
@@ -560,7 +562,7 @@ GenerationRequest parse_anthropic_request(const json& body, const RequestLimits&
     only_known(format, {"type", "schema"}, "output_config.format.");
     if (format.value("type", json()) != "json_schema")
       bad_field("output_config.format.type", "'output_config.format.type' must be json_schema");
-    if (!present(format, "schema")) bad_field("output_config.format.schema", "'output_config.format.schema' is required");
+    require_present(format, "schema", "output_config.format.");
     r.grammar = chat::json_schema_grammar(format["schema"], "output_config.format.schema");
   }
   r.reasoning_effort = effort;

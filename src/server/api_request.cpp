@@ -26,6 +26,8 @@ using fields::number_in;
 using fields::object_at;
 using fields::only_known;
 using fields::present;
+using fields::require;
+using fields::require_present;
 using fields::string_at;
 using fields::type_name;
 
@@ -38,7 +40,7 @@ constexpr auto kGot = fields::Wording::WithGot;
 
 // Fields shared by both endpoints.
 void parse_common(const json& body, GenerationRequest& r, const RequestLimits& limits) {
-  if (!body.contains("model")) bad_field("model", "'model' is required");
+  require(body, "model", "");
   r.model = string_at(body["model"], "model", kGot);
 
   r.sampling = limits.defaults;
@@ -127,7 +129,7 @@ json flatten_content(const json& c, const std::string& where, bool null_ok, bool
     const std::string pw = fmt::format("{}[{}]", where, i);
     const json& p = c[i];
     object_at(p, pw, kGot);
-    if (!p.contains("type")) bad_field(pw + ".type", "'{}.type' is required", pw);
+    require(p, "type", pw + ".");
     const std::string type = string_at(p["type"], pw + ".type", kGot);
     if (type == "refusal" && assistant) {  // an assistant's refusal replays as its text
       only_known(p, {"type", "refusal"}, pw + ".");
@@ -139,12 +141,12 @@ json flatten_content(const json& c, const std::string& where, bool null_ok, bool
     // The Agents SDK copies the fields of this server's reply message (role, refusal,
     // reasoning_content, tool_calls...) into the text part it sends back; in an
     // assistant's part those echoes are ignored (the message's own fields carry them).
-    static const std::set<std::string> echoed = {"role", "refusal", "annotations", "reasoning_content", "tool_calls",
-                                                 "audio", "function_call", "content"};
-    for (const auto& [k, v] : p.items())
-      if (k != "type" && k != "text" && k != "cache_control" && !(assistant && echoed.count(k)))
-        bad_field(pw + "." + k, "unknown field '{}.{}': this server does not support it", pw, k);
-    if (!p.contains("text")) bad_field(pw + ".text", "'{}.text' is required", pw);
+    static const std::set<std::string> known = {"type", "text", "cache_control"};
+    static const std::set<std::string> known_or_echoed = {"type",       "text",  "cache_control", "role",
+                                                          "refusal",    "annotations", "reasoning_content",
+                                                          "tool_calls", "audio", "function_call", "content"};
+    only_known(p, assistant ? known_or_echoed : known, pw + ".");
+    require(p, "text", pw + ".");
     text += string_at(p["text"], pw + ".text", kGot);
   }
   return text;
@@ -155,7 +157,7 @@ json flatten_content(const json& c, const std::string& where, bool null_ok, bool
 json assistant_tool_call(const json& c, const std::string& cw) {
   object_at(c, cw);
   only_known(c, {"id", "type", "function", "custom"}, cw + ".");
-  if (!c.contains("id")) bad_field(cw + ".id", "'{}.id' is required", cw);
+  require(c, "id", cw + ".");
   const std::string ctype = present(c, "type") ? string_at(c["type"], cw + ".type", kGot) : "function";
   if (ctype == "custom") {  // a freeform tool's call: its input text as the {"input"} argument
     if (!present(c, "custom") || !c["custom"].is_object())
@@ -173,8 +175,8 @@ json assistant_tool_call(const json& c, const std::string& cw) {
     bad_field(cw + ".function", "'{}.function' must be an object", cw);
   const json& f = c["function"];
   only_known(f, {"name", "arguments"}, cw + ".function.");
-  if (!f.contains("name")) bad_field(cw + ".function.name", "'{}.function.name' is required", cw);
-  if (!f.contains("arguments")) bad_field(cw + ".function.arguments", "'{}.function.arguments' is required", cw);
+  require(f, "name", cw + ".function.");
+  require(f, "arguments", cw + ".function.");
   return {{"id", string_at(c["id"], cw + ".id", kGot)},
           {"type", "function"},
           {"function",
@@ -183,7 +185,7 @@ json assistant_tool_call(const json& c, const std::string& cw) {
 }
 
 json parse_messages(const json& body) {
-  if (!body.contains("messages")) bad_field("messages", "'messages' is required");
+  require(body, "messages", "");
   const json& ms = body["messages"];
   array_at(ms, "messages", kGot);
   if (ms.empty()) bad_field("messages", "'messages' must not be empty");
@@ -192,12 +194,12 @@ json parse_messages(const json& body) {
     const std::string w = fmt::format("messages[{}]", i);
     const json& m = ms[i];
     object_at(m, w, kGot);
-    if (!m.contains("role")) bad_field(w + ".role", "'{}.role' is required", w);
+    require(m, "role", w + ".");
     std::string role = string_at(m["role"], w + ".role", kGot);
     json o;
     if (role == "system" || role == "developer" || role == "user") {
       only_known(m, {"role", "content", "name"}, w + ".");
-      if (!m.contains("content")) bad_field(w + ".content", "'{}.content' is required", w);
+      require(m, "content", w + ".");
       o["role"] = role == "developer" ? "system" : role;
       o["content"] = flatten_content(m["content"], w + ".content", false);
     } else if (role == "assistant") {
@@ -228,10 +230,10 @@ json parse_messages(const json& body) {
         bad_field(w + ".content", "'{}.content' is required unless the message has tool_calls", w);
     } else if (role == "tool") {
       only_known(m, {"role", "content", "tool_call_id", "name"}, w + ".");
-      if (!m.contains("tool_call_id")) bad_field(w + ".tool_call_id", "'{}.tool_call_id' is required", w);
+      require(m, "tool_call_id", w + ".");
       o["role"] = role;
       o["tool_call_id"] = string_at(m["tool_call_id"], w + ".tool_call_id", kGot);
-      if (!m.contains("content")) bad_field(w + ".content", "'{}.content' is required", w);
+      require(m, "content", w + ".");
       o["content"] = flatten_content(m["content"], w + ".content", false);
     } else if (role == "function") {
       bad_field(w + ".role", "'{}.role' \"function\" (deprecated) is not supported: send tool messages", w);
@@ -284,7 +286,7 @@ json parse_tools(const json& body, GenerationRequest& r) {
       bad_field(w + ".function", "'{}.function' must be an object", w);
     const json& f = t["function"];
     only_known(f, {"name", "description", "parameters", "strict"}, w + ".function.");
-    if (!f.contains("name")) bad_field(w + ".function.name", "'{}.function.name' is required", w);
+    require(f, "name", w + ".function.");
     const std::string name = string_at(f["name"], w + ".function.name", kGot);
     if (!valid_function_name(name))
       bad_field(w + ".function.name", "'{}.function.name' must be 1-128 characters of a-z, A-Z, 0-9, _, - and .", w);
@@ -395,7 +397,7 @@ GenerationRequest parse_chat_request(const json& body, const RequestLimits& limi
         bad_field("response_format.json_schema", "'response_format.json_schema' must be an object");
       const json& js = rf["json_schema"];
       only_known(js, {"name", "description", "schema", "strict"}, "response_format.json_schema.");
-      if (!present(js, "name")) bad_field("response_format.json_schema.name", "'response_format.json_schema.name' is required");
+      require_present(js, "name", "response_format.json_schema.");
       string_at(js["name"], "response_format.json_schema.name", kGot);
       if (present(js, "description")) string_at(js["description"], "response_format.json_schema.description", kGot);
       if (present(js, "strict")) boolean_at(js["strict"], "response_format.json_schema.strict");
@@ -458,8 +460,7 @@ GenerationRequest parse_chat_request(const json& body, const RequestLimits& limi
         if (!present(tc, type.c_str()) || !tc[type].is_object())
           bad_field("tool_choice." + type, "'tool_choice.{}' must be an object with the tool's name", type);
         only_known(tc[type], {"name"}, "tool_choice." + type + ".");
-        if (!present(tc[type], "name"))
-          bad_field("tool_choice." + type + ".name", "'tool_choice.{}.name' is required", type);
+        require_present(tc[type], "name", "tool_choice." + type + ".");
         r.tool_choice = GenerationRequest::ToolChoice::Named;
         r.tool_choice_name = string_at(tc[type]["name"], "tool_choice." + type + ".name", kGot);
       }
@@ -509,7 +510,7 @@ GenerationRequest parse_completion_request(const json& body, const RequestLimits
   GenerationRequest r;
   r.kind = GenerationRequest::Kind::Completion;
   parse_common(body, r, limits);
-  if (!body.contains("prompt")) bad_field("prompt", "'prompt' is required");
+  require(body, "prompt", "");
   const json& p = body["prompt"];
   auto ids = [&](const json& a, const std::string& where) {
     std::vector<int32_t> out;

@@ -37,6 +37,14 @@ const char* type_name(const json& j) {
 
 bool present(const json& obj, const char* key) { return obj.contains(key) && !obj[key].is_null(); }
 
+void require(const json& obj, const std::string& key, const std::string& prefix) {
+  if (!obj.contains(key)) bad_field(prefix + key, "'{}{}' is required", prefix, key);
+}
+
+void require_present(const json& obj, const std::string& key, const std::string& prefix) {
+  if (!present(obj, key.c_str())) bad_field(prefix + key, "'{}{}' is required", prefix, key);
+}
+
 void only_known(const json& obj, const std::set<std::string>& known, const std::string& prefix) {
   for (const auto& [k, v] : obj.items())
     if (!known.count(k)) bad_field(prefix + k, "unknown field '{}{}': this server does not support it", prefix, k);

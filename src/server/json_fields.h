@@ -24,6 +24,12 @@ const char* type_name(const nlohmann::json& j);
 // The key is there and not null: every API reads a null field as an absent one.
 bool present(const nlohmann::json& obj, const char* key);
 
+// Refuses `obj` without `key`: "'<prefix><key>' is required", param <prefix><key>
+// (`prefix` as for only_known). require: a null value is there (its type check
+// refuses it); require_present: a null counts as absent, as present() says.
+void require(const nlohmann::json& obj, const std::string& key, const std::string& prefix);
+void require_present(const nlohmann::json& obj, const std::string& key, const std::string& prefix);
+
 // Refuses any key of `obj` not in `known`: "unknown field '<prefix><key>': this
 // server does not support it", param <prefix><key>. `prefix` is the object's path
 // with a trailing '.', or "" for the body.

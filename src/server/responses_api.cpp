@@ -18,6 +18,8 @@ using fields::boolean_at;
 using fields::object_at;
 using fields::only_known;
 using fields::present;
+using fields::require;
+using fields::require_present;
 using fields::string_at;
 using nlohmann::json;
 
@@ -31,7 +33,7 @@ std::string flatten_parts(const json& c, const std::string& where, const std::se
   for (size_t i = 0; i < c.size(); ++i) {
     const std::string pw = fmt::format("{}[{}]", where, i);
     const json& p = object_at(c[i], pw);
-    if (!present(p, "type")) bad_field(pw + ".type", "'{}.type' is required", pw);
+    require_present(p, "type", pw + ".");
     const std::string type = string_at(p["type"], pw + ".type");
     if (!types.count(type))
       bad_field(pw + ".type", "content part type '{}' is not supported here: this model takes text only", type);
@@ -44,7 +46,7 @@ std::string flatten_parts(const json& c, const std::string& where, const std::se
     only_known(p, type == "output_text" ? std::set<std::string>{"type", "text", "annotations", "logprobs"}
                                         : std::set<std::string>{"type", "text"},
                pw + ".");
-    if (!p.contains("text")) bad_field(pw + ".text", "'{}.text' is required", pw);
+    require(p, "text", pw + ".");
     text += string_at(p["text"], pw + ".text");
   }
   return text;
@@ -81,7 +83,7 @@ json input_call(const json& item, const std::string& w, bool custom) {
   const char* body_key = custom ? "input" : "arguments";
   only_known(item, {"type", "id", "call_id", "name", body_key, "status", "namespace"}, w + ".");
   for (const char* k : {"call_id", "name", body_key})
-    if (!item.contains(k)) bad_field(w + "." + k, "'{}.{}' is required", w, k);
+    require(item, k, w + ".");
   // A function of a namespace group is known to the model as "NAMESPACE.NAME".
   std::string name = string_at(item["name"], w + ".name");
   if (present(item, "namespace")) name = string_at(item["namespace"], w + ".namespace") + "." + name;
@@ -106,9 +108,9 @@ void convert_input(const json& input, json& out, RequestNotes* notes) {
     const std::string type = present(item, "type") ? string_at(item["type"], w + ".type") : "message";
     if (type == "message") {
       only_known(item, {"type", "role", "content", "id", "status", "phase"}, w + ".");
-      if (!present(item, "role")) bad_field(w + ".role", "'{}.role' is required", w);
+      require_present(item, "role", w + ".");
       const std::string role = string_at(item["role"], w + ".role");
-      if (!item.contains("content")) bad_field(w + ".content", "'{}.content' is required", w);
+      require(item, "content", w + ".");
       if (role == "assistant") {
         const std::string text = flatten_parts(item["content"], w + ".content", {"output_text", "input_text", "refusal"});
         if (in_assistant_turn && reasoning.empty()) {
@@ -140,8 +142,8 @@ void convert_input(const json& input, json& out, RequestNotes* notes) {
       out.back()["tool_calls"].push_back(std::move(call));
     } else if (type == "function_call_output" || type == "custom_tool_call_output") {
       only_known(item, {"type", "id", "call_id", "output", "status"}, w + ".");
-      if (!item.contains("call_id")) bad_field(w + ".call_id", "'{}.call_id' is required", w);
-      if (!item.contains("output")) bad_field(w + ".output", "'{}.output' is required", w);
+      require(item, "call_id", w + ".");
+      require(item, "output", w + ".");
       out.push_back({{"role", "tool"},
                      {"tool_call_id", string_at(item["call_id"], w + ".call_id")},
                      {"content", flatten_parts(item["output"], w + ".output", {"input_text"})}});
@@ -174,7 +176,7 @@ json convert_tools(const json& ts, RequestNotes* notes, std::set<std::string>& n
   std::function<void(const json&, const std::string&, const std::string&, const std::string&)> one =
       [&](const json& t, const std::string& w, const std::string& ns, const std::string& ns_desc) {
         object_at(t, w);
-        if (!present(t, "type")) bad_field(w + ".type", "'{}.type' is required", w);
+        require_present(t, "type", w + ".");
         const std::string type = string_at(t["type"], w + ".type");
         if (type == "function") {
           only_known(t, {"type", "name", "description", "parameters", "strict", "defer_loading"}, w + ".");
@@ -182,7 +184,7 @@ json convert_tools(const json& ts, RequestNotes* notes, std::set<std::string>& n
           json f = json::object();
           for (const char* k : {"name", "description", "parameters", "strict"})
             if (present(t, k)) f[k] = t[k];
-          if (!f.contains("name")) bad_field(w + ".name", "'{}.name' is required", w);
+          require(f, "name", w + ".");
           if (!ns.empty()) {
             f["name"] = ns + "." + string_at(t["name"], w + ".name");
             if (!ns_desc.empty()) f["description"] = ns_desc + (f.contains("description") ? "\n\n" + string_at(f["description"], w + ".description") : "");
@@ -194,7 +196,7 @@ json convert_tools(const json& ts, RequestNotes* notes, std::set<std::string>& n
           json c = json::object();
           for (const char* k : {"name", "description", "format"})
             if (present(t, k)) c[k] = t[k];
-          if (!c.contains("name")) bad_field(w + ".name", "'{}.name' is required", w);
+          require(c, "name", w + ".");
           if (!ns.empty()) c["name"] = ns + "." + string_at(t["name"], w + ".name");
           if (!ns.empty() && !ns_desc.empty())
             c["description"] = ns_desc + (c.contains("description") ? "\n\n" + string_at(c["description"], w + ".description") : "");
@@ -327,7 +329,7 @@ ResponsesRequest parse_responses_request(const json& body, const RequestLimits& 
   } else {
     rr.echo["previous_response_id"] = nullptr;
   }
-  if (!body.contains("input")) bad_field("input", "'input' is required");
+  require(body, "input", "");
   convert_input(body["input"], messages, notes);
   if (messages.empty()) bad_field("input", "'input' must not be empty");
   rr.conversation = messages;
@@ -349,7 +351,7 @@ ResponsesRequest parse_responses_request(const json& body, const RequestLimits& 
       const std::string type = present(tc, "type") ? string_at(tc["type"], "tool_choice.type") : "";
       if (type == "function" || type == "custom") {
         only_known(tc, {"type", "name"}, "tool_choice.");
-        if (!present(tc, "name")) bad_field("tool_choice.name", "'tool_choice.name' is required");
+        require_present(tc, "name", "tool_choice.");
         chat["tool_choice"] = {{"type", type}, {type, {{"name", tc["name"]}}}};
       } else if (type == "allowed_tools") {
         only_known(tc, {"type", "mode", "tools"}, "tool_choice.");
@@ -379,7 +381,7 @@ ResponsesRequest parse_responses_request(const json& body, const RequestLimits& 
     if (present(t, "verbosity") && t["verbosity"] != json("medium")) notes->ignore("text.verbosity");
     if (present(t, "format")) {
       const json& f = object_at(t["format"], "text.format");
-      if (!present(f, "type")) bad_field("text.format.type", "'text.format.type' is required");
+      require_present(f, "type", "text.format.");
       const std::string type = string_at(f["type"], "text.format.type");
       if (type == "json_schema") {
         only_known(f, {"type", "name", "schema", "strict", "description"}, "text.format.");

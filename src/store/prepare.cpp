@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "experts/expert_placement.h"
+#include "experts/drive_placement.h"
 #include "format/checkpoint.h"
 #include "format/config.h"
 #include "format/expert_index.h"
@@ -206,7 +206,7 @@ struct Packs {
 };
 
 // One pack per MoE layer next to the checkpoint, or per layer and drive with
-// --expert-dirs (experts/expert_placement.h says which projection goes where).
+// --expert-dirs (experts/drive_placement.h says which projection goes where).
 Packs write_packs(const Checkpoint& ck, const ExpertIndex& index, const PrepareOptions& o,
                   const std::vector<std::string>& dirs) {
   const auto experts = expert_tensors(ck, index);

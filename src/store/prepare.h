@@ -22,7 +22,7 @@ struct PrepareOptions {
   // expert is one 4 KiB-aligned extent, for layouts that scatter an expert's tensors.
   bool pack_experts = false;
   // With pack_experts: spread the packs over these directories (drives), one
-  // pack per layer and directory (experts/expert_placement.h); the manifest
+  // pack per layer and directory (experts/drive_placement.h); the manifest
   // records each directory's absolute path.
   std::vector<std::string> expert_dirs = {};
 };

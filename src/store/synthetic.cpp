@@ -27,6 +27,12 @@ namespace sluice {
 
 const SynthRecipe* none_synth_recipe() { return nullptr; }
 
+const ModelFamily& synth_family(const nlohmann::json& config) {
+  const std::string type = config.value("model_type", "");
+  if (const ModelFamily* f = find_model_family(type)) return *f;
+  fail("synth: internal: a recipe wrote model_type '{}', which is no family", type);
+}
+
 namespace {
 
 using json = nlohmann::json;
@@ -181,7 +187,7 @@ int dtype_rank(DType d) {  // safetensors writes larger dtypes first, then by na
 // The recipe of --arch's family, indexed by FamilyId (the same rows in the same order).
 const SynthRecipe* recipe_of(const std::string& arch) {
   static const SynthRecipe* const recipes[] = {
-#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, moe_layers, builder, chat_syntax, synth) \
+#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, tensors, moe_layers, builder, chat_syntax, synth) \
   synth##_synth_recipe(),
 #include "format/model_families.def"
   };

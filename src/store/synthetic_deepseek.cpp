@@ -62,6 +62,9 @@ json deepseek_config(const SynthOptions& o, bool real) {
 }
 
 std::vector<Spec> deepseek_tensors(const json& c) {
+  const ModelFamily& F = synth_family(c);
+  const TensorNames& N = *F.tensors;
+  using R = TensorRole;
   Layout L;
   const int64_t D = c["hidden_size"], H = c["num_attention_heads"], ql = c["q_lora_rank"], kl = c["kv_lora_rank"];
   const int64_t nope = c["qk_nope_head_dim"], rope = c["qk_rope_head_dim"], v = c["v_head_dim"];
@@ -73,40 +76,38 @@ std::vector<Spec> deepseek_tensors(const json& c) {
   const std::string dense_fmt = fmt == "fp8" ? "fp8" : "bf16";  // INT4 releases keep non-experts in bf16
   for (int64_t l = 0; l < NL; ++l) {
     L.shard = int(l);
-    const std::string P = "model.layers." + std::to_string(l) + ".";
-    L.norm(P + "input_layernorm.weight", D);
-    L.norm(P + "post_attention_layernorm.weight", D);
-    L.expert(P + "self_attn.q_a_proj", ql, D, dense_fmt);
-    L.norm(P + "self_attn.q_a_layernorm.weight", ql);
-    L.expert(P + "self_attn.q_b_proj", H * (nope + rope), ql, dense_fmt);
-    L.expert(P + "self_attn.kv_a_proj_with_mqa", kl + rope, D, dense_fmt);
-    L.norm(P + "self_attn.kv_a_layernorm.weight", kl);
-    L.expert(P + "self_attn.kv_b_proj", H * (nope + v), kl, dense_fmt);
-    L.expert(P + "self_attn.o_proj", D, H * v, dense_fmt);
+    L.norm(N(R::AttnNorm, l), D);
+    L.norm(N(R::FfnNorm, l), D);
+    L.expert(N(R::AttnQA, l), ql, D, dense_fmt);
+    L.norm(N(R::AttnQANorm, l), ql);
+    L.expert(N(R::AttnQB, l), H * (nope + rope), ql, dense_fmt);
+    L.expert(N(R::AttnKvA, l), kl + rope, D, dense_fmt);
+    L.norm(N(R::AttnKvANorm, l), kl);
+    L.expert(N(R::AttnKvB, l), H * (nope + v), kl, dense_fmt);
+    L.expert(N(R::AttnO, l), D, H * v, dense_fmt);
     if (l < fk) {
-      L.expert(P + "mlp.gate_proj", DI, D, dense_fmt);
-      L.expert(P + "mlp.up_proj", DI, D, dense_fmt);
-      L.expert(P + "mlp.down_proj", D, DI, dense_fmt);
+      L.expert(N(R::FfnGate, l), DI, D, dense_fmt);
+      L.expert(N(R::FfnUp, l), DI, D, dense_fmt);
+      L.expert(N(R::FfnDown, l), D, DI, dense_fmt);
       continue;
     }
-    L.mat(P + "mlp.gate.weight", E, D);
-    L.vec(P + "mlp.gate.e_score_correction_bias", {E}, Init::Bias, 0.1, DType::F32);
+    L.mat(N.weight(R::MoeRouter, l), E, D);
+    L.vec(N(R::MoeScoreBias, l), {E}, Init::Bias, 0.1, DType::F32);
     const int64_t S = I * c["n_shared_experts"].get<int64_t>();
-    L.expert(P + "mlp.shared_experts.gate_proj", S, D, dense_fmt);
-    L.expert(P + "mlp.shared_experts.up_proj", S, D, dense_fmt);
-    L.expert(P + "mlp.shared_experts.down_proj", D, S, dense_fmt);
+    L.expert(N(R::SharedGate, l), S, D, dense_fmt);
+    L.expert(N(R::SharedUp, l), S, D, dense_fmt);
+    L.expert(N(R::SharedDown, l), D, S, dense_fmt);
     for (int64_t e = 0; e < E; ++e) {
-      const std::string X = P + "mlp.experts." + std::to_string(e) + ".";
-      L.expert(X + "gate_proj", I, D, fmt);
-      L.expert(X + "up_proj", I, D, fmt);
-      L.expert(X + "down_proj", D, I, fmt);
+      L.expert(expert_tensor_base(F, l, e, 0), I, D, fmt);
+      L.expert(expert_tensor_base(F, l, e, 1), I, D, fmt);
+      L.expert(expert_tensor_base(F, l, e, 2), D, I, fmt);
     }
   }
   L.shard = int(NL);
   const int64_t V = c["vocab_size"];
-  L.mat("model.embed_tokens.weight", V, D, 1.0);
-  L.mat("lm_head.weight", V, D);
-  L.norm("model.norm.weight", D);
+  L.mat(N(R::TokenEmbedding), V, D, 1.0);
+  L.mat(N.weight(R::Output), V, D);
+  L.norm(N(R::OutputNorm), D);
   return L.t;
 }
 

@@ -62,6 +62,13 @@ json k3_config(const SynthOptions& o, bool real) {
 
 std::vector<Spec> k3_tensors(const json& top) {
   const json& c = top["text_config"];
+  const ModelFamily& F = synth_family(top);
+  const TensorNames& N = *F.tensors;
+  using R = TensorRole;
+  // Every name under the text model's prefix.
+  const std::string M(kNestedTextPrefix);
+  auto name = [&](TensorRole r, int64_t l = -1) { return M + N(r, l); };
+  auto weight = [&](TensorRole r, int64_t l = -1) { return M + N.weight(r, l); };
   Layout L;
   const int64_t D = c["hidden_size"], H = c["num_attention_heads"], ql = c["q_lora_rank"], kl = c["kv_lora_rank"];
   const int64_t nope = c["qk_nope_head_dim"], rope = c["qk_rope_head_dim"], v = c["v_head_dim"];
@@ -71,68 +78,63 @@ std::vector<Spec> k3_tensors(const json& top) {
   const int64_t KH = lac["num_heads"], KD = lac["head_dim"], C = KH * KD;
   std::vector<bool> mla(size_t(NL), false);
   for (int64_t id : lac["full_attn_layers"]) mla[size_t(id - 1)] = true;
-  const std::string M = "language_model.model.";
   for (int64_t l = 0; l < NL; ++l) {
     L.shard = int(l);
-    const std::string P = M + "layers." + std::to_string(l) + ".";
-    L.norm(P + "input_layernorm.weight", D);
-    L.norm(P + "post_attention_layernorm.weight", D);
-    L.norm(P + "self_attention_res_norm.weight", D);
-    L.mat(P + "self_attention_res_proj.weight", 1, D);
-    L.norm(P + "mlp_res_norm.weight", D);
-    L.mat(P + "mlp_res_proj.weight", 1, D);
-    const std::string A = P + "self_attn.";
+    L.norm(name(R::AttnNorm, l), D);
+    L.norm(name(R::FfnNorm, l), D);
+    L.norm(name(R::AttnResNorm, l), D);
+    L.mat(name(R::AttnResProj, l), 1, D);
+    L.norm(name(R::FfnResNorm, l), D);
+    L.mat(name(R::FfnResProj, l), 1, D);
     if (!mla[size_t(l)]) {
-      for (const char* p : {"q_proj", "k_proj", "v_proj", "g_proj"}) L.mat(A + p + ".weight", C, D);
-      for (const char* p : {"q_conv1d", "k_conv1d", "v_conv1d"})
-        L.vec(A + p + ".weight", {C, 1, 4}, Init::Bias, 0.5, DType::F32);
-      L.mat(A + "f_a_proj.weight", KD, D);
-      L.mat(A + "f_b_proj.weight", C, KD);
-      L.vec(A + "dt_bias", {C}, Init::DtBias, 0, DType::F32);
-      L.vec(A + "A_log", {std::max(KD, KH)}, Init::ALog, double(KH), DType::F32);
-      L.mat(A + "b_proj.weight", KH, D);
-      L.norm(A + "o_norm.weight", KD, DType::F32);
-      L.mat(A + "o_proj.weight", D, C);
+      for (TensorRole r : {R::AttnQ, R::AttnK, R::AttnV, R::AttnGate}) L.mat(weight(r, l), C, D);
+      for (TensorRole r : {R::KdaQConv, R::KdaKConv, R::KdaVConv})
+        L.vec(name(r, l), {C, 1, 4}, Init::Bias, 0.5, DType::F32);
+      L.mat(weight(R::KdaFA, l), KD, D);
+      L.mat(weight(R::KdaFB, l), C, KD);
+      L.vec(name(R::KdaDtBias, l), {C}, Init::DtBias, 0, DType::F32);
+      L.vec(name(R::KdaALog, l), {std::max(KD, KH)}, Init::ALog, double(KH), DType::F32);
+      L.mat(weight(R::KdaB, l), KH, D);
+      L.norm(name(R::KdaONorm, l), KD, DType::F32);
+      L.mat(weight(R::AttnO, l), D, C);
     } else {
-      L.mat(A + "q_a_proj.weight", ql, D);
-      L.norm(A + "q_a_layernorm.weight", ql);
-      L.mat(A + "q_b_proj.weight", H * (nope + rope), ql);
-      L.mat(A + "kv_a_proj_with_mqa.weight", kl + rope, D);
-      L.norm(A + "kv_a_layernorm.weight", kl);
-      L.mat(A + "kv_b_proj.weight", H * (nope + v), kl);
-      L.mat(A + "g_proj.weight", H * v, D);
-      L.mat(A + "o_proj.weight", D, H * v);
+      L.mat(weight(R::AttnQA, l), ql, D);
+      L.norm(name(R::AttnQANorm, l), ql);
+      L.mat(weight(R::AttnQB, l), H * (nope + rope), ql);
+      L.mat(weight(R::AttnKvA, l), kl + rope, D);
+      L.norm(name(R::AttnKvANorm, l), kl);
+      L.mat(weight(R::AttnKvB, l), H * (nope + v), kl);
+      L.mat(weight(R::AttnGate, l), H * v, D);
+      L.mat(weight(R::AttnO, l), D, H * v);
     }
     if (l < c["first_k_dense_replace"].get<int64_t>()) {
-      L.mat(P + "mlp.gate_proj.weight", DI, D);
-      L.mat(P + "mlp.up_proj.weight", DI, D);
-      L.mat(P + "mlp.down_proj.weight", D, DI);
+      L.mat(weight(R::FfnGate, l), DI, D);
+      L.mat(weight(R::FfnUp, l), DI, D);
+      L.mat(weight(R::FfnDown, l), D, DI);
       continue;
     }
-    const std::string B = P + "block_sparse_moe.";
-    L.mat(B + "gate.weight", E, D);
-    L.vec(B + "gate.e_score_correction_bias", {E}, Init::Bias, 0.15, DType::F32);
-    L.mat(B + "routed_expert_down_proj.weight", LW, D);
-    L.norm(B + "routed_expert_norm.weight", LW);
-    L.mat(B + "routed_expert_up_proj.weight", D, LW);
+    L.mat(weight(R::MoeRouter, l), E, D);
+    L.vec(name(R::MoeScoreBias, l), {E}, Init::Bias, 0.15, DType::F32);
+    L.mat(weight(R::LatentDown, l), LW, D);
+    L.norm(name(R::LatentNorm, l), LW);
+    L.mat(weight(R::LatentUp, l), D, LW);
     const int64_t S = I * c["num_shared_experts"].get<int64_t>();
-    L.mat(B + "shared_experts.gate_proj.weight", S, D);
-    L.mat(B + "shared_experts.up_proj.weight", S, D);
-    L.mat(B + "shared_experts.down_proj.weight", D, S);
-    for (int64_t e = 0; e < E; ++e) {
-      const std::string X = B + "experts." + std::to_string(e) + ".";
-      L.mxfp4(X + "w1", I, LW);
-      L.mxfp4(X + "w2", LW, I);
-      L.mxfp4(X + "w3", I, LW);
+    L.mat(weight(R::SharedGate, l), S, D);
+    L.mat(weight(R::SharedUp, l), S, D);
+    L.mat(weight(R::SharedDown, l), D, S);
+    for (int64_t e = 0; e < E; ++e) {  // gate and up: I x LW; down: LW x I
+      L.mxfp4(M + expert_tensor_base(F, l, e, 0), I, LW);
+      L.mxfp4(M + expert_tensor_base(F, l, e, 2), LW, I);
+      L.mxfp4(M + expert_tensor_base(F, l, e, 1), I, LW);
     }
   }
   L.shard = int(NL);
   const int64_t V = c["vocab_size"];
-  L.mat(M + "embed_tokens.weight", V, D, 1.0);
-  L.mat("language_model.lm_head.weight", V, D);
-  L.norm(M + "norm.weight", D);
-  L.norm(M + "output_attn_res_norm.weight", D);
-  L.mat(M + "output_attn_res_proj.weight", 1, D);
+  L.mat(name(R::TokenEmbedding), V, D, 1.0);
+  L.mat(weight(R::Output), V, D);
+  L.norm(name(R::OutputNorm), D);
+  L.norm(name(R::OutAttnResNorm), D);
+  L.mat(name(R::OutAttnResProj), 1, D);
   return L.t;
 }
 

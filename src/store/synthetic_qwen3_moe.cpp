@@ -35,32 +35,33 @@ json qwen_config(const SynthOptions& o, bool real) {
 }
 
 std::vector<Spec> qwen_tensors(const json& c) {
+  const ModelFamily& F = synth_family(c);
+  const TensorNames& N = *F.tensors;
+  using R = TensorRole;
   Layout L;
   const int64_t D = c["hidden_size"], H = c["num_attention_heads"], KV = c["num_key_value_heads"], hd = c["head_dim"];
   const int64_t E = c["num_experts"], I = c["moe_intermediate_size"], NL = c["num_hidden_layers"];
   for (int64_t l = 0; l < NL; ++l) {
     L.shard = int(l);
-    const std::string P = "model.layers." + std::to_string(l) + ".";
-    L.norm(P + "input_layernorm.weight", D);
-    L.norm(P + "post_attention_layernorm.weight", D);
-    L.mat(P + "self_attn.q_proj.weight", H * hd, D);
-    L.mat(P + "self_attn.k_proj.weight", KV * hd, D);
-    L.mat(P + "self_attn.v_proj.weight", KV * hd, D);
-    L.mat(P + "self_attn.o_proj.weight", D, H * hd);
-    L.norm(P + "self_attn.q_norm.weight", hd);
-    L.norm(P + "self_attn.k_norm.weight", hd);
-    L.mat(P + "mlp.gate.weight", E, D);
+    L.norm(N(R::AttnNorm, l), D);
+    L.norm(N(R::FfnNorm, l), D);
+    L.mat(N.weight(R::AttnQ, l), H * hd, D);
+    L.mat(N.weight(R::AttnK, l), KV * hd, D);
+    L.mat(N.weight(R::AttnV, l), KV * hd, D);
+    L.mat(N.weight(R::AttnO, l), D, H * hd);
+    L.norm(N(R::AttnQNorm, l), hd);
+    L.norm(N(R::AttnKNorm, l), hd);
+    L.mat(N.weight(R::MoeRouter, l), E, D);
     for (int64_t e = 0; e < E; ++e) {
-      const std::string X = P + "mlp.experts." + std::to_string(e) + ".";
-      L.mat(X + "gate_proj.weight", I, D);
-      L.mat(X + "up_proj.weight", I, D);
-      L.mat(X + "down_proj.weight", D, I);
+      L.mat(expert_tensor_base(F, l, e, 0) + ".weight", I, D);
+      L.mat(expert_tensor_base(F, l, e, 1) + ".weight", I, D);
+      L.mat(expert_tensor_base(F, l, e, 2) + ".weight", D, I);
     }
   }
   L.shard = int(NL);
-  L.mat("model.embed_tokens.weight", c["vocab_size"], D, 1.0);
-  L.mat("lm_head.weight", c["vocab_size"], D);
-  L.norm("model.norm.weight", D);
+  L.mat(N(R::TokenEmbedding), c["vocab_size"], D, 1.0);
+  L.mat(N.weight(R::Output), c["vocab_size"], D);
+  L.norm(N(R::OutputNorm), D);
   return L.t;
 }
 

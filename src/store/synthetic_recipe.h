@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format/dtype.h"
+#include "format/model_family.h"
 #include "store/synthetic.h"
 
 namespace sluice {
@@ -80,8 +81,12 @@ struct SynthRecipe {
   std::string_view experts_key, top_k_key;
 };
 
+// The family a recipe's config.json describes (its model_type): its tensor names
+// (ModelFamily::tensors, ModelFamily::experts) are the ones a recipe writes.
+const ModelFamily& synth_family(const nlohmann::json& config);
+
 // The recipe each row of the family table names: <synth>_synth_recipe(), nullptr for none.
-#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, moe_layers, builder, chat_syntax, synth) \
+#define SLUICE_MODEL_FAMILY(model_type, text_config, experts, tensors, moe_layers, builder, chat_syntax, synth) \
   const SynthRecipe* synth##_synth_recipe();
 #include "format/model_families.def"
 

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/benchmark.h"
+#include "bench/benchmark.h"
 #include "support/test_support.h"
 #include "util/error.h"
 

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "experts/expert_placement.h"
+#include "experts/drive_placement.h"
 #include "format/manifest.h"
 #include "runtime/session.h"
 #include "store/expert_dirs.h"

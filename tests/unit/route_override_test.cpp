@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/benchmark.h"
+#include "bench/benchmark.h"
 #include "experts/route_override.h"
 #include "experts/routing_stats.h"
 #include "support/test_support.h"

@@ -6,7 +6,7 @@
 // no score-correction bias, is refused by name.
 #include <gtest/gtest.h>
 
-#include "engine/benchmark.h"
+#include "bench/benchmark.h"
 #include "store/synthetic.h"
 #include "support/test_support.h"
 #include "util/error.h"

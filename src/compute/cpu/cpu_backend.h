@@ -9,6 +9,7 @@ namespace sluice {
 class CpuBackend : public Backend {
  public:
   const char* name() const override { return "cpu"; }
+  bool supports(Op) const override { return true; }  // every architecture op
 
   float* allocate(int64_t floats) override;
   void deallocate(float* p) override;

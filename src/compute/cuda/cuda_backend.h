@@ -27,6 +27,7 @@ class CudaBackend : public Backend {
   ~CudaBackend() override;
 
   const char* name() const override { return "cuda"; }
+  bool supports(Op) const override { return true; }  // every architecture op
   int device_index() const;
 
   float* allocate(int64_t floats) override;

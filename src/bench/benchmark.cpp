@@ -1,4 +1,4 @@
-#include "engine/benchmark.h"
+#include "bench/benchmark.h"
 
 #include <algorithm>
 #include <chrono>
@@ -416,42 +416,37 @@ nlohmann::json prefill_span_json(const Engine& m, const Engine::SpanMemory& befo
           {"cache_keeps_slots", room.keep_slots}};
 }
 
-// Prefill, then each greedy decode step timed with its I/O.
-BenchResult decode(const BenchRequest& r, Ticker& tick) {
-  auto model = Engine::open(r.model, r.mem);
-  auto overridden = std::make_unique<RoutingOverride>(*model, r);
-  if (!overridden->label().empty()) tick.say("bench: " + overridden->label(), true);
-  const MemoryPlan plan = model->plan();
-  const std::optional<ExpertPlacement> placed =
-      model->expert_placement() ? std::optional<ExpertPlacement>(*model->expert_placement()) : std::nullopt;
-  const std::vector<int32_t> prompt = make_prompt(r, model->info().vocab);
-  auto session = std::make_unique<Session>(model->session());
-  Session& s = *session;
-  if (r.chunk > 0) s.set_prefill_chunk(r.chunk);
-  if (r.span >= 0) s.set_prefill_span(r.span);
-  const uint64_t io0 = process_read_bytes();
+// The prompt's prefill as decode() measures it.
+struct PrefillMeasure {
+  double seconds = 0, stall = 0, verify = 0;  // wall time, waits for expert and spine reads, checksums
+  uint64_t read = 0, copied = 0, distinct = 0;  // expert bytes read, copied to a GPU, of the distinct routed experts
+  nlohmann::json spans;                         // prefill_span_json
+};
+
+// Feeds the prompt to `s`, timed; returns the last position's logits (the session's).
+const std::vector<float>* time_prefill(Engine& model, Session& s, const std::vector<int32_t>& prompt, Ticker& tick,
+                                       PrefillMeasure& pm) {
   tick.say(fmt::format("bench: prefilling {} tokens", prompt.size()), true);
-  const ExpertStats before_prefill = model->expert_stats();
-  const Engine::SpanMemory spans0 = model->span_memory();
-  const double wait0 = read_wait_seconds(*model);
-  auto routed = std::make_unique<RoutedExperts>(*model);
+  const ExpertStats before = model.expert_stats();
+  const Engine::SpanMemory spans0 = model.span_memory();
+  const double wait0 = read_wait_seconds(model);
+  auto routed = std::make_unique<RoutedExperts>(model);
   auto t0 = Clock::now();
   const std::vector<float>* lg = &s.feed(prompt);
-  const double prefill = seconds_since(t0);
+  pm.seconds = seconds_since(t0);
   // Time the prefill waited for expert and spine reads; the rest is compute.
-  const double prefill_stall = read_wait_seconds(*model) - wait0;
-  const nlohmann::json span_json = prefill_span_json(*model, spans0);
-  const uint64_t prefill_distinct = routed->distinct_bytes();
-  routed.reset();
-  auto routes = std::make_unique<RouteRecorder>(*model);
-  ExpertStats prev = model->expert_stats();
-  const uint64_t prefill_read = prev.bytes_read - before_prefill.bytes_read;
-  const uint64_t prefill_copied = prev.device_bytes_copied - before_prefill.device_bytes_copied;
-  const double prefill_verify = prev.verify_seconds - before_prefill.verify_seconds;
-  const StreamingExperts* reader = model->streaming_experts();
-  const std::vector<DriveStats> drives0 = reader ? reader->drive_stats() : std::vector<DriveStats>{};
-  const std::vector<LayerPrefetchStats> guesses0 = reader ? reader->prefetch_by_layer() : std::vector<LayerPrefetchStats>{};
-  uint64_t io_prev = process_read_bytes();
+  pm.stall = read_wait_seconds(model) - wait0;
+  pm.spans = prefill_span_json(model, spans0);
+  pm.distinct = routed->distinct_bytes();
+  const ExpertStats after = model.expert_stats();
+  pm.read = after.bytes_read - before.bytes_read;
+  pm.copied = after.device_bytes_copied - before.device_bytes_copied;
+  pm.verify = after.verify_seconds - before.verify_seconds;
+  return lg;
+}
+
+// The decode steps' measurements, token by token.
+struct DecodeSteps {
   nlohmann::json per_token = nlohmann::json::array();
   std::vector<double> secs, ebytes, sbytes, need, dbytes;
   double copy_total = 0;
@@ -459,17 +454,12 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   double host_expert_s = 0;
   double decode_total = 0, stall_total = 0, verify_total = 0;
   uint64_t read_total = 0;
-  if (!r.trace.empty()) trace::start(r.trace);
-  for (int64_t i = 0; i < r.tokens; ++i) {
-    const int32_t next = argmax(lg->data(), int64_t(lg->size()));
-    auto a = Clock::now();
-    lg = &s.feed({next});
-    const double dt = seconds_since(a);
-    if (trace::enabled()) trace::span(fmt::format("token {}", i), "token", a, Clock::now());
-    ExpertStats st = model->expert_stats();
-    const uint64_t io = process_read_bytes();
+
+  // One step of `dt` seconds that took the expert stats from `prev` to `st` while the
+  // process read `io` bytes from storage (the experts' and the spine's).
+  void add(double dt, const ExpertStats& prev, const ExpertStats& st, uint64_t io) {
     const uint64_t er = st.bytes_read - prev.bytes_read;
-    const uint64_t sr = (io - io_prev) > er ? (io - io_prev) - er : 0;
+    const uint64_t sr = io > er ? io - er : 0;
     const uint64_t nd = st.bytes_needed - prev.bytes_needed;
     const double stall = st.stall_seconds - prev.stall_seconds;
     per_token.push_back({{"seconds", dt}, {"expert_bytes_read", er}, {"spine_bytes_read", sr},
@@ -494,134 +484,60 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
     stall_total += stall;
     verify_total += st.verify_seconds - prev.verify_seconds;
     read_total += er;
+  }
+};
+
+// r.tokens greedy steps after the logits `lg`, each timed with its I/O (traced when asked).
+DecodeSteps time_decode(const Engine& model, Session& s, const std::vector<float>* lg, const BenchRequest& r,
+                        Ticker& tick) {
+  DecodeSteps d;
+  ExpertStats prev = model.expert_stats();
+  uint64_t io_prev = process_read_bytes();
+  if (!r.trace.empty()) trace::start(r.trace);
+  for (int64_t i = 0; i < r.tokens; ++i) {
+    const int32_t next = argmax(lg->data(), int64_t(lg->size()));
+    auto a = Clock::now();
+    lg = &s.feed({next});
+    const double dt = seconds_since(a);
+    if (trace::enabled()) trace::span(fmt::format("token {}", i), "token", a, Clock::now());
+    const ExpertStats st = model.expert_stats();
+    const uint64_t io = process_read_bytes();
+    d.add(dt, prev, st, io - io_prev);
     prev = st;
     io_prev = io;
-    tick.say(fmt::format("bench: decoded {} of {} tokens ({:.3f} s/token)", i + 1, r.tokens, decode_total / double(i + 1)),
+    tick.say(fmt::format("bench: decoded {} of {} tokens ({:.3f} s/token)", i + 1, r.tokens, d.decode_total / double(i + 1)),
              i + 1 == r.tokens);
   }
   trace::stop();
-  ExpertStats st = model->expert_stats();
-  const SpineStreamStats sp = model->spine_stats();
-  const double hit_rate = st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0;
-  const double recall = st.requests ? double(st.prefetch_used) / double(st.requests) : 0;
-  const nlohmann::json drives = drives_json(drives0, reader ? reader->drive_stats() : std::vector<DriveStats>{}, decode_total);
-  // The next-layer guess per layer over the decode: experts guessed that the
-  // cache lacked, how many the router then chose, how many were read.
+  return d;
+}
+
+// The next-layer guess per layer over the decode (from g0 to g1): experts guessed that the
+// cache lacked, how many the router then chose, how many were read; `line` gets the summary.
+nlohmann::json prefetch_guesses(const std::vector<LayerPrefetchStats>& g0, const std::vector<LayerPrefetchStats>& g1,
+                                std::string& line) {
   nlohmann::json guesses = nlohmann::json::array();
-  std::string guess_line;
-  if (reader) {
-    const std::vector<LayerPrefetchStats> g1 = reader->prefetch_by_layer();
-    for (size_t l = 0; l < g1.size() && l < guesses0.size(); ++l) {
-      LayerPrefetchStats d;
-      d.guessed = g1[l].guessed - guesses0[l].guessed;
-      d.right = g1[l].right - guesses0[l].right;
-      d.issued = g1[l].issued - guesses0[l].issued;
-      d.skipped = g1[l].skipped - guesses0[l].skipped;
-      d.cancelled = g1[l].cancelled - guesses0[l].cancelled;
-      if (d.guessed == 0 && d.issued == 0) continue;
-      guesses.push_back({{"layer", l}, {"guessed", d.guessed}, {"right", d.right}, {"precision", d.precision()},
-                         {"issued", d.issued}, {"skipped", d.skipped}, {"dropped", d.cancelled}});
-      guess_line += fmt::format("{}L{} {:.0f}% of {} ({} read)", guess_line.empty() ? "" : ", ", l,
-                                100 * d.precision(), d.guessed, d.issued);
-    }
+  for (size_t l = 0; l < g1.size() && l < g0.size(); ++l) {
+    LayerPrefetchStats d;
+    d.guessed = g1[l].guessed - g0[l].guessed;
+    d.right = g1[l].right - g0[l].right;
+    d.issued = g1[l].issued - g0[l].issued;
+    d.skipped = g1[l].skipped - g0[l].skipped;
+    d.cancelled = g1[l].cancelled - g0[l].cancelled;
+    if (d.guessed == 0 && d.issued == 0) continue;
+    guesses.push_back({{"layer", l}, {"guessed", d.guessed}, {"right", d.right}, {"precision", d.precision()},
+                       {"issued", d.issued}, {"skipped", d.skipped}, {"dropped", d.cancelled}});
+    line += fmt::format("{}L{} {:.0f}% of {} ({} read)", line.empty() ? "" : ", ", l, 100 * d.precision(), d.guessed,
+                        d.issued);
   }
-  // What a user waiting for the tokens gets: the decode's wall time over the
-  // tokens (the mean), then the spread of single steps.
-  const double n = double(r.tokens);
-  const double mean_s = decode_total / n;
-  std::vector<double> all_bytes(secs.size());
-  for (size_t i = 0; i < secs.size(); ++i) all_bytes[i] = ebytes[i] + sbytes[i];
-  const double bytes_per_token = mean(all_bytes);
-  const double compute_s = (decode_total - stall_total) / n;
-  BenchResult res;
-  res.json = {
-      {"model", r.model},
-      {"tokens_per_second", decode_total > 0 ? n / decode_total : 0},
-      {"seconds_per_token", mean_s},
-      {"seconds_per_token_median", median(secs)},
-      {"seconds_per_token_p90", quantile(secs, 0.9)},
-      {"seconds_per_token_max", quantile(secs, 1.0)},
-      {"tokens_per_second_median", median(secs) > 0 ? 1.0 / median(secs) : 0},
-      {"decode_seconds", decode_total},
-      {"ram_bytes", plan.budget},
-      {"plan", plan.describe()},
-      {"memory_plan", plan.to_json()},
-      {"spine_bytes", model->spine_bytes()},
-      {"routed_expert_bytes", model->routed_expert_bytes()},
-      {"cache_bytes", model->options().streaming.cache_bytes},
-      {"spine_budget_bytes", model->options().spine_budget},
-      {"spine_resident_layers", sp.resident_layers},
-      {"spine_streamed_layers", sp.streamed_layers},
-      {"spine_stream_bytes_read", sp.bytes_read},
-      {"spine_stall_seconds", sp.stall_seconds},
-      {"policy", r.mem.policy},
-      {"prefetch", !r.mem.no_prefetch},
-      {"cache_prefault", !r.mem.no_prefault},
-      {"cache_prefault_seconds", reader ? reader->prefault_seconds() : 0.0},
-      {"cache_prefault_done", reader ? reader->prefault_done() : false},
-      {"tokens", r.tokens},
-      {"prompt_tokens", prompt.size()},
-      {"prefill_seconds", prefill},
-      {"prefill_stall_seconds", prefill_stall},
-      {"prefill_chunk", s.prefill_chunk()},
-      {"prefill_span", s.prefill_span()},
-      {"prefill_spans", span_json},
-      {"prefill_expert_bytes_read", prefill_read},
-      {"prefill_device_bytes_copied", prefill_copied},
-      {"prefill_distinct_expert_bytes", prefill_distinct},
-      {"bytes_read_per_token", bytes_per_token},
-      {"expert_bytes_read_per_token", mean(ebytes)},
-      {"spine_bytes_read_per_token", mean(sbytes)},
-      {"expert_bytes_needed_per_token", mean(need)},
-      {"expert_bytes_read_per_token_median", median(ebytes)},
-      {"read_gbps", decode_total > 0 ? double(read_total) / decode_total / 1e9 : 0},
-      // Below 1% of the decode, the stall is too short for a rate (the bytes arrived during compute): 0.
-      {"read_gbps_while_stalled", stall_total > 0.01 * decode_total ? double(read_total) / stall_total / 1e9 : 0},
-      {"io_stall_fraction", decode_total > 0 ? stall_total / decode_total : 0},
-      {"stall_seconds_per_token", stall_total / n},
-      {"verify_seconds_per_token", verify_total / n},
-      {"verify_fraction", decode_total > 0 ? verify_total / decode_total : 0},
-      {"prefill_verify_seconds", prefill_verify},
-      {"compute_seconds_per_token", compute_s},
-      {"cache_hit_rate", hit_rate},
-      {"device", plan.device.name()},
-      {"prefill_tokens_per_second", prefill > 0 ? double(prompt.size()) / prefill : 0},
-      {"device_bytes_copied_per_token", mean(dbytes)},
-      {"device_copy_fraction", decode_total > 0 ? copy_total / decode_total : 0},
-      // Beside a GPU: the engine's choice (engine/expert_placement.h: asked, what it runs as, auto's row
-      // bound and what it measured), then per decoded token, expert calls (an expert over its rows) on
-      // each side, and the host's seconds in its calls (overlapping the GPU's); zeros on the CPU and
-      // when every expert is on the GPU.
-      {"expert_placement", placed ? placed->to_json() : nlohmann::json{{"experts_on", "cpu"}}},
-      {"prefetch_recall", recall},
-      {"prefetch_issued", st.prefetch_issued},
-      {"prefetch_wasted_bytes", st.prefetch_wasted_bytes},
-      {"prefetch_by_layer", guesses},
-      {"duplicate_loads", st.duplicate_loads},
-      {"total_storage_bytes_read", process_read_bytes() - io0},
-      {"peak_rss_bytes", process_peak_rss()},
-      {"drives", drives},
-      {"per_token", per_token},
-  };
-  nlohmann::json& per_side = res.json["expert_placement"];
-  per_side["cpu"] = double(host_calls) / n;
-  per_side["gpu"] = double(device_calls) / n;
-  per_side["cpu_seconds_per_token"] = host_expert_s / n;
-  per_side["pcie_bytes_per_token"] = mean(dbytes);
-  const std::string device = plan.device.name();
-  const bool cuda = plan.device.cuda();
-  const uint64_t budget = plan.budget;
-  const std::string streamed_layers = fmt::format("{}", sp.streamed_layers);
-  const RoutingStats routing = routes->stats();
-  routes.reset();  // holds the model: before the model goes
-  res.json["routing"] = routing.to_json();
-  res.json["routing_override"] = overridden->json();
-  const std::string override_label = overridden->label();
-  overridden.reset();
-  session.reset();
-  model.reset();  // the probe's reader takes the decode's memory
-  // The floor: the bytes this decode read per token at the drive's rate, plus
-  // the compute that did not wait; the ratio is how far the decode is from it.
+  return guesses;
+}
+
+// The floor of a decode: the bytes it read per token at the drive's rate (probed now, on
+// the model's files, for r.probe_seconds), plus the compute that did not wait; into res.json,
+// and the summary's reads-while-stalled part.
+std::string decode_floor(const BenchRequest& r, double bytes_per_token, double compute_s, double mean_s,
+                         BenchResult& res) {
   const double drive_bps = r.probe_seconds > 0 ? probe_drive_bps(r, r.probe_seconds) : 0;
   const double io_floor = drive_bps > 0 ? bytes_per_token / drive_bps : 0;
   const double stalled_gbps = res.json["read_gbps_while_stalled"].get<double>();
@@ -632,23 +548,202 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   res.json["floor_seconds_per_token"] = io_floor + compute_s;
   res.json["floor_ratio"] = drive_bps > 0 && io_floor + compute_s > 0 ? mean_s / (io_floor + compute_s) : 0;
   const std::string stalled_part = stalled_gbps > 0 ? fmt::format("{:.2f} GB/s", stalled_gbps) : "none (no stall)";
-  const std::string drive_part =
-      drive_bps > 0 ? fmt::format("{} = {:.2f}x the drive's {:.2f} GB/s (probe); floor {:.4f} s/token (I/O "
-                                  "{:.4f} + compute {:.4f}), {:.2f}x the floor",
-                                  stalled_part, res.json["stalled_read_vs_drive"].get<double>(), drive_bps / 1e9,
-                                  io_floor + compute_s, io_floor, compute_s, res.json["floor_ratio"].get<double>())
-                    : fmt::format("{} (drive not probed)", stalled_part);
+  return drive_bps > 0 ? fmt::format("{} = {:.2f}x the drive's {:.2f} GB/s (probe); floor {:.4f} s/token (I/O "
+                                     "{:.4f} + compute {:.4f}), {:.2f}x the floor",
+                                     stalled_part, res.json["stalled_read_vs_drive"].get<double>(), drive_bps / 1e9,
+                                     io_floor + compute_s, io_floor, compute_s, res.json["floor_ratio"].get<double>())
+                       : fmt::format("{} (drive not probed)", stalled_part);
+}
+
+// Beside a GPU, the summary line of the decode's copies and where the experts were computed.
+std::string decode_gpu_line(const BenchRequest& r, const std::string& device, const std::optional<ExpertPlacement>& placed,
+                            const DecodeSteps& d, const BenchResult& res) {
+  const double n = double(r.tokens);
+  return fmt::format("{}: {:.2f} tokens/s decode (mean), {:.1f} tokens/s prefill; experts copied to the GPU {}/token "
+                     "(mean), copies {:.0f}% of decode time",
+                     device, res.json["tokens_per_second"].get<double>(),
+                     res.json["prefill_tokens_per_second"].get<double>(), human_bytes(mean(d.dbytes)),
+                     100 * res.json["device_copy_fraction"].get<double>()) +
+         (!placed || placed->runs == ExpertsOn::Gpu
+              ? fmt::format("; every expert computed on the GPU (--experts-on {}{})", r.mem.experts_on,
+                            r.mem.experts_on == "gpu" ? "" : ": gpu chosen")
+              : fmt::format("; experts computed per token: {:.1f} on the host ({:.2f} ms of host time), {:.1f} on the "
+                            "GPU (--experts-on {})",
+                            double(d.host_calls) / n, 1e3 * d.host_expert_s / n, double(d.device_calls) / n,
+                            r.mem.experts_on));
+}
+
+// What a user waiting for the tokens gets: the decode's wall time over the tokens
+// (the mean), then the bytes and the compute behind it.
+struct DecodeTotals {
+  double n = 0, mean_s = 0, bytes_per_token = 0, compute_s = 0, hit_rate = 0, recall = 0;
+};
+DecodeTotals decode_totals(const BenchRequest& r, const DecodeSteps& d, const ExpertStats& st) {
+  DecodeTotals t;
+  t.n = double(r.tokens);
+  t.mean_s = d.decode_total / t.n;
+  std::vector<double> all_bytes(d.secs.size());
+  for (size_t i = 0; i < d.secs.size(); ++i) all_bytes[i] = d.ebytes[i] + d.sbytes[i];
+  t.bytes_per_token = mean(all_bytes);
+  t.compute_s = (d.decode_total - d.stall_total) / t.n;
+  t.hit_rate = st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0;
+  t.recall = st.requests ? double(st.prefetch_used) / double(st.requests) : 0;
+  return t;
+}
+
+// The decode's JSON (bench_decode's fields; README "Run the main job" says what they mean).
+struct DecodeRun {
+  const BenchRequest& r;
+  const Engine& model;
+  const Session& session;
+  size_t prompt_tokens;
+  const PrefillMeasure& prefill;
+  const DecodeSteps& steps;
+  const ExpertStats& stats;  // after the decode
+  const DecodeTotals& totals;
+  const nlohmann::json& drives;
+  const nlohmann::json& guesses;
+  const std::optional<ExpertPlacement>& placed;
+  uint64_t io0;  // process_read_bytes() before the prefill
+};
+nlohmann::json decode_json(const DecodeRun& run) {
+  const BenchRequest& r = run.r;
+  const Engine& model = run.model;
+  const MemoryPlan& plan = model.plan();
+  const DecodeSteps& d = run.steps;
+  const PrefillMeasure& pm = run.prefill;
+  const ExpertStats& st = run.stats;
+  const DecodeTotals& t = run.totals;
+  const SpineStreamStats sp = model.spine_stats();
+  const StreamingExperts* reader = model.streaming_experts();
+  const double total = d.decode_total;
+  return {
+      {"model", r.model},
+      {"tokens_per_second", total > 0 ? t.n / total : 0},
+      {"seconds_per_token", t.mean_s},
+      {"seconds_per_token_median", median(d.secs)},
+      {"seconds_per_token_p90", quantile(d.secs, 0.9)},
+      {"seconds_per_token_max", quantile(d.secs, 1.0)},
+      {"tokens_per_second_median", median(d.secs) > 0 ? 1.0 / median(d.secs) : 0},
+      {"decode_seconds", total},
+      {"ram_bytes", plan.budget},
+      {"plan", plan.describe()},
+      {"memory_plan", plan.to_json()},
+      {"spine_bytes", model.spine_bytes()},
+      {"routed_expert_bytes", model.routed_expert_bytes()},
+      {"cache_bytes", model.options().streaming.cache_bytes},
+      {"spine_budget_bytes", model.options().spine_budget},
+      {"spine_resident_layers", sp.resident_layers},
+      {"spine_streamed_layers", sp.streamed_layers},
+      {"spine_stream_bytes_read", sp.bytes_read},
+      {"spine_stall_seconds", sp.stall_seconds},
+      {"policy", r.mem.policy},
+      {"prefetch", !r.mem.no_prefetch},
+      {"cache_prefault", !r.mem.no_prefault},
+      {"cache_prefault_seconds", reader ? reader->prefault_seconds() : 0.0},
+      {"cache_prefault_done", reader ? reader->prefault_done() : false},
+      {"tokens", r.tokens},
+      {"prompt_tokens", run.prompt_tokens},
+      {"prefill_seconds", pm.seconds},
+      {"prefill_stall_seconds", pm.stall},
+      {"prefill_chunk", run.session.prefill_chunk()},
+      {"prefill_span", run.session.prefill_span()},
+      {"prefill_spans", pm.spans},
+      {"prefill_expert_bytes_read", pm.read},
+      {"prefill_device_bytes_copied", pm.copied},
+      {"prefill_distinct_expert_bytes", pm.distinct},
+      {"bytes_read_per_token", t.bytes_per_token},
+      {"expert_bytes_read_per_token", mean(d.ebytes)},
+      {"spine_bytes_read_per_token", mean(d.sbytes)},
+      {"expert_bytes_needed_per_token", mean(d.need)},
+      {"expert_bytes_read_per_token_median", median(d.ebytes)},
+      {"read_gbps", total > 0 ? double(d.read_total) / total / 1e9 : 0},
+      // Below 1% of the decode, the stall is too short for a rate (the bytes arrived during compute): 0.
+      {"read_gbps_while_stalled", d.stall_total > 0.01 * total ? double(d.read_total) / d.stall_total / 1e9 : 0},
+      {"io_stall_fraction", total > 0 ? d.stall_total / total : 0},
+      {"stall_seconds_per_token", d.stall_total / t.n},
+      {"verify_seconds_per_token", d.verify_total / t.n},
+      {"verify_fraction", total > 0 ? d.verify_total / total : 0},
+      {"prefill_verify_seconds", pm.verify},
+      {"compute_seconds_per_token", t.compute_s},
+      {"cache_hit_rate", t.hit_rate},
+      {"device", plan.device.name()},
+      {"prefill_tokens_per_second", pm.seconds > 0 ? double(run.prompt_tokens) / pm.seconds : 0},
+      {"device_bytes_copied_per_token", mean(d.dbytes)},
+      {"device_copy_fraction", total > 0 ? d.copy_total / total : 0},
+      // Beside a GPU: the engine's choice (engine/expert_placement.h: asked, what it runs as, auto's row
+      // bound and what it measured); decode() adds per decoded token each side's expert calls (an expert
+      // over its rows) and the host's seconds in its calls (zeros on the CPU and with every expert on the GPU).
+      {"expert_placement", run.placed ? run.placed->to_json() : nlohmann::json{{"experts_on", "cpu"}}},
+      {"prefetch_recall", t.recall},
+      {"prefetch_issued", st.prefetch_issued},
+      {"prefetch_wasted_bytes", st.prefetch_wasted_bytes},
+      {"prefetch_by_layer", run.guesses},
+      {"duplicate_loads", st.duplicate_loads},
+      {"total_storage_bytes_read", process_read_bytes() - run.io0},
+      {"peak_rss_bytes", process_peak_rss()},
+      {"drives", run.drives},
+      {"per_token", d.per_token},
+  };
+}
+
+// Prefill, then each greedy decode step timed with its I/O.
+BenchResult decode(const BenchRequest& r, Ticker& tick) {
+  auto model = Engine::open(r.model, r.mem);
+  auto overridden = std::make_unique<RoutingOverride>(*model, r);
+  if (!overridden->label().empty()) tick.say("bench: " + overridden->label(), true);
+  const MemoryPlan plan = model->plan();
+  const std::optional<ExpertPlacement> placed =
+      model->expert_placement() ? std::optional<ExpertPlacement>(*model->expert_placement()) : std::nullopt;
+  const std::vector<int32_t> prompt = make_prompt(r, model->info().vocab);
+  auto session = std::make_unique<Session>(model->session());
+  Session& s = *session;
+  if (r.chunk > 0) s.set_prefill_chunk(r.chunk);
+  if (r.span >= 0) s.set_prefill_span(r.span);
+  const uint64_t io0 = process_read_bytes();
+  PrefillMeasure pm;
+  const std::vector<float>* lg = time_prefill(*model, s, prompt, tick, pm);
+  auto routes = std::make_unique<RouteRecorder>(*model);
+  const StreamingExperts* reader = model->streaming_experts();
+  const std::vector<DriveStats> drives0 = reader ? reader->drive_stats() : std::vector<DriveStats>{};
+  const std::vector<LayerPrefetchStats> guesses0 = reader ? reader->prefetch_by_layer() : std::vector<LayerPrefetchStats>{};
+  const DecodeSteps d = time_decode(*model, s, lg, r, tick);
+  const ExpertStats st = model->expert_stats();
+  const nlohmann::json drives = drives_json(drives0, reader ? reader->drive_stats() : std::vector<DriveStats>{}, d.decode_total);
+  std::string guess_line;
+  const nlohmann::json guesses =
+      prefetch_guesses(guesses0, reader ? reader->prefetch_by_layer() : std::vector<LayerPrefetchStats>{}, guess_line);
+  const DecodeTotals t = decode_totals(r, d, st);
+  BenchResult res;
+  res.json = decode_json({r, *model, s, prompt.size(), pm, d, st, t, drives, guesses, placed, io0});
+  nlohmann::json& per_side = res.json["expert_placement"];
+  per_side["cpu"] = double(d.host_calls) / t.n;
+  per_side["gpu"] = double(d.device_calls) / t.n;
+  per_side["cpu_seconds_per_token"] = d.host_expert_s / t.n;
+  per_side["pcie_bytes_per_token"] = mean(d.dbytes);
+  const std::string streamed_layers = fmt::format("{}", model->spine_stats().streamed_layers);
+  const RoutingStats routing = routes->stats();
+  routes.reset();  // holds the model: before the model goes
+  res.json["routing"] = routing.to_json();
+  res.json["routing_override"] = overridden->json();
+  const std::string override_label = overridden->label();
+  overridden.reset();
+  session.reset();
+  model.reset();  // the probe's reader takes the decode's memory
+  const std::string drive_part = decode_floor(r, t.bytes_per_token, t.compute_s, t.mean_s, res);
   res.summary.push_back(fmt::format(
       "{}: {:.3f} tokens/s mean over {} tokens ({:.4f} s/token); per token median {:.4f} s, p90 {:.4f}, max {:.4f}; "
       "stall {:.0f}%, verification {:.0f}%; read {}/token (experts {}, spine {}; needed {}), hit rate {:.1f}%, prefetch recall {:.1f}%; "
       "reads while stalled {}; prefill {:.2f} s for {} tokens in {} span(s) (experts read {}, distinct routed {}, "
       "expert cache lent {}); spine layers streamed {}; peak RSS {} (budget {})",
-      r.model, res.json["tokens_per_second"].get<double>(), r.tokens, mean_s, median(secs), quantile(secs, 0.9),
-      quantile(secs, 1.0), 100 * res.json["io_stall_fraction"].get<double>(),
-      100 * res.json["verify_fraction"].get<double>(), human_bytes(bytes_per_token),
-      human_bytes(mean(ebytes)), human_bytes(mean(sbytes)), human_bytes(mean(need)), 100 * hit_rate, 100 * recall,
-      drive_part, prefill, prompt.size(), span_json["count"].get<int64_t>(), human_bytes(double(prefill_read)),
-      human_bytes(double(prefill_distinct)), human_bytes(span_json["cache_lent_bytes"].get<double>()), streamed_layers, human_bytes(double(process_peak_rss())), human_bytes(double(budget))));
+      r.model, res.json["tokens_per_second"].get<double>(), r.tokens, t.mean_s, median(d.secs), quantile(d.secs, 0.9),
+      quantile(d.secs, 1.0), 100 * res.json["io_stall_fraction"].get<double>(),
+      100 * res.json["verify_fraction"].get<double>(), human_bytes(t.bytes_per_token),
+      human_bytes(mean(d.ebytes)), human_bytes(mean(d.sbytes)), human_bytes(mean(d.need)), 100 * t.hit_rate,
+      100 * t.recall, drive_part, pm.seconds, prompt.size(), pm.spans["count"].get<int64_t>(),
+      human_bytes(double(pm.read)), human_bytes(double(pm.distinct)),
+      human_bytes(pm.spans["cache_lent_bytes"].get<double>()), streamed_layers, human_bytes(double(process_peak_rss())),
+      human_bytes(double(plan.budget))));
   if (!drives_summary(drives).empty()) res.summary.push_back(drives_summary(drives));
   if (!guess_line.empty()) res.summary.push_back("next-layer guesses right (of the experts the cache lacked): " + guess_line);
   res.summary.push_back(routing_summary(routing));
@@ -656,20 +751,54 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
     res.summary.insert(res.summary.begin(), override_label);
     res.summary.push_back(override_label);
   }
-  if (cuda)
-    res.summary.push_back(fmt::format("{}: {:.2f} tokens/s decode (mean), {:.1f} tokens/s prefill; experts copied to "
-                                      "the GPU {}/token (mean), copies {:.0f}% of decode time",
-                                      device, res.json["tokens_per_second"].get<double>(),
-                                      res.json["prefill_tokens_per_second"].get<double>(), human_bytes(mean(dbytes)),
-                                      100 * res.json["device_copy_fraction"].get<double>()) +
-                                      (!placed || placed->runs == ExpertsOn::Gpu
-                                           ? fmt::format("; every expert computed on the GPU (--experts-on {}{})",
-                                                         r.mem.experts_on, r.mem.experts_on == "gpu" ? "" : ": gpu chosen")
-                                           : fmt::format("; experts computed per token: {:.1f} on the host ({:.2f} ms of "
-                                                         "host time), {:.1f} on the GPU (--experts-on {})",
-                                                         double(host_calls) / n, 1e3 * host_expert_s / n,
-                                                         double(device_calls) / n, r.mem.experts_on)));
+  if (plan.device.cuda()) res.summary.push_back(decode_gpu_line(r, plan.device.name(), placed, d, res));
   return res;
+}
+
+// The passes of a batched decode, each timed with its I/O.
+struct BatchedPasses {
+  nlohmann::json per_pass = nlohmann::json::array();
+  std::vector<double> secs;
+  double total = 0, stall = 0;
+  uint64_t expert_read = 0, spine_read = 0, needed = 0;
+};
+
+// r.tokens passes, each feeding every sequence its greedy next token together.
+BatchedPasses time_batched_passes(const Engine& model, const std::vector<Session*>& seqs, const BenchRequest& r,
+                                  Ticker& tick) {
+  const int64_t B = int64_t(seqs.size());
+  BatchedPasses p;
+  ExpertStats prev = model.expert_stats();
+  uint64_t io_prev = process_read_bytes();
+  std::vector<std::vector<int32_t>> next(static_cast<size_t>(B));
+  for (int64_t step = 0; step < r.tokens; ++step) {
+    for (int64_t i = 0; i < B; ++i) {
+      const auto& lg = seqs[size_t(i)]->last_logits();
+      next[size_t(i)] = {argmax(lg.data(), int64_t(lg.size()))};
+    }
+    auto a = Clock::now();
+    Session::feed_together(seqs, next);
+    const double dt = seconds_since(a);
+    const ExpertStats st = model.expert_stats();
+    const uint64_t io = process_read_bytes();
+    const uint64_t er = st.bytes_read - prev.bytes_read;
+    const uint64_t sr = (io - io_prev) > er ? (io - io_prev) - er : 0;
+    p.per_pass.push_back({{"seconds", dt}, {"expert_bytes_read", er}, {"spine_bytes_read", sr},
+                          {"expert_bytes_needed", st.bytes_needed - prev.bytes_needed},
+                          {"stall_seconds", st.stall_seconds - prev.stall_seconds}});
+    p.secs.push_back(dt);
+    p.total += dt;
+    p.stall += st.stall_seconds - prev.stall_seconds;
+    p.expert_read += er;
+    p.spine_read += sr;
+    p.needed += st.bytes_needed - prev.bytes_needed;
+    prev = st;
+    io_prev = io;
+    tick.say(fmt::format("bench: batch {}: {} of {} passes ({:.3f} s/pass, {:.3f} tokens/s)", B, step + 1, r.tokens,
+                         p.total / double(step + 1), double(B * (step + 1)) / p.total),
+             step + 1 == r.tokens);
+  }
+  return p;
 }
 
 // B sequences, each with its own random prompt (seed + i) prefilled alone,
@@ -710,45 +839,12 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
     }
   }
   const double prefill = seconds_since(t0);
-  ExpertStats prev = model->expert_stats();
-  const uint64_t prefill_read = prev.bytes_read - e0.bytes_read;
+  const uint64_t prefill_read = model->expert_stats().bytes_read - e0.bytes_read;
   // Time the B prefills waited for expert and spine reads; the rest is compute.
   const double prefill_stall = read_wait_seconds(*model) - wait0;
-  uint64_t io_prev = process_read_bytes();
-  nlohmann::json per_pass = nlohmann::json::array();
-  std::vector<double> secs;
-  double total = 0, stall = 0;
-  uint64_t expert_read = 0, spine_read = 0, needed = 0;
-  std::vector<std::vector<int32_t>> next(static_cast<size_t>(B));
-  for (int64_t step = 0; step < r.tokens; ++step) {
-    for (int64_t i = 0; i < B; ++i) {
-      const auto& lg = seqs[size_t(i)]->last_logits();
-      next[size_t(i)] = {argmax(lg.data(), int64_t(lg.size()))};
-    }
-    auto a = Clock::now();
-    Session::feed_together(seqs, next);
-    const double dt = seconds_since(a);
-    const ExpertStats st = model->expert_stats();
-    const uint64_t io = process_read_bytes();
-    const uint64_t er = st.bytes_read - prev.bytes_read;
-    const uint64_t sr = (io - io_prev) > er ? (io - io_prev) - er : 0;
-    per_pass.push_back({{"seconds", dt}, {"expert_bytes_read", er}, {"spine_bytes_read", sr},
-                        {"expert_bytes_needed", st.bytes_needed - prev.bytes_needed},
-                        {"stall_seconds", st.stall_seconds - prev.stall_seconds}});
-    secs.push_back(dt);
-    total += dt;
-    stall += st.stall_seconds - prev.stall_seconds;
-    expert_read += er;
-    spine_read += sr;
-    needed += st.bytes_needed - prev.bytes_needed;
-    prev = st;
-    io_prev = io;
-    tick.say(fmt::format("bench: batch {}: {} of {} passes ({:.3f} s/pass, {:.3f} tokens/s)", B, step + 1, r.tokens,
-                         total / double(step + 1), double(B * (step + 1)) / total),
-             step + 1 == r.tokens);
-  }
+  const BatchedPasses p = time_batched_passes(*model, seqs, r, tick);
   const double generated = double(B * r.tokens);
-  const double agg = total > 0 ? generated / total : 0;
+  const double agg = p.total > 0 ? generated / p.total : 0;
   BenchResult res;
   res.json = {{"model", r.model},
               {"batch", B},
@@ -765,24 +861,24 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
               {"prefill_spans", prefill_span_json(*model, spans0)},
               {"prefill_expert_bytes_read", prefill_read},
               {"prefill_distinct_expert_bytes", prefill_distinct},
-              {"seconds_per_pass", median(secs)},
+              {"seconds_per_pass", median(p.secs)},
               {"aggregate_tokens_per_second", agg},
-              {"tokens_per_second_per_sequence", total > 0 ? double(r.tokens) / total : 0},
-              {"expert_bytes_read_per_token", double(expert_read) / generated},
-              {"spine_bytes_read_per_token", double(spine_read) / generated},
-              {"bytes_read_per_token", double(expert_read + spine_read) / generated},
-              {"expert_bytes_needed_per_token", double(needed) / generated},
-              {"io_stall_fraction", total > 0 ? stall / total : 0},
+              {"tokens_per_second_per_sequence", p.total > 0 ? double(r.tokens) / p.total : 0},
+              {"expert_bytes_read_per_token", double(p.expert_read) / generated},
+              {"spine_bytes_read_per_token", double(p.spine_read) / generated},
+              {"bytes_read_per_token", double(p.expert_read + p.spine_read) / generated},
+              {"expert_bytes_needed_per_token", double(p.needed) / generated},
+              {"io_stall_fraction", p.total > 0 ? p.stall / p.total : 0},
               {"total_storage_bytes_read", process_read_bytes() - io0},
               {"peak_rss_bytes", process_peak_rss()},
               {"routing_override", overridden.json()},
-              {"per_pass", per_pass}};
+              {"per_pass", p.per_pass}};
   if (!overridden.label().empty()) res.summary.push_back(overridden.label());
   res.summary.push_back(fmt::format(
       "{}: batch {}: {:.3f} tokens/s aggregate ({:.4f} s/pass median over {} passes), read per generated token: "
       "experts {}, spine {} (needed experts {}), stall {:.0f}%, prefill {:.2f} s for {} tokens, peak RSS {} (budget {})",
-      r.model, B, agg, median(secs), r.tokens, human_bytes(double(expert_read) / generated),
-      human_bytes(double(spine_read) / generated), human_bytes(double(needed) / generated),
+      r.model, B, agg, median(p.secs), r.tokens, human_bytes(double(p.expert_read) / generated),
+      human_bytes(double(p.spine_read) / generated), human_bytes(double(p.needed) / generated),
       100 * res.json["io_stall_fraction"].get<double>(), prefill, prompt_total,
       human_bytes(double(process_peak_rss())), human_bytes(double(plan.budget))));
   if (!overridden.label().empty()) res.summary.push_back(overridden.label());

@@ -1,4 +1,4 @@
-#include "experts/expert_placement.h"
+#include "experts/drive_placement.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,0 +1,154 @@
+// The SIMD decoder of 4-bit codes (low nibble = even column) that both 4-bit
+// formats share, each with its own value table (kernels/codecs/int4_group.h,
+// kernels/codecs/mxfp4.h): a step is 8 vectors, each decoded value times the
+// scale of its 32-column segment. Every value of both formats is an f32 whose
+// low 16 bits are zero (a bf16), so tables of its bytes build the exact f32
+// without any conversion; the scaled value is exact too ((u - 8) * bf16 scale
+// and e2m1 * 2^k are exact in f32), so scaling the table (AVX-512) or the
+// decoded vector (others) gives the same value. Compiled once per Highway target.
+#if defined(SLUICE_KERNELS_CODECS_NIBBLE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SLUICE_KERNELS_CODECS_NIBBLE_INL_H_
+#undef SLUICE_KERNELS_CODECS_NIBBLE_INL_H_
+#else
+#define SLUICE_KERNELS_CODECS_NIBBLE_INL_H_
+#endif
+
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/codecs/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace sluice::kernels {
+namespace HWY_NAMESPACE {
+#if SLUICE_KERNELS_DISPATCHED
+
+struct NibbleTables {
+  alignas(16) uint8_t top[16], mid[16];
+  alignas(64) float f32[16];  // value of code u
+};
+inline NibbleTables nibble_tables(const float (&values)[16]) {
+  NibbleTables t{};
+  for (int u = 0; u < 16; ++u) {
+    uint32_t bits;
+    std::memcpy(&bits, &values[u], 4);
+    if (bits & 0xffffu) throw std::logic_error("4-bit value table needs 16 more mantissa bits");
+    t.top[u] = uint8_t(bits >> 24);
+    t.mid[u] = uint8_t(bits >> 16);
+    t.f32[u] = values[u];
+  }
+  return t;
+}
+
+#if HWY_TARGET == HWY_AVX3
+// AVX-512: a vector is the 16 even or the 16 odd columns of one 32-column
+// segment, so one 16-entry f32 table, the 16 values times the segment's scale
+// (exact: see the file comment), gives the scaled weights with one lookup.
+// vpermps reads only the low 4 bits of each index lane, so the zero-extended
+// code bytes index the low nibbles as they are and the high ones after a shift
+// (Highway's TableLookupLanes wants indices in range, which costs a mask per
+// vector: the intrinsic is used directly). Per 32 values: one widening load,
+// one shift, one multiply for the table and two lookups, against five vector
+// operations and two multiplies decoding then scaling.
+struct NibbleDecoder {
+  static constexpr int64_t S = 8 * kN, V = 8, kStepBytes = S / 2;
+  static constexpr bool kScaled = true;
+  using Raw = const uint8_t*;  // the step's 64 code bytes
+  using Sc = const float*;     // the step's 4 segment scales
+  static constexpr int kParts = 4;  // part k: segment k -> vectors 2k (even columns), 2k + 1 (odd)
+  static constexpr int64_t segment_of(int64_t p) { return p / (2 * kN); }  // position p of a step
+  VF values;
+  explicit NibbleDecoder(const NibbleTables& t) : values(hn::Load(DF(), t.f32)) {}
+  HWY_INLINE Raw load(const uint8_t* row, int64_t s) const { return row + s * (S / 2); }
+  HWY_INLINE Sc scale_of(const RowScales& rs, int64_t s, int64_t) const { return rs.scales + s * 4; }
+  template <int k>
+  HWY_INLINE void part_scaled(Raw p, Sc sc, VF* w) const {
+    const hn::Rebind<uint8_t, DF> d8;
+    const hn::Vec<DU32> u = hn::PromoteTo(DU32(), hn::LoadU(d8, p + 16 * k));
+    const VF tab = hn::Mul(values, hn::Set(DF(), sc[k]));
+    w[0] = VF{_mm512_permutexvar_ps(u.raw, tab.raw)};
+    w[1] = VF{_mm512_permutexvar_ps(hn::ShiftRight<4>(u).raw, tab.raw)};
+  }
+};
+#else
+// Two byte tables (the top and second byte of each value) and two zips build
+// the exact f32 without any conversion.
+struct NibbleDecoder {
+  static constexpr int64_t S = 8 * kN, V = 8, kStepBytes = S / 2;
+  static constexpr bool kScaled = true;
+  using Raw = VU8;
+  using Sc = VF;  // the step's segment scales, one per lane (lane_segment_scales)
+  static constexpr int kParts = 4;  // parts 0, 1: low nibbles (zip lower, upper); 2, 3: high nibbles
+  static constexpr int64_t segment_of(int64_t p) { return (p % kN) / 4; }  // position p of a step
+  VU8 top, mid;
+  explicit NibbleDecoder(const NibbleTables& t)
+      : top(hn::LoadDup128(DU8(), t.top)), mid(hn::LoadDup128(DU8(), t.mid)) {}
+  HWY_INLINE Raw load(const uint8_t* row, int64_t s) const { return hn::LoadU(DU8(), row + s * (S / 2)); }
+  template <int k>
+  HWY_INLINE void part(Raw b, VF* w) const {
+    const DU8 d8;
+    const DU16 d16;
+    const DU32 d32;
+    const VU8 nib = k < 2 ? hn::And(b, hn::Set(d8, 0x0F))
+                          : hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, b))), hn::Set(d8, 0x0F));
+    const VU8 t = hn::TableLookupBytes(top, nib);
+    const VU8 m = hn::TableLookupBytes(mid, nib);
+    // bf16 patterns of the values (mid byte low).
+    bf16_halves_to_f32(hn::BitCast(d32, k % 2 == 0 ? hn::ZipLower(d16, m, t) : hn::ZipUpper(d16, m, t)), w);
+  }
+  HWY_INLINE Sc scale_of(const RowScales& rs, int64_t s, int64_t) const {
+    return lane_segment_scales(rs.scales + s * kBlocks);
+  }
+  template <int k>
+  HWY_INLINE void part_scaled(Raw b, Sc sc, VF* w) const {
+    part<k>(b, w);
+    w[0] = hn::Mul(w[0], sc);
+    w[1] = hn::Mul(w[1], sc);
+  }
+};
+#endif
+
+// The decode order of a step: both 4-bit formats share it (one decoder, two
+// tables). It is read off the decoder from probe rows whose values, those of
+// int4 (u - 8), name the column (low digit, then high digit).
+inline const int16_t* nibble_perm() {
+  static const std::vector<int16_t> perm = [] {
+    float probe_values[16];
+    for (int u = 0; u < 16; ++u) probe_values[u] = float(u - 8);
+    const NibbleDecoder dec(nibble_tables(probe_values));
+    constexpr int64_t S = NibbleDecoder::S;
+    std::vector<int16_t> p(size_t(S), 0);
+    for (int digit = 0; digit < 2; ++digit) {  // column = low digit + 16 * high digit, read back as u - 8
+      std::vector<uint8_t> row(size_t(S / 2), 0);
+      for (int64_t c = 0; c < S; ++c) row[size_t(c / 2)] |= uint8_t(((c >> (4 * digit)) & 15) << ((c & 1) * 4));
+      VF w[NibbleDecoder::V];
+      const std::vector<float> unit_scales(size_t(S / 32 + kN), 1.0f);
+      RowScales rs;
+      rs.scales = unit_scales.data();
+      step_scaled(dec, row.data(), 0, dec.scale_of(rs, 0, 0), w);
+      std::vector<float> lanes(static_cast<size_t>(S));
+      for (int64_t v = 0; v < NibbleDecoder::V; ++v) hn::StoreU(w[v], DF(), lanes.data() + v * kN);
+      for (int64_t q = 0; q < S; ++q) p[size_t(q)] = int16_t(p[size_t(q)] + (int(lanes[size_t(q)]) + 8) * (digit ? 16 : 1));
+    }
+    // Each position's scale is that of the segment the decoder says it lies in.
+    for (int64_t q = 0; q < S; ++q)
+      if (p[size_t(q)] / 32 != NibbleDecoder::segment_of(q))
+        throw std::logic_error("nibble decode: lane outside its segment");
+    check_perm(p, "nibble");
+    return p;
+  }();
+  return perm.data();
+}
+
+// The segment scales end with kN zeros (room the scale plan leaves for them).
+inline void pad_segment_scales(float* out, int64_t segments) {
+  for (int64_t i = segments; i < segments + kN; ++i) out[i] = 0.0f;
+}
+
+#endif  // SLUICE_KERNELS_DISPATCHED
+}  // namespace HWY_NAMESPACE
+}  // namespace sluice::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // toggle
