@@ -6,9 +6,11 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "compute/expert_exchange.h"
 #include "engine/drafter.h"
 #include "engine/engine.h"
 #include "engine/route_recorder.h"
@@ -74,7 +76,7 @@ class Ticker {
 class RoutedExperts {
  public:
   explicit RoutedExperts(Engine& e) : e_(e) {
-    e_.set_request_observer([this](int32_t layer, const int32_t* x, int64_t n) {
+    e_.set_request_observer([this](int32_t layer, const int32_t* x, const int64_t*, int64_t n) {
       for (int64_t i = 0; i < n; ++i) seen_.insert({layer, x[i]});
     });
   }
@@ -759,7 +761,7 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
 struct BatchedPasses {
   nlohmann::json per_pass = nlohmann::json::array();
   std::vector<double> secs;
-  double total = 0, stall = 0;
+  double total = 0, stall = 0, routed = 0, exchange = 0;
   uint64_t expert_read = 0, spine_read = 0, needed = 0;
 };
 
@@ -770,6 +772,17 @@ BatchedPasses time_batched_passes(const Engine& model, const std::vector<Session
   BatchedPasses p;
   ExpertStats prev = model.expert_stats();
   uint64_t io_prev = process_read_bytes();
+  // Each timed pass's routes: per MoE layer the distinct experts and how many of the pass's rows
+  // picked each (the whole pass's, on every rank), so a model of the pass can split them as ranks would.
+  nlohmann::json routes = nlohmann::json::array();
+  struct ObserverGuard {
+    const Engine& e;
+    ~ObserverGuard() { e.set_request_observer({}); }
+  } guard{model};
+  model.set_request_observer([&routes](int32_t layer, const int32_t* x, const int64_t* rows, int64_t n) {
+    routes.push_back(
+        {{"layer", layer}, {"experts", std::vector<int32_t>(x, x + n)}, {"rows", std::vector<int64_t>(rows, rows + n)}});
+  });
   std::vector<std::vector<int32_t>> next(static_cast<size_t>(B));
   for (int64_t step = 0; step < r.tokens; ++step) {
     for (int64_t i = 0; i < B; ++i) {
@@ -783,11 +796,17 @@ BatchedPasses time_batched_passes(const Engine& model, const std::vector<Session
     const uint64_t io = process_read_bytes();
     const uint64_t er = st.bytes_read - prev.bytes_read;
     const uint64_t sr = (io - io_prev) > er ? (io - io_prev) - er : 0;
+    const double routed_s = st.routed_expert_seconds - prev.routed_expert_seconds;
+    const double exchange_s = st.exchange_seconds - prev.exchange_seconds;
     p.per_pass.push_back({{"seconds", dt}, {"expert_bytes_read", er}, {"spine_bytes_read", sr},
                           {"expert_bytes_needed", st.bytes_needed - prev.bytes_needed},
-                          {"stall_seconds", st.stall_seconds - prev.stall_seconds}});
+                          {"stall_seconds", st.stall_seconds - prev.stall_seconds},
+                          {"routed_expert_seconds", routed_s}, {"exchange_seconds", exchange_s},
+                          {"routes", std::exchange(routes, nlohmann::json::array())}});
     p.secs.push_back(dt);
     p.total += dt;
+    p.routed += routed_s;
+    p.exchange += exchange_s;
     p.stall += st.stall_seconds - prev.stall_seconds;
     p.expert_read += er;
     p.spine_read += sr;
@@ -845,6 +864,7 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
   const BatchedPasses p = time_batched_passes(*model, seqs, r, tick);
   const double generated = double(B * r.tokens);
   const double agg = p.total > 0 ? generated / p.total : 0;
+  const double passes = double(r.tokens);
   BenchResult res;
   res.json = {{"model", r.model},
               {"batch", B},
@@ -872,7 +892,20 @@ BenchResult batched(const BenchRequest& r, Ticker& tick) {
               {"total_storage_bytes_read", process_read_bytes() - io0},
               {"peak_rss_bytes", process_peak_rss()},
               {"routing_override", overridden.json()},
+              {"routed_expert_seconds_per_pass", p.routed / passes},
+              {"exchange_seconds_per_pass", p.exchange / passes},
               {"per_pass", p.per_pass}};
+  // Under expert parallelism: the fastest and the slowest rank's time a pass in their routed experts
+  // and in the exchange (every rank runs this bench, so every rank takes part in these collectives).
+  if (ExpertExchange* x = expert_exchange()) {
+    const auto ns = [&](double s) { return int64_t(std::llround(s / passes * 1e9)); };
+    const auto range = [&](double s) {
+      return nlohmann::json::array({double(x->agree_min(ns(s))) * 1e-9, double(-x->agree_min(-ns(s))) * 1e-9});
+    };
+    res.json["ranks"] = {{"count", x->ranks()},
+                         {"routed_expert_seconds_per_pass", range(p.routed)},
+                         {"exchange_seconds_per_pass", range(p.exchange)}};
+  }
   if (!overridden.label().empty()) res.summary.push_back(overridden.label());
   res.summary.push_back(fmt::format(
       "{}: batch {}: {:.3f} tokens/s aggregate ({:.4f} s/pass median over {} passes), read per generated token: "

@@ -46,6 +46,10 @@ struct ExpertStats {
   // computed on the host and on the device, and the host's time in its calls.
   uint64_t host_expert_calls = 0, device_expert_calls = 0;
   double host_expert_seconds = 0;
+  // Wall time in the MoE blocks' routed experts (this rank's share under expert parallelism; waits
+  // for their reads included; on a GPU the time to queue them), and in the exchange of their
+  // outputs with the other ranks (0 for one process): ExpertSourceSlot's counters.
+  double routed_expert_seconds = 0, exchange_seconds = 0;
 };
 
 class ExpertSource {
@@ -96,9 +100,10 @@ class ExpertTable : public ExpertSource {
 // streaming is switched on after loading).
 struct ExpertSourceSlot {
   ExpertSource* source = nullptr;
-  // When set, sees every MoE request (layer, the distinct experts of the pass)
-  // before the source does: counts of what the routing asked for (bench, tests).
-  std::function<void(int32_t layer, const int32_t* experts, int64_t n)> on_request;
+  // When set, sees every MoE request (layer, the distinct experts of the pass,
+  // how many of the pass's tokens picked each) before the source does: counts
+  // of what the routing asked for (bench, tests).
+  std::function<void(int32_t layer, const int32_t* experts, const int64_t* rows, int64_t n)> on_request;
   // Benchmark only (`sluice bench --routing-trace / --routing-synthetic`, experts/route_override.h):
   // when set, replaces the expert ids the router chose for each of a pass's T tokens (ids: T rows
   // of k) before anything is requested; the gate weights stay the router's own, slot by slot. With
@@ -109,6 +114,8 @@ struct ExpertSourceSlot {
   ExpertShards shards;
   // Beside a GPU, experts the host computes (compute/host_experts.h); null: the pass's backend computes all.
   std::shared_ptr<HostExperts> host;
+  // Seconds the MoE blocks spent on their routed experts and in the exchange (ExpertStats), summed.
+  double routed_seconds = 0, exchange_seconds = 0;
 };
 
 // Byte ranges (pointer, length) of a weight matrix's data and scales in memory.

@@ -372,7 +372,7 @@ void Engine::set_expert_source(std::unique_ptr<ExpertSource> source) {
 }
 void Engine::set_prefetch(bool on) { decoder_->set_prefetch(on); }
 void Engine::set_layer_observer(std::function<void(int64_t)> f) const { decoder_->set_layer_observer(std::move(f)); }
-void Engine::set_request_observer(std::function<void(int32_t, const int32_t*, int64_t)> f) const {
+void Engine::set_request_observer(std::function<void(int32_t, const int32_t*, const int64_t*, int64_t)> f) const {
   decoder_->expert_slot()->on_request = std::move(f);
 }
 void Engine::set_host_experts(std::shared_ptr<HostExperts> host) const { decoder_->expert_slot()->host = std::move(host); }

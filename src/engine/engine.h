@@ -132,8 +132,10 @@ class Engine : public Model {
   void set_prefetch(bool on);
   // Called after each decoder layer of every pass (empty function: none).
   void set_layer_observer(std::function<void(int64_t layer)> f) const;
-  // Sees every MoE layer's request for the distinct experts of a pass (empty function: none).
-  void set_request_observer(std::function<void(int32_t layer, const int32_t* experts, int64_t n)> f) const;
+  // Sees every MoE layer's request for the distinct experts of a pass, with how many of the pass's
+  // tokens picked each (empty function: none).
+  void set_request_observer(
+      std::function<void(int32_t layer, const int32_t* experts, const int64_t* rows, int64_t n)> f) const;
   // Beside a GPU, which side computes the routed experts, as decided at load (null on the CPU).
   const ExpertPlacement* expert_placement() const { return placement_ ? &*placement_ : nullptr; }
   // Beside a GPU, the experts the host computes (compute/host_experts.h; null: none). install() sets it

@@ -17,7 +17,7 @@ namespace sluice {
 class RouteRecorder {
  public:
   explicit RouteRecorder(Engine& e) : e_(e) {
-    e_.set_request_observer([this](int32_t layer, const int32_t* x, int64_t n) {
+    e_.set_request_observer([this](int32_t layer, const int32_t* x, const int64_t*, int64_t n) {
       log_.steps.push_back({layer, std::vector<int32_t>(x, x + n)});
     });
   }

@@ -49,6 +49,8 @@ ExpertStats Decoder::expert_stats() const {
     st.device_expert_calls = h->device_calls;
     st.host_expert_seconds = h->host_seconds;
   }
+  st.routed_expert_seconds = slot_->routed_seconds;
+  st.exchange_seconds = slot_->exchange_seconds;
   return st;
 }
 

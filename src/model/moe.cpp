@@ -214,7 +214,11 @@ void MoeBlock::forward_rows(Tensor x, Tensor out, int64_t batch_rows) const {
     p = group_by_expert(ids, wts, T);
   }  // the routes live on, grouped, in p
   // The distinct experts are requested at once so reads start now.
-  if (experts_->on_request) experts_->on_request(layer_, p.chosen.data(), int64_t(p.chosen.size()));
+  if (experts_->on_request) {
+    std::vector<int64_t> picked(p.chosen.size());
+    for (size_t i = 0; i < p.chosen.size(); ++i) picked[i] = p.rows_of(i);
+    experts_->on_request(layer_, p.chosen.data(), picked.data(), int64_t(p.chosen.size()));
+  }
   src.request(layer_, p.chosen.data() + p.mine_begin, int64_t(p.mine_end - p.mine_begin));
 
   // Work that needs no routed expert, overlapping the reads.
@@ -279,6 +283,7 @@ void MoeBlock::forward_rows(Tensor x, Tensor out, int64_t batch_rows) const {
 void MoeBlock::compute_experts(const Pass& p, Tensor xin, Tensor acc) const {
   ExpertSource& src = *experts_->source;
   const int64_t W = xin.cols();
+  const auto t0 = std::chrono::steady_clock::now();
   // Beside a GPU, the chosen experts the host computes (compute/host_experts.h), and
   // their rows of the input, brought to the host before the device's work is queued.
   const int64_t N = p.offsets.back();
@@ -323,7 +328,12 @@ void MoeBlock::compute_experts(const Pass& p, Tensor xin, Tensor acc) const {
     be_.gather_rows(Y, from, placed_y);
     packed_y = placed_y;
   }
-  if (experts_->shards.sharded()) share_outputs(p.chosen, p.offsets, packed_y);
+  const auto t1 = std::chrono::steady_clock::now();
+  experts_->routed_seconds += std::chrono::duration<double>(t1 - t0).count();
+  if (experts_->shards.sharded()) {
+    share_outputs(p.chosen, p.offsets, packed_y);
+    experts_->exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  }
   // Weighted sum in expert-id order: identical whatever the arrival order was.
   be_.scatter_add(packed_y, p.packed_rows, p.packed_weights, acc);
 }

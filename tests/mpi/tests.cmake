@@ -22,6 +22,10 @@ if(NOT CMAKE_CROSSCOMPILING AND NOT SLUICE_SANITIZE AND NOT SLUICE_TSAN)
     # A rank killed mid-run ends the job with an error naming it (no rank left waiting).
     add_test(NAME mpi.lost_rank COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/lost_rank_test.py $<TARGET_FILE:sluice>
              ${SLUICE_MPIEXEC} ${CMAKE_SOURCE_DIR}/tests/fixtures/golden/qwen3_moe_tiny)
+    # bench --batch under mpirun: the same routes as one process, and where the passes' time went
+    # (routed experts, exchange; the fastest and the slowest rank), which bench/netns_model.py reads.
+    add_test(NAME mpi.bench_timers COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/bench_timers_test.py $<TARGET_FILE:sluice>
+             ${SLUICE_MPIEXEC} ${CMAKE_SOURCE_DIR}/tests/fixtures/golden/deepseek_v3_tiny 3)
     # serve and chat under mpirun: rank 0 serves or reads the terminal, the others follow its sessions.
     set(golden ${CMAKE_SOURCE_DIR}/tests/fixtures/golden)
     add_test(NAME mpi.serve COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/serve_test.py $<TARGET_FILE:sluice>
@@ -61,7 +65,7 @@ if(NOT CMAKE_CROSSCOMPILING AND NOT SLUICE_SANITIZE AND NOT SLUICE_TSAN)
     endif()
     list(TRANSFORM SLUICE_MPI_MODELS PREPEND mpi.)
     # Three ranks each: two such tests at once on CI's two cores.
-    set_tests_properties(${SLUICE_MPI_MODELS} mpi.sluice_k3_mini mpi.lost_rank mpi.serve mpi.chat
+    set_tests_properties(${SLUICE_MPI_MODELS} mpi.sluice_k3_mini mpi.lost_rank mpi.bench_timers mpi.serve mpi.chat
                          mpi.serve_lost_rank PROPERTIES LABELS mpi TIMEOUT 600
                          PROCESSORS 2)
   endif()

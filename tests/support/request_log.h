@@ -14,7 +14,7 @@ namespace sluice::test {
 
 struct RequestLog {
   explicit RequestLog(const Engine& m) {
-    m.set_request_observer([this](int32_t layer, const int32_t* x, int64_t n) {
+    m.set_request_observer([this](int32_t layer, const int32_t* x, const int64_t*, int64_t n) {
       ++requests[layer];
       for (int64_t i = 0; i < n; ++i) repeated = !routed.insert({layer, x[i]}).second || repeated;
     });

@@ -135,6 +135,35 @@ TEST(Benchmark, BatchedDecodeCountsEverySequence) {
   EXPECT_GE(j["prefill_stall_seconds"].get<double>(), 0.0);
   EXPECT_LE(j["prefill_stall_seconds"].get<double>(), j["prefill_seconds"].get<double>());
   EXPECT_NE(res.summary[0].find("batch 3"), std::string::npos) << res.summary[0];
+  // Per pass: the time in the routed experts (a part of the pass), none in an exchange (one process),
+  // and each MoE layer's routes (3 layers of 32 experts, top-4: 12 rows a layer over distinct experts).
+  double routed = 0;
+  for (const auto& p : j["per_pass"]) {
+    EXPECT_GT(p["routed_expert_seconds"].get<double>(), 0.0) << p.dump();
+    EXPECT_LT(p["routed_expert_seconds"].get<double>(), p["seconds"].get<double>()) << p.dump();
+    EXPECT_EQ(p["exchange_seconds"].get<double>(), 0.0);
+    routed += p["routed_expert_seconds"].get<double>();
+    ASSERT_EQ(p["routes"].size(), 3u) << p.dump();
+    for (size_t l = 0; l < 3; ++l) {
+      const auto& route = p["routes"][l];
+      EXPECT_EQ(route["layer"].get<int32_t>(), int32_t(l) + 1);
+      const auto experts = route["experts"].get<std::vector<int32_t>>();
+      const auto rows = route["rows"].get<std::vector<int64_t>>();
+      ASSERT_EQ(experts.size(), rows.size());
+      EXPECT_TRUE(std::is_sorted(experts.begin(), experts.end()) &&
+                  std::adjacent_find(experts.begin(), experts.end()) == experts.end());
+      EXPECT_TRUE(experts.front() >= 0 && experts.back() < 32) << route.dump();
+      int64_t n = 0;
+      for (const int64_t x : rows) {
+        EXPECT_TRUE(x >= 1 && x <= 3) << route.dump();
+        n += x;
+      }
+      EXPECT_EQ(n, 12) << route.dump();
+    }
+  }
+  EXPECT_NEAR(j["routed_expert_seconds_per_pass"].get<double>(), routed / 4, 1e-9);
+  EXPECT_EQ(j["exchange_seconds_per_pass"].get<double>(), 0.0);
+  EXPECT_FALSE(j.contains("ranks"));
   r.generate = true;
   EXPECT_THROW(run_benchmark(r), Error);
 }
