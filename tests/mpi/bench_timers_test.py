@@ -9,8 +9,10 @@ One process and RANKS ranks each decode the same batch: every pass's routes
 same in both, as the ranks compute the same tokens; one process spends no time
 in an exchange and part of each pass in its routed experts; under mpirun rank
 0's pass has both parts, and "ranks" gives the fastest and slowest rank's time
-in each (fastest <= slowest, every rank exchanging, no part longer than the
-pass). bench/netns_model.py reads these timers.
+in each (fastest <= slowest, every rank exchanging, rank 0's own values between
+them). Another rank's parts are not bounded by rank 0's pass: a rank waiting in
+the exchange also waits through rank 0's work between its timed passes.
+bench/netns_model.py reads these timers.
 """
 import json
 import os
@@ -63,7 +65,7 @@ def main():
     per_pass = sum(p["seconds"] for p in many["per_pass"]) / 4
     for key in ("routed_expert_seconds_per_pass", "exchange_seconds_per_pass"):
         lo, hi = r[key]
-        check(0 < lo <= hi < per_pass, f"ranks' {key} [{lo}, {hi}] not within (0, a pass of {per_pass} s)", r)
+        check(0 < lo <= hi, f"ranks' {key} [{lo}, {hi}] not a positive range", r)
         mine = many[key]
         check(lo - 1e-9 <= mine <= hi + 1e-9, f"rank 0's {key} {mine} outside the ranks' [{lo}, {hi}]", many)
     print(f"  routes of 4 passes the same; per pass {per_pass * 1e3:.2f} ms, routed experts "
