@@ -5,8 +5,11 @@
 // Built by the script with mpicxx (not part of the CMake build: a benchmark
 // tool with no sluice code in it).
 //
-// Usage: mpirun ... exchange_probe WIDTH ROWS [ITERATIONS]
+// Usage: mpirun ... exchange_probe WIDTH ROWS [ITERATIONS] [GAP_MS]
 // Rank 0 prints one line: "exchange WIDTH ROWS BYTES mean_us MEAN min_us MIN".
+// GAP_MS (0): every rank keeps its core busy that long between exchanges, as a decode
+// pass does between its MoE layers' exchanges: the links then idle that long, and TCP
+// may shrink its window after an idle spell (tcp_slow_start_after_idle) as in a run.
 #include <mpi.h>
 
 #include <algorithm>
@@ -20,11 +23,12 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (argc < 3) {
-    if (rank == 0) std::fprintf(stderr, "usage: exchange_probe WIDTH ROWS [ITERATIONS]\n");
+    if (rank == 0) std::fprintf(stderr, "usage: exchange_probe WIDTH ROWS [ITERATIONS] [GAP_MS]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   const int width = std::atoi(argv[1]), rows = std::atoi(argv[2]);
   const int iterations = argc > 3 ? std::atoi(argv[3]) : 200;
+  const double gap_s = argc > 4 ? std::atof(argv[4]) * 1e-3 : 0;
   std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     displs[size_t(r)] = int(int64_t(rows) * r / size);
@@ -35,7 +39,9 @@ int main(int argc, char** argv) {
   MPI_Type_commit(&row);
   std::vector<float> data(size_t(rows) * size_t(width), float(rank));
   double total = 0, best = 1e30;
+  volatile double sink = 0;
   for (int i = -5; i < iterations; ++i) {  // five warm-up rounds open the TCP connections
+    for (const double until = MPI_Wtime() + gap_s; MPI_Wtime() < until;) sink = sink + 1;  // busy, no MPI
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data.data(), counts.data(), displs.data(), row,
