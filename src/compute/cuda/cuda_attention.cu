@@ -171,37 +171,37 @@ __device__ __forceinline__ bool split_vectors(const MlaArgs& a) {
 }
 
 // Enqueues columns c0 .. c0 + kColChunk - 1 of the block's query rows and of keys j0 .. j0 + 63
-// into buffer b (zeros past the columns, the rows and kend).
-__device__ __forceinline__ void split_stage(const MlaArgs& a, SplitShared& sh, int b, int64_t r0, int64_t j0,
-                                            int64_t kend, int64_t c0, bool vec) {
-  const int tid = threadIdx.x;
+// into buffer b (zeros past the columns, the rows and kend), in pieces of W floats (4: one 16-byte
+// copy each, where split_vectors holds; 1: element by element).
+template <int W>
+__device__ __forceinline__ void split_stage_pieces(const MlaArgs& a, SplitShared& sh, int b, int64_t r0, int64_t j0,
+                                                   int64_t kend, int64_t c0) {
+  constexpr int P = kColChunk / W;  // pieces per row
+  const auto copy = [](float* dst, const float* src, bool in) {
+    if constexpr (W == 4)
+      cp_async16(dst, src, in ? 16 : 0);
+    else
+      cp_async4(dst, src, in ? 4 : 0);
+  };
   const int64_t rows = a.T * a.H, K = a.C + a.R;
-  if (vec) {
-    constexpr int P = kColChunk / 4;  // pieces per row
-    for (int i = tid; i < (kSplitRows + kTileKeys) * P; i += kSplitThreads) {
-      const int r = i / P, c = (i % P) * 4;
-      if (r < kSplitRows) {
-        const bool in = r0 + r < rows && c0 + c < K;
-        cp_async16(&sh.qs[b][r][c], in ? split_query(a, r0 + r, c0 + c) : a.qabs, in ? 16 : 0);
-      } else {
-        const int j = r - kSplitRows;
-        const bool in = j0 + j < kend && c0 + c < K;
-        cp_async16(&sh.cs[b][j][c], in ? a.cache + (j0 + j) * a.ldc + c0 + c : a.cache, in ? 16 : 0);
-      }
-    }
-  } else {
-    for (int i = tid; i < (kSplitRows + kTileKeys) * kColChunk; i += kSplitThreads) {
-      const int r = i / kColChunk, c = i % kColChunk;
-      if (r < kSplitRows) {
-        const bool in = r0 + r < rows && c0 + c < K;
-        cp_async4(&sh.qs[b][r][c], in ? split_query(a, r0 + r, c0 + c) : a.qabs, in ? 4 : 0);
-      } else {
-        const int j = r - kSplitRows;
-        const bool in = j0 + j < kend && c0 + c < K;
-        cp_async4(&sh.cs[b][j][c], in ? a.cache + (j0 + j) * a.ldc + c0 + c : a.cache, in ? 4 : 0);
-      }
+  for (int i = threadIdx.x; i < (kSplitRows + kTileKeys) * P; i += kSplitThreads) {
+    const int r = i / P, c = (i % P) * W;
+    if (r < kSplitRows) {
+      const bool in = r0 + r < rows && c0 + c < K;
+      copy(&sh.qs[b][r][c], in ? split_query(a, r0 + r, c0 + c) : a.qabs, in);
+    } else {
+      const int j = r - kSplitRows;
+      const bool in = j0 + j < kend && c0 + c < K;
+      copy(&sh.cs[b][j][c], in ? a.cache + (j0 + j) * a.ldc + c0 + c : a.cache, in);
     }
   }
+}
+__device__ __forceinline__ void split_stage(const MlaArgs& a, SplitShared& sh, int b, int64_t r0, int64_t j0,
+                                            int64_t kend, int64_t c0, bool vec) {
+  if (vec)
+    split_stage_pieces<4>(a, sh, b, r0, j0, kend, c0);
+  else
+    split_stage_pieces<1>(a, sh, b, r0, j0, kend, c0);
 }
 
 // Split `split` of the block's rows r0 .. r0 + kSplitRows - 1 (keys k0 .. kend - 1, kend past the
