@@ -63,12 +63,21 @@ void put(std::vector<uint8_t>& out, const void* p, size_t n) {
   out.insert(out.end(), b, b + n);
 }
 
+// Whether element `index` lies in a row of a residual writer that the routing
+// structure keeps at zero (the topic coordinates of the residual stream).
+bool topic_row(const Spec& s, uint64_t index, RoutingRole role, const RoutingStructure* routing) {
+  if (role != RoutingRole::ResidualWriter) return false;
+  const int64_t cols = s.shape.empty() ? 1 : s.shape.back();
+  return int64_t(index) / cols < routing->dims();
+}
+
 // Where the routing structure shapes a tensor (router rows and bias, embedding,
 // lm_head), the value it gives element `index`; else the drawn value `v`.
 double routed_value(const Spec& s, uint64_t index, double v, RoutingRole role, RoutingStructure* routing) {
   if (role == RoutingRole::RouterBias) return routing->bias(int64_t(index));
   if (role == RoutingRole::None || s.init != Init::Normal) return v;
   const int64_t cols = s.shape.empty() ? 1 : s.shape.back();
+  if (role == RoutingRole::ResidualWriter) return topic_row(s, index, role, routing) ? 0.0 : v;
   const int64_t col = int64_t(index) % cols;
   return col < routing->dims() ? routing->value(int64_t(index) / cols, col) : v * routing->rest_scale();
 }
@@ -101,12 +110,15 @@ uint64_t append_element(const Spec& s, uint64_t index, uint64_t count, Rng& rng,
       return 1;
     }
     case Init::Codes: {  // packed nibbles (MXFP4 codes or INT4 values), 8 bytes per step where possible
+      // A topic row of a residual writer holds zeros: INT4 level 8 (I32 words), MXFP4 code 0 (bytes).
+      const bool zero = topic_row(s, index, role, routing);
       if (dtype_size(s.dtype) == 4) {
-        uint32_t w = uint32_t(rng.next());
+        uint32_t w = zero ? (rng.next(), 0x88888888u) : uint32_t(rng.next());
         put(buf, &w, 4);
         return 1;
       }
       uint64_t w = rng.next();
+      if (zero) w = 0;
       const uint64_t n = std::min<uint64_t>(8, count - index);
       put(buf, &w, n);
       return n;
@@ -114,9 +126,10 @@ uint64_t append_element(const Spec& s, uint64_t index, uint64_t count, Rng& rng,
     case Init::Mxfp4Scale:
       buf.push_back(uint8_t(s.a + double(int(rng.next() % 3) - 1)));
       return 1;
-    case Init::Fp8: {  // magnitudes in [0.5, 2): exponent 6 or 7, any mantissa, random sign
+    case Init::Fp8: {  // magnitudes in [0.5, 2): exponent 6 or 7, any mantissa, random sign (0 in a topic row)
       uint64_t r = rng.next();
-      buf.push_back(uint8_t(((r & 1) << 7) | ((6 + ((r >> 1) & 1)) << 3) | ((r >> 2) & 7)));
+      buf.push_back(topic_row(s, index, role, routing) ? uint8_t(0)
+                                                       : uint8_t(((r & 1) << 7) | ((6 + ((r >> 1) & 1)) << 3) | ((r >> 2) & 7)));
       return 1;
     }
     case Init::Fp8Scale: {

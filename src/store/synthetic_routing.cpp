@@ -35,6 +35,11 @@ RoutingRole routing_role(const std::string& n) {
   if (ends_with(n, "lm_head.weight")) return RoutingRole::LmHead;
   if (ends_with(n, ".gate.weight")) return RoutingRole::Router;
   if (ends_with(n, ".gate.e_score_correction_bias")) return RoutingRole::RouterBias;
+  // What adds to the residual stream: attention outputs, feed-forward down projections (dense,
+  // shared, routed; packed codes too), K3's projection of the routed experts' latent sum.
+  if (ends_with(n, "routed_expert_down_proj.weight")) return RoutingRole::None;  // K3: into the latent, not the residual
+  for (const char* w : {"o_proj.weight", "down_proj.weight", "down_proj.weight_packed", "routed_expert_up_proj.weight"})
+    if (ends_with(n, w)) return RoutingRole::ResidualWriter;
   return RoutingRole::None;
 }
 

@@ -18,7 +18,14 @@
 //   (`hot_fraction` of each layer), 0 for the others;
 // - lasting topics: lm_head's rows score a token by its angle minus its step
 //   (+-`step` hot-expert spacings, by token), so a greedy continuation walks
-//   the circle a step at a time; text made of random ids has no topic.
+//   the circle a step at a time; text made of random ids has no topic;
+// - a clean topic: the matrices that add to the residual stream (attention
+//   outputs, feed-forward down projections) leave the topic coordinates alone
+//   (zero rows there), so every layer's router sees the current token's topic.
+//   Random attention at real widths otherwise writes a context average of a
+//   few units there that changes little from token to token: at Kimi K2's
+//   widths tokens then kept ~80% of the previous token's experts and every
+//   pick was a popular one (released models: ~31%, ~86%).
 // The architecture needs a router score-correction bias (DeepSeek-V3, Kimi K2,
 // Kimi K3); Qwen3-MoE has none and is refused.
 #pragma once
@@ -38,7 +45,7 @@ struct RealisticRouting {
   double lm_sharpness = 24.0, lm_noise = 0.25;  // lm_head: topic logit span, std of the random rest
 };
 
-enum class RoutingRole { None, Embedding, LmHead, Router, RouterBias };
+enum class RoutingRole { None, Embedding, LmHead, Router, RouterBias, ResidualWriter };
 
 // What a tensor of the checkpoint is to the routing structure, by its name.
 RoutingRole routing_role(const std::string& tensor_name);

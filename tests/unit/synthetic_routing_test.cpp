@@ -2,11 +2,17 @@
 // top-8) decoded greedily for 100 tokens through the benchmark routes like the
 // published Kimi K3 measurements (previous-token overlap ~31%, hottest 30% of
 // experts ~86% of picks) within the stated bands (the default random router
-// gives a hot share near 70% here, below the band); and Qwen3-MoE, which has
-// no score-correction bias, is refused by name.
+// gives a hot share near 70% here, below the band); the matrices that add to
+// the residual stream leave the topic coordinates at zero; and Qwen3-MoE,
+// which has no score-correction bias, is refused by name.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "bench/benchmark.h"
+#include "format/checkpoint.h"
+#include "store/synthetic_routing.h"
 #include "store/synthetic.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -40,6 +46,49 @@ TEST(SyntheticRouting, RealisticRoutingMatchesPublishedStatistics) {
   EXPECT_GE(hot, 0.78) << real.dump();
   EXPECT_LE(hot, 0.93) << real.dump();
   EXPECT_LT(rand["hottest_30pct_share"].get<double>(), 0.78) << rand.dump();
+}
+
+// Whether the first `rows` rows of a tensor hold only `zero` bytes (a whole number of bytes per row).
+bool leading_rows_are(const TensorView& t, int64_t rows, uint8_t zero) {
+  const uint64_t row_bytes = t.nbytes() / uint64_t(t.shape()[0]);
+  for (uint64_t i = 0; i < uint64_t(rows) * row_bytes; ++i)
+    if (t.data[i] != zero) return false;
+  return true;
+}
+
+// At real widths random attention writes a slowly changing context average into the topic
+// coordinates, and greedy decoding settled on one token, every step routed alike (80%
+// previous-token overlap at Kimi K2's widths). The residual writers' topic rows are zero,
+// in every storage format; the rows past them and the readers (q_a_proj) stay random.
+TEST(SyntheticRouting, ResidualWritersLeaveTheTopicAlone) {
+  test::TempDir tmp;
+  for (const std::string format : {"bf16", "int4", "fp8"}) {
+    SynthOptions o;
+    o.arch = "kimi_k2";
+    o.experts = 96, o.top_k = 8, o.layers = 2;
+    o.expert_format = format;
+    o.routing = "realistic";
+    o.progress = false;
+    o.out_dir = tmp.file(format);
+    synthesize(o);
+    Checkpoint ck(o.out_dir);
+    const nlohmann::json cfg = nlohmann::json::parse(std::ifstream(o.out_dir + "/config.json"));
+    const int64_t dims = RoutingStructure(o.realistic, o.seed, cfg["hidden_size"], 96, 8).dims();
+    // bf16 zero is 0x00 0x00; INT4 level 8 packs as 0x88; e4m3 zero is 0x00.
+    const uint8_t zero = format == "int4" ? 0x88 : 0;
+    const std::string expert_down =
+        "model.layers.1.mlp.experts.5.down_proj." + std::string(format == "int4" ? "weight_packed" : "weight");
+    for (const std::string& name : {std::string("model.layers.0.self_attn.o_proj.weight"),
+                                   std::string("model.layers.0.mlp.down_proj.weight"),
+                                   std::string("model.layers.1.mlp.shared_experts.down_proj.weight"), expert_down}) {
+      SCOPED_TRACE(format + " " + name);
+      const TensorView t = ck.get(name);
+      const uint8_t z = name == expert_down ? zero : 0;
+      EXPECT_TRUE(leading_rows_are(t, dims, z));
+      EXPECT_FALSE(leading_rows_are(t, dims + 1, z));
+    }
+    EXPECT_FALSE(leading_rows_are(ck.get("model.layers.0.self_attn.q_a_proj.weight"), 1, 0));
+  }
 }
 
 TEST(SyntheticRouting, NeedsAScoreCorrectionBias) {
