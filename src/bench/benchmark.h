@@ -36,6 +36,7 @@ struct BenchRequest {
   int64_t draft_max = 8;
   bool no_draft_gate = false;  // draft draft_max tokens at every step (the gate off)
   int64_t replay_wrong_every = -1;  // >= 0: replayed-drafts mode
+  double replay_acceptance = -1;    // >= 0: replayed drafts, each token right with this probability
   // Not empty: plain generation, then speculation with this draft model (its
   // own tokenizer or the target's; retokenize: through text either way).
   std::string draft_model;

@@ -55,6 +55,10 @@ void add_generation_bench_options(CLI::App* cmd, BenchRequest& r) {
   cmd->add_option("--replay-drafts", r.replay_wrong_every,
                   "Plain generation, then speculation whose drafts are that run's own tokens with every K-th one "
                   "wrong (0: none): what speculation gains or costs at a known acceptance, e.g. on random weights");
+  cmd->add_option("--replay-acceptance", r.replay_acceptance,
+                  "As --replay-drafts, with each drafted token right with probability A (seeded by --seed): the "
+                  "gate's acceptance, e.g. 0.3, 0.5, 0.7, 0.9")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--draft-model", r.draft_model,
                   "Plain generation, then speculation with this draft model's greedy drafts (each on a freshly "
                   "opened target): tokens/s of both. A draft model with another tokenizer drafts through text");
