@@ -19,6 +19,7 @@
 #include "runtime/retokenizing_drafter.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
+#include "runtime/suffix_drafter.h"
 #include "util/error.h"
 #include "util/process_stats.h"
 #include "util/progress.h"
@@ -408,9 +409,11 @@ BenchResult generation(const BenchRequest& r, Ticker& tick) {
     res.summary.push_back(fmt::format("speculative / plain: {:.2f}x time per token, {:.2f}x expert bytes read per token", t, b));
     res.json = {{"plain", plain}, {"speculative", spec}, {"time_ratio", t}, {"expert_read_ratio", b}};
   } else {
-    NgramDrafter drafter;
-    res.json = measure_generation(r, *first, prompt, r.speculate ? &drafter : nullptr,
-                                  r.speculate ? "speculative" : "plain", tick, res.summary);
+    NgramDrafter ngram;
+    SuffixDrafter suffix;
+    Drafter* drafter = !r.speculate ? nullptr : r.draft == "suffix" ? static_cast<Drafter*>(&suffix) : &ngram;
+    res.json = measure_generation(r, *first, prompt, drafter, r.speculate ? "speculative" : "plain", tick, res.summary);
+    if (r.speculate) res.json["draft"] = r.draft;
   }
   res.json["plan"] = plan;
   return res;

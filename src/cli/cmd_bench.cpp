@@ -48,7 +48,10 @@ void add_generation_bench_options(CLI::App* cmd, BenchRequest& r) {
   cmd->add_flag("--generate", r.generate,
                 "Time greedy generation as a whole (means per generated token, forward passes, expert bytes); "
                 "the baseline for --speculate");
-  cmd->add_flag("--speculate", r.speculate, "As --generate, with n-gram speculative decoding");
+  cmd->add_flag("--speculate", r.speculate, "As --generate, with n-gram speculative decoding (or --draft's)");
+  cmd->add_option("--draft", r.draft, "With --speculate: ngram or suffix drafts (a suffix index of the text so far)")
+      ->check(CLI::IsMember({"ngram", "suffix"}))
+      ->capture_default_str();
   cmd->add_option("--draft-max", r.draft_max, "Most draft tokens verified per pass")->capture_default_str();
   cmd->add_flag("--no-draft-gate", r.no_draft_gate,
                 "Draft --draft-max tokens at every step, whether or not it pays (measuring a drafter)");

@@ -144,13 +144,15 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
       const double dt = opts.pass_cost ? opts.pass_cost(1) : since(t0);
       ++st.plain;
       st.plain_seconds += dt;
-      const auto t1 = Clock::now();
+      auto t1 = Clock::now();
       if (want > 0 && drafter->costs_when_empty())
         gate.pass(want, 0, dt);  // drafting cost time and gave nothing
       else
         gate.plain(dt);
+      if (drafter) st.gate_seconds += since(t1);
       const bool more = emit(logits.data(), next);
       if (!watched.empty()) {
+        t1 = Clock::now();
         const bool hit = next == watched[watched_hits];
         watched_hits += hit ? 1 : 0;
         if (!hit || watched_hits == watched.size()) {
@@ -158,8 +160,8 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
           st.watched_accepted += int64_t(watched_hits);
           watched.clear();
         }
+        st.gate_seconds += since(t1);
       }
-      if (drafter) st.gate_seconds += since(t1);
       if (!more) return finish();
       continue;
     }
@@ -168,10 +170,7 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
     batch.insert(batch.end(), draft.begin(), draft.end());
     s.checkpoint();
     logits = s.feed_all(batch);
-    const double dt = opts.pass_cost ? opts.pass_cost(int64_t(batch.size())) : since(t0);
-    ++st.passes;
-    st.pass_seconds += dt;
-    st.proposed += int64_t(draft.size());
+    double dt = since(t0);
     size_t i = 0;
     bool more = true;
     int32_t chosen = -1;
@@ -180,9 +179,15 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
       if (!more || i == draft.size() || chosen != draft[i]) break;
     }
     const bool matched = i < draft.size() && chosen == draft[i];  // only when stopping on a draft token
-    st.accepted += int64_t(i + (matched ? 1 : 0));
     // Keep `next` and the drafts taken before position i (the token chosen there is not fed yet).
+    // The rollback is part of the pass's cost (recurrent state replays the kept rows), emitting is not.
+    const auto t2 = Clock::now();
     s.rollback(int64_t(1 + i));
+    dt = opts.pass_cost ? opts.pass_cost(int64_t(batch.size())) : dt + since(t2);
+    ++st.passes;
+    st.pass_seconds += dt;
+    st.proposed += int64_t(draft.size());
+    st.accepted += int64_t(i + (matched ? 1 : 0));
     gate.pass(int64_t(draft.size()), int64_t(i), dt);
     if (!more) return finish();
     next = chosen;
