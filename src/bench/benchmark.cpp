@@ -19,6 +19,7 @@
 #include "runtime/retokenizing_drafter.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
+#include "runtime/suffix_drafter.h"
 #include "util/error.h"
 #include "util/process_stats.h"
 #include "util/progress.h"
@@ -339,14 +340,27 @@ nlohmann::json measure_generation(const BenchRequest& r, const Engine& model, co
                       {"expert_bytes_read_per_token", double(e1.bytes_read - e0.bytes_read) / n},
                       {"expert_bytes_needed_per_token", double(e1.bytes_needed - e0.bytes_needed) / n},
                       {"storage_bytes_read", process_read_bytes() - io0}, {"peak_rss_bytes", process_peak_rss()}};
+  if (drafter) {
+    nlohmann::json costs = nlohmann::json::array();  // [k - 1]: a pass of k drafts in plain steps (null: not drafted)
+    for (size_t k = 1; k < st.gate_pass_cost.size(); ++k)
+      costs.push_back(st.gate_pass_cost[k] > 0 ? nlohmann::json(st.gate_pass_cost[k]) : nlohmann::json());
+    j["gate"] = {{"used", st.gate_used}, {"on_at_end", st.gate_on}, {"acceptance", st.gate_acceptance},
+                 {"draft_cost", st.gate_draft_cost}, {"pass_cost_by_k", costs}, {"off_steps", st.off_steps},
+                 {"probes", st.probes}, {"watched_drafts", st.watched}, {"watched_accepted", st.watched_accepted},
+                 {"last_pause", st.gate_pause}, {"seconds", st.gate_seconds},
+                 {"share_of_generation", gen > 0 ? st.gate_seconds / gen : 0.0}};
+  }
   summary.push_back(fmt::format(
       "{}: {} {:.4f} s/token over {} tokens ({} forward passes, acceptance {:.1f}%), prefill {:.2f} s for {} tokens, "
       "experts read {}/token (needed {}/token), peak RSS {}",
       r.model, label, gen / n, st.generated - 1, st.forward_passes(), 100 * st.acceptance(), prefill, prompt.size(),
       human_bytes(j["expert_bytes_read_per_token"].get<double>()),
       human_bytes(j["expert_bytes_needed_per_token"].get<double>()), human_bytes(double(process_peak_rss()))));
+  if (drafter) summary.back() += "\n  " + describe_speculation(st);
   return j;
 }
+
+bool replaying(const BenchRequest& r) { return r.replay_wrong_every >= 0 || r.replay_acceptance >= 0; }
 
 // --generate, --speculate, or --replay-drafts (a plain run, then speculation
 // with its own tokens as drafts, each on a freshly opened model so both start
@@ -380,12 +394,14 @@ BenchResult generation(const BenchRequest& r, Ticker& tick) {
     spec["draft_model"] = r.draft_model;
     spec["through_text"] = text;
     res.json = {{"plain", plain}, {"speculative", spec}, {"time_ratio", ts / tp}};
-  } else if (r.replay_wrong_every >= 0) {
+  } else if (replaying(r)) {
     std::vector<int32_t> text;
     nlohmann::json plain = measure_generation(r, *first, prompt, nullptr, "plain", tick, res.summary, &text);
     first.reset();
     auto model = Engine::open(r.model, r.mem);
-    ReplayDrafter d(text, r.replay_wrong_every, model->info().vocab);
+    ReplayDrafter d = r.replay_acceptance >= 0
+                          ? ReplayDrafter::with_acceptance(text, r.replay_acceptance, r.seed, model->info().vocab)
+                          : ReplayDrafter(text, r.replay_wrong_every, model->info().vocab);
     nlohmann::json spec = measure_generation(r, *model, prompt, &d, "replayed-drafts", tick, res.summary);
     const double t = spec["seconds_per_token"].get<double>() / plain["seconds_per_token"].get<double>();
     const double b = spec["expert_bytes_read_per_token"].get<double>() /
@@ -393,9 +409,11 @@ BenchResult generation(const BenchRequest& r, Ticker& tick) {
     res.summary.push_back(fmt::format("speculative / plain: {:.2f}x time per token, {:.2f}x expert bytes read per token", t, b));
     res.json = {{"plain", plain}, {"speculative", spec}, {"time_ratio", t}, {"expert_read_ratio", b}};
   } else {
-    NgramDrafter drafter;
-    res.json = measure_generation(r, *first, prompt, r.speculate ? &drafter : nullptr,
-                                  r.speculate ? "speculative" : "plain", tick, res.summary);
+    NgramDrafter ngram;
+    SuffixDrafter suffix;
+    Drafter* drafter = !r.speculate ? nullptr : r.draft == "suffix" ? static_cast<Drafter*>(&suffix) : &ngram;
+    res.json = measure_generation(r, *first, prompt, drafter, r.speculate ? "speculative" : "plain", tick, res.summary);
+    if (r.speculate) res.json["draft"] = r.draft;
   }
   res.json["plan"] = plan;
   return res;
@@ -929,16 +947,16 @@ BenchResult run_benchmark(const BenchRequest& req, const Progress_fn& progress) 
   if (r.draft_max < 1) fail("--draft-max must be >= 1, got {}", r.draft_max);
   if (r.chunk < 0) fail("--prefill-chunk must be >= 1 (or 0: as the memory plan allows), got {}", r.chunk);
   if (r.batch < 0) fail("--batch must be >= 1, got {}", r.batch);
-  if (r.batch > 0 && (r.io_only || r.generate || r.speculate || r.replay_wrong_every >= 0 || !r.draft_model.empty()))
+  if (r.batch > 0 && (r.io_only || r.generate || r.speculate || replaying(r) || !r.draft_model.empty()))
     fail("--batch measures plain greedy decode; it cannot be combined with --io-only, --generate, --speculate, "
          "--replay-drafts or --draft-model");
-  if (!r.draft_model.empty() && r.replay_wrong_every >= 0)
+  if (!r.draft_model.empty() && replaying(r))
     fail("--draft-model and --replay-drafts are two drafters: give one of them");
   if (r.draft_retokenize && r.draft_model.empty()) fail("--draft-retokenize is about a --draft-model: give one");
   if (!r.routing_trace.empty() && !r.routing_synthetic.empty())
     fail("--routing-trace and --routing-synthetic are two routing sources: give one of them");
   const bool overridden = !r.routing_trace.empty() || !r.routing_synthetic.empty();
-  if (overridden && (r.io_only || r.generate || r.speculate || r.replay_wrong_every >= 0 || !r.draft_model.empty()))
+  if (overridden && (r.io_only || r.generate || r.speculate || replaying(r) || !r.draft_model.empty()))
     fail("--routing-trace / --routing-synthetic measure decode (plain or --batch); they cannot be combined with "
          "--io-only, --generate, --speculate, --replay-drafts or --draft-model");
   if (!r.routing_synthetic.empty()) parse_synthetic_routing(r.routing_synthetic);  // its errors before the model opens
@@ -947,7 +965,7 @@ BenchResult run_benchmark(const BenchRequest& req, const Progress_fn& progress) 
   Ticker tick(progress);
   tick.say(fmt::format("bench: opening {}", r.model), true);
   if (r.io_only) return io_only(r, tick);
-  if (r.generate || r.speculate || r.replay_wrong_every >= 0 || !r.draft_model.empty()) return generation(r, tick);
+  if (r.generate || r.speculate || replaying(r) || !r.draft_model.empty()) return generation(r, tick);
   if (r.batch > 0) return batched(r, tick);
   return decode(r, tick);
 }

@@ -33,9 +33,11 @@ struct BenchRequest {
   std::vector<int32_t> prompt;  // when not empty, used instead of a random prompt
   int64_t repeat_prompt = 1;    // the prompt this many times (copy-heavy input)
   bool io_only = false, generate = false, speculate = false;
+  std::string draft = "ngram";  // with speculate: ngram or suffix (runtime/suffix_drafter.h)
   int64_t draft_max = 8;
   bool no_draft_gate = false;  // draft draft_max tokens at every step (the gate off)
   int64_t replay_wrong_every = -1;  // >= 0: replayed-drafts mode
+  double replay_acceptance = -1;    // >= 0: replayed drafts, each token right with this probability
   // Not empty: plain generation, then speculation with this draft model (its
   // own tokenizer or the target's; retokenize: through text either way).
   std::string draft_model;

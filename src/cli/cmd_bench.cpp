@@ -48,13 +48,20 @@ void add_generation_bench_options(CLI::App* cmd, BenchRequest& r) {
   cmd->add_flag("--generate", r.generate,
                 "Time greedy generation as a whole (means per generated token, forward passes, expert bytes); "
                 "the baseline for --speculate");
-  cmd->add_flag("--speculate", r.speculate, "As --generate, with n-gram speculative decoding");
+  cmd->add_flag("--speculate", r.speculate, "As --generate, with n-gram speculative decoding (or --draft's)");
+  cmd->add_option("--draft", r.draft, "With --speculate: ngram or suffix drafts (a suffix index of the text so far)")
+      ->check(CLI::IsMember({"ngram", "suffix"}))
+      ->capture_default_str();
   cmd->add_option("--draft-max", r.draft_max, "Most draft tokens verified per pass")->capture_default_str();
   cmd->add_flag("--no-draft-gate", r.no_draft_gate,
                 "Draft --draft-max tokens at every step, whether or not it pays (measuring a drafter)");
   cmd->add_option("--replay-drafts", r.replay_wrong_every,
                   "Plain generation, then speculation whose drafts are that run's own tokens with every K-th one "
                   "wrong (0: none): what speculation gains or costs at a known acceptance, e.g. on random weights");
+  cmd->add_option("--replay-acceptance", r.replay_acceptance,
+                  "As --replay-drafts, with each drafted token right with probability A (seeded by --seed): the "
+                  "gate's acceptance, e.g. 0.3, 0.5, 0.7, 0.9")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--draft-model", r.draft_model,
                   "Plain generation, then speculation with this draft model's greedy drafts (each on a freshly "
                   "opened target): tokens/s of both. A draft model with another tokenizer drafts through text");

@@ -29,12 +29,22 @@ class ModelDrafter : public Drafter {
   // Tokens fed to the draft model in all, starting over included (a rollback
   // that recurrent state replays from its mark is not counted).
   int64_t fed() const { return fed_; }
+  // Drafting paused: the next proposal, if more than kRestartWindow tokens
+  // behind, starts a new state from the last kRestartWindow settled tokens
+  // instead of feeding every token decoded while paused (the drafts see less
+  // context, the output is the same: the target verifies them).
+  void pause() override { restart_ = true; }
+  static constexpr size_t kRestartWindow = 64;
+  // Where in the history the state's tokens begin (0 unless restarted after a pause).
+  size_t state_start() const { return base_; }
 
  private:
   std::unique_ptr<Model> owned_;
   const Model& draft_;
-  std::unique_ptr<Session> s_;  // holds a prefix of the settled part of the last history seen
-  size_t mark_at_ = 0;          // tokens before s_'s open mark (where it can go back to)
+  std::unique_ptr<Session> s_;  // holds history[base_, ...), a part of the settled part of the last history seen
+  size_t base_ = 0;             // where s_'s first token is in the history
+  size_t mark_at_ = 0;          // s_'s tokens before its open mark (where it can go back to)
+  bool restart_ = false;        // paused since the last proposal
   int64_t fed_ = 0;
 };
 

@@ -43,6 +43,7 @@ class RetokenizingDrafter : public Drafter {
                       std::unique_ptr<Drafter> inner, int64_t target_vocab);
   std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) override;
   bool costs_when_empty() const override { return true; }
+  void pause() override { inner_->pause(); }
 
   // One line: the two models' ids (for --stats and the server's start).
   std::string describe() const;

@@ -21,11 +21,32 @@ std::vector<int32_t> NgramDrafter::propose(const std::vector<int32_t>& h, int64_
   return {};
 }
 
+ReplayDrafter ReplayDrafter::with_acceptance(std::vector<int32_t> text, double acceptance, uint64_t seed,
+                                             int64_t vocab) {
+  ReplayDrafter d(std::move(text), 0, vocab);
+  d.acceptance_ = std::clamp(acceptance, 0.0, 1.0);
+  d.seed_ = seed;
+  return d;
+}
+
+namespace {
+// splitmix64: a well-mixed 64-bit value for each (seed, count).
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
 std::vector<int32_t> ReplayDrafter::propose(const std::vector<int32_t>& h, int64_t max) {
   std::vector<int32_t> out;
   for (size_t i = h.size(); i < text_.size() && int64_t(out.size()) < max; ++i) {
     int32_t t = text_[i];
-    if (wrong_every_ > 0 && ++count_ % wrong_every_ == 0) t = int32_t((t + 1) % vocab_);
+    ++count_;
+    const bool wrong = acceptance_ >= 0 ? double(mix(seed_ * 0x100000001B3ull + uint64_t(count_)) >> 11) * 0x1p-53 >= acceptance_
+                                        : wrong_every_ > 0 && count_ % wrong_every_ == 0;
+    if (wrong) t = int32_t((t + 1) % vocab_);
     out.push_back(t);
   }
   return out;
@@ -35,11 +56,17 @@ std::string describe_speculation(const SpeculationStats& st) {
   std::string o = fmt::format(
       "[speculation: {} tokens after {} forward passes, {} of {} drafts accepted ({:.0f}%); gate {} (acceptance "
       "{:.2f}, a drafted token costs {:.2f} plain steps; {:.4f} s per plain step, {:.4f} s per verification pass; "
-      "{} plain steps while off, {} probes)",
+      "{} plain steps while off, {} probes, {} drafts watched while off with {} tokens right; the gate's own time "
+      "{:.2f}% of decoding)",
       st.generated, st.forward_passes(), st.accepted, st.proposed, 100 * st.acceptance(),
       !st.gate_used ? "not used (--no-draft-gate)" : st.gate_on ? "on" : "off",
       st.gate_acceptance, st.gate_draft_cost, st.plain ? st.plain_seconds / double(st.plain) : 0.0,
-      st.passes ? st.pass_seconds / double(st.passes) : 0.0, st.off_steps, st.probes);
+      st.passes ? st.pass_seconds / double(st.passes) : 0.0, st.off_steps, st.probes, st.watched,
+      st.watched_accepted, 100 * st.gate_share());
+  std::string costs;
+  for (size_t k = 1; k < st.gate_pass_cost.size(); ++k)
+    if (st.gate_pass_cost[k] > 0) costs += fmt::format("{}{}: {:.2f}", costs.empty() ? "" : ", ", k, st.gate_pass_cost[k]);
+  if (!costs.empty()) o += fmt::format("; a pass of k drafts in plain steps: {}", costs);
   if (st.index.max_tokens > 0)
     o += fmt::format("; suffix index: {} tokens in {} documents, {:.1f} MiB (cap {} tokens)", st.index.tokens,
                      st.index.documents, double(st.index.bytes) / (1 << 20), st.index.max_tokens);
@@ -72,32 +99,70 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
     if (drafter) st.index = drafter->index_size();
     return n;
   }
-  DraftGate gate(opts);
+  // A lookup drafter costs nothing to ask: while paused, the gate watches it.
+  DraftGate gate(opts, drafter && !drafter->costs_when_empty());
   auto finish = [&] {
     st.gate_on = gate.on();
     st.gate_used = opts.adaptive;
     st.gate_acceptance = gate.acceptance();
     st.gate_draft_cost = gate.draft_cost();
+    st.gate_pass_cost.assign(size_t(std::max<int64_t>(0, opts.max_draft)) + 1, 0.0);
+    for (int64_t k = 1; k <= opts.max_draft; ++k)
+      if (gate.measured(k)) st.gate_pass_cost[size_t(k)] = gate.pass_cost(k);
+    st.gate_pause = gate.pause_length();
     st.off_steps = gate.off_steps();
     st.probes = gate.probes();
+    st.watched = gate.watched_drafts();
     if (drafter) st.index = drafter->index_size();
     return n;
   };
+  std::vector<int32_t> watched;  // a lookup's draft while paused, checked against the plain tokens
+  size_t watched_hits = 0;
+  bool told_paused = false;
   for (;;) {
     // Never draft past the token budget.
-    const auto t0 = Clock::now();
+    auto t0 = Clock::now();
     const int64_t want = drafter ? gate.next(max_new - n) : 0;
+    if (drafter && want == 0) {
+      if (watched.empty()) {
+        if (const int64_t w = gate.watch(max_new - n); w > 0) {
+          watched = drafter->propose_for(s, history, w);
+          watched_hits = 0;
+        }
+      }
+      if (gate.paused() && !told_paused) {
+        drafter->pause();
+        told_paused = true;
+      }
+      st.gate_seconds += since(t0);
+      t0 = Clock::now();  // the plain step's time without the watching
+    }
     std::vector<int32_t> draft = want > 0 ? drafter->propose_for(s, history, want) : std::vector<int32_t>{};
+    if (want > 0) watched.clear(), told_paused = false;
     if (draft.empty()) {
       logits = s.feed({next});
       const double dt = opts.pass_cost ? opts.pass_cost(1) : since(t0);
       ++st.plain;
       st.plain_seconds += dt;
+      auto t1 = Clock::now();
       if (want > 0 && drafter->costs_when_empty())
         gate.pass(want, 0, dt);  // drafting cost time and gave nothing
       else
         gate.plain(dt);
-      if (!emit(logits.data(), next)) return finish();
+      if (drafter) st.gate_seconds += since(t1);
+      const bool more = emit(logits.data(), next);
+      if (!watched.empty()) {
+        t1 = Clock::now();
+        const bool hit = next == watched[watched_hits];
+        watched_hits += hit ? 1 : 0;
+        if (!hit || watched_hits == watched.size()) {
+          gate.watched(int64_t(watched.size()), int64_t(watched_hits));
+          st.watched_accepted += int64_t(watched_hits);
+          watched.clear();
+        }
+        st.gate_seconds += since(t1);
+      }
+      if (!more) return finish();
       continue;
     }
     // `next` and the draft in one pass; position i's logits choose the token after draft[i-1].
@@ -105,10 +170,7 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
     batch.insert(batch.end(), draft.begin(), draft.end());
     s.checkpoint();
     logits = s.feed_all(batch);
-    const double dt = opts.pass_cost ? opts.pass_cost(int64_t(batch.size())) : since(t0);
-    ++st.passes;
-    st.pass_seconds += dt;
-    st.proposed += int64_t(draft.size());
+    double dt = since(t0);
     size_t i = 0;
     bool more = true;
     int32_t chosen = -1;
@@ -117,9 +179,15 @@ int64_t decode(Session& s, std::vector<float> logits, std::vector<int32_t> histo
       if (!more || i == draft.size() || chosen != draft[i]) break;
     }
     const bool matched = i < draft.size() && chosen == draft[i];  // only when stopping on a draft token
-    st.accepted += int64_t(i + (matched ? 1 : 0));
     // Keep `next` and the drafts taken before position i (the token chosen there is not fed yet).
+    // The rollback is part of the pass's cost (recurrent state replays the kept rows), emitting is not.
+    const auto t2 = Clock::now();
     s.rollback(int64_t(1 + i));
+    dt = opts.pass_cost ? opts.pass_cost(int64_t(batch.size())) : dt + since(t2);
+    ++st.passes;
+    st.pass_seconds += dt;
+    st.proposed += int64_t(draft.size());
+    st.accepted += int64_t(i + (matched ? 1 : 0));
     gate.pass(int64_t(draft.size()), int64_t(i), dt);
     if (!more) return finish();
     next = chosen;

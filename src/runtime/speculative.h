@@ -47,8 +47,15 @@ class Drafter {
   // before its draft is known to be usable): decode() then tells the gate of
   // an empty draft as of a pass with nothing accepted, so a drafter that keeps
   // coming back empty is paused like one whose drafts are rejected. Lookups
-  // (n-gram, suffix) that find nothing cost nothing and stay plain steps.
+  // (n-gram, suffix) that find nothing cost nothing and stay plain steps; as
+  // asking them is free, while the gate pauses drafting they are still asked,
+  // and their drafts are checked against the tokens plain decoding picks
+  // (runtime/draft_gate.h: the gate watches them instead of probing).
   virtual bool costs_when_empty() const { return false; }
+  // Drafting is paused (plain steps for a while, then a probe): the next
+  // proposal may start from recent text only, instead of catching up on every
+  // token decoded meanwhile (a draft model restarts from the last tokens).
+  virtual void pause() {}
 };
 
 // Looks up the longest recent suffix (n down to min_n tokens) earlier in the
@@ -70,11 +77,17 @@ class ReplayDrafter : public Drafter {
  public:
   ReplayDrafter(std::vector<int32_t> text, int64_t wrong_every, int64_t vocab)
       : text_(std::move(text)), wrong_every_(wrong_every), vocab_(vocab) {}
+  // The same with each proposed token right with probability `acceptance`
+  // (seeded: the same calls give the same drafts), so a draft token is
+  // accepted after an accepted one at that rate, the gate's model.
+  static ReplayDrafter with_acceptance(std::vector<int32_t> text, double acceptance, uint64_t seed, int64_t vocab);
   std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) override;
 
  private:
   std::vector<int32_t> text_;
   int64_t wrong_every_, vocab_, count_ = 0;
+  double acceptance_ = -1;  // >= 0: right with this probability (wrong_every_ unused)
+  uint64_t seed_ = 0;
 };
 
 // Draft length and the economics gate (runtime/draft_gate.h): how many
@@ -95,15 +108,27 @@ struct SpeculationStats {
   // The gate (runtime/draft_gate.h).
   int64_t off_steps = 0;        // plain steps taken because drafting did not pay
   int64_t probes = 0;           // short drafts tried after a pause
+  int64_t watched = 0;          // lookup drafts checked against plain tokens while paused
+  int64_t watched_accepted = 0; // their tokens that plain decoding picked
+  double gate_seconds = 0;      // asking for watched drafts and the gate's bookkeeping
   double plain_seconds = 0;     // in one-token passes (drafting included when a draft came back empty)
   double pass_seconds = 0;      // in verification passes, drafting included
   bool gate_on = false;         // at the end: drafting (else paused until the next probe)
   bool gate_used = true;        // false: SpeculationOptions::adaptive was off
   double gate_acceptance = 0;   // at the end: estimated chance a draft token is accepted after an accepted one
   double gate_draft_cost = 0;   // at the end: a drafted token's cost in plain steps (measured, else the prior)
+  // At the end: [k] a verification pass of k drafts' cost in plain steps, drafting
+  // included (k = 1..max; 0 where k was never drafted).
+  std::vector<double> gate_pass_cost;
+  int64_t gate_pause = 0;       // at the end: the last pause before a probe, in plain steps (drafters that are probed)
   DraftIndexSize index;         // the drafter's index at the end
   double acceptance() const { return proposed ? double(accepted) / double(proposed) : 0.0; }
   int64_t forward_passes() const { return passes + plain; }  // after the prompt's
+  // The gate's own time (watching included) as a share of decoding's.
+  double gate_share() const {
+    const double all = plain_seconds + pass_seconds + gate_seconds;
+    return all > 0 ? gate_seconds / all : 0.0;
+  }
 };
 
 // One line for --stats: tokens, passes, acceptance, the gate's state and

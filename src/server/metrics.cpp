@@ -143,6 +143,9 @@ void Metrics::add_speculation(const SpeculationStats& s) {
   spec_requests_off_ += s.gate_on ? 0 : 1;
   spec_pass_seconds_ += s.pass_seconds;
   spec_plain_seconds_ += s.plain_seconds;
+  spec_watched_ += uint64_t(s.watched);
+  spec_watched_accepted_ += uint64_t(s.watched_accepted);
+  spec_gate_seconds_ += s.gate_seconds;
   spec_last_ = s;
 }
 
@@ -252,6 +255,13 @@ std::string Metrics::render() const {
          "Plain steps taken because the gate found that drafts did not pay (acceptance against pass cost).",
          spec_off_steps_);
   single("sluice_speculation_gate_probes_total", "counter", "Short drafts the gate tried after a pause.", spec_probes_);
+  single("sluice_speculation_gate_watched_drafts_total", "counter",
+         "Lookup drafts (n-gram, suffix) the gate checked against the plain tokens while drafting was paused.",
+         spec_watched_);
+  single("sluice_speculation_gate_watched_accepted_tokens_total", "counter",
+         "Tokens of watched drafts that plain decoding picked too.", spec_watched_accepted_);
+  single("sluice_speculation_gate_seconds_total", "counter",
+         "Seconds the gate took itself: asking for watched drafts and its bookkeeping.", spec_gate_seconds_);
   single("sluice_speculation_gate_off_requests_total", "counter",
          "Requests that ended with the gate off (drafting paused).", spec_requests_off_);
   single("sluice_speculation_pass_seconds_total", "counter", "Seconds in verification passes, drafting included.",

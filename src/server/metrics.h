@@ -62,8 +62,8 @@ class Metrics : public chat::GenerationCounters {
   std::vector<double> bucket_bounds_;
   std::vector<uint64_t> buckets_;  // cumulative counts are computed when rendering
   uint64_t spec_passes_ = 0, spec_proposed_ = 0, spec_accepted_ = 0, spec_plain_ = 0, spec_off_steps_ = 0,
-           spec_probes_ = 0, spec_requests_off_ = 0;
-  double spec_pass_seconds_ = 0, spec_plain_seconds_ = 0;
+           spec_probes_ = 0, spec_requests_off_ = 0, spec_watched_ = 0, spec_watched_accepted_ = 0;
+  double spec_pass_seconds_ = 0, spec_plain_seconds_ = 0, spec_gate_seconds_ = 0;
   SpeculationStats spec_last_;  // the last request's (its gate at the end, the drafter's index)
   uint64_t batch_passes_ = 0, batch_sequences_ = 0;
   int64_t last_batch_ = 0;

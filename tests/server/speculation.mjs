@@ -5,7 +5,9 @@
 // requests (greedy and seeded sampling, logprobs, logit bias, stop strings,
 // JSON mode, streaming, follow-up turns that reuse or roll back the kept
 // conversation) with identical bodies, and the speculating one reports drafts
-// proposed and accepted in /metrics.
+// proposed and accepted in /metrics. Each drafter runs twice: drafting at every
+// step (--no-draft-gate: every verification path is taken) and under the gate
+// (which may draft rarely, watching lookups or pausing a draft model).
 //   node speculation.mjs SLUICE_BINARY MODEL_DIR
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -16,17 +18,24 @@ const { default: OpenAI } = require('openai');
 const [binary, modelDir] = process.argv.slice(2);
 const MODEL = 'm';
 const plain = await startServer(binary, modelDir, ['--served-model-name', MODEL]);
-const spec = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--speculate', '--draft-max', '6']);
+const spec = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--speculate', '--draft-max', '6', '--no-draft-gate']);
 // The model as its own draft model (every greedy draft is right; the plumbing is what is tested).
-// --no-draft-gate: drafts at every step (the gate would stop a drafter as costly as the target).
 const drafted = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft-model', modelDir, '--no-draft-gate']);
 // Suffix drafts: an index of the conversation and of the earlier requests (this test's requests repeat themselves).
-const suffix = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft', 'suffix', '--suffix-tokens', '4096']);
+const suffix = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft', 'suffix', '--suffix-tokens', '4096', '--no-draft-gate']);
 // A draft model with another tokenizer: a golden model without tokenizer files (ids 0-255 are
 // bytes, random weights) drafts through text; its drafts are mostly wrong, the replies the same.
 const bytesModel = new URL('../fixtures/golden/qwen3_moe_tiny', import.meta.url).pathname;
 const crossTok = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft-model', bytesModel, '--no-draft-gate', '--draft-max', '4']);
-const clients = [plain, spec, drafted, suffix, crossTok].map((s) => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 }));
+// The same drafters under the gate.
+const specGated = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--speculate', '--draft-max', '6']);
+const draftedGated = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft-model', modelDir]);
+const suffixGated = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft', 'suffix', '--suffix-tokens', '4096']);
+const crossTokGated = await startServer(binary, modelDir, ['--served-model-name', MODEL, '--draft-model', bytesModel, '--draft-max', '4']);
+const servers = [plain, spec, drafted, suffix, crossTok, specGated, draftedGated, suffixGated, crossTokGated];
+const names = ['plain', 'n-gram', 'draft-model', 'suffix-draft', 'cross-tokenizer draft-model',
+  'gated n-gram', 'gated draft-model', 'gated suffix-draft', 'gated cross-tokenizer draft-model'];
+const clients = servers.map((s) => new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0, timeout: 300000 }));
 const t = runner();
 
 // A passage the model has seen, given twice and started a third time: n-gram
@@ -41,13 +50,11 @@ function comparable(r) {
   return rest;
 }
 
-// The plain reply and the n-gram server's; the draft-model server's must equal them too.
+// The plain reply and the n-gram server's; every other server's must equal them too.
 async function both(kind, params) {
-  const [a, b, c, d, e] = await Promise.all(clients.map((x) => (kind === 'chat' ? x.chat.completions : x.completions).create(params)));
-  assert.deepEqual(comparable(c), comparable(a), 'draft-model server');
-  assert.deepEqual(comparable(d), comparable(a), 'suffix-draft server');
-  assert.deepEqual(comparable(e), comparable(a), 'cross-tokenizer draft-model server');
-  return [comparable(a), comparable(b)];
+  const replies = await Promise.all(clients.map((x) => (kind === 'chat' ? x.chat.completions : x.completions).create(params)));
+  for (let i = 2; i < replies.length; ++i) assert.deepEqual(comparable(replies[i]), comparable(replies[0]), `${names[i]} server`);
+  return [comparable(replies[0]), comparable(replies[1])];
 }
 
 const cases = [
@@ -78,10 +85,7 @@ await t.test('same streamed text with and without speculation', async () => {
     return s;
   }));
   assert.ok(texts[0].length > 0);
-  assert.equal(texts[1], texts[0]);
-  assert.equal(texts[2], texts[0]);
-  assert.equal(texts[3], texts[0]);
-  assert.equal(texts[4], texts[0]);
+  for (let i = 1; i < texts.length; ++i) assert.equal(texts[i], texts[0], names[i]);
 });
 
 await t.test('follow-up turns (state kept, rolled back into the reply, or extended) give the same replies', async () => {
@@ -121,10 +125,21 @@ await t.test('/metrics counts drafts on the speculating server only', async () =
   assert.ok(await metric(suffix.url, 'sluice_suffix_index_bytes') > 0);
   assert.ok(await metric(suffix.url, 'sluice_speculation_plain_steps_total') >= 0);
   assert.ok(await metric(suffix.url, 'sluice_speculation_gate_acceptance') > 0);
+  // Under the gate: every step is a pass, a plain step or an off step, the lookups' drafts
+  // while paused are watched (and ungated servers watch none).
+  for (const g of [specGated, suffixGated]) {
+    const off = await metric(g.url, 'sluice_speculation_gate_off_steps_total');
+    const watched = await metric(g.url, 'sluice_speculation_gate_watched_drafts_total');
+    assert.ok(off <= await metric(g.url, 'sluice_speculation_plain_steps_total'), `off ${off}`);
+    assert.ok(watched >= 0 && await metric(g.url, 'sluice_speculation_gate_watched_accepted_tokens_total') >= 0);
+    assert.ok(await metric(g.url, 'sluice_speculation_gate_seconds_total') >= 0);
+  }
+  assert.equal(await metric(suffix.url, 'sluice_speculation_gate_watched_drafts_total'), 0);
+  assert.equal(await metric(draftedGated.url, 'sluice_speculation_gate_watched_drafts_total'), 0, 'a draft model is not watched');
   assert.equal(await metric(plain.url, 'sluice_suffix_index_tokens'), 0);
   assert.ok(await metric(crossTok.url, 'sluice_speculation_draft_tokens_total') > 0, 'the cross-tokenizer draft model drafted');
 });
 
-const stops = await Promise.all([plain.stop(), spec.stop(), drafted.stop(), suffix.stop(), crossTok.stop()]);
-await t.test('servers exit cleanly', async () => assert.deepEqual(stops.map((s) => s.code), [0, 0, 0, 0, 0]));
+const stops = await Promise.all(servers.map((s) => s.stop()));
+await t.test('servers exit cleanly', async () => assert.deepEqual(stops.map((s) => s.code), servers.map(() => 0)));
 t.finish();

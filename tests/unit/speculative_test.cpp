@@ -37,42 +37,56 @@ TEST_P(Speculation, TokenIdenticalToGreedyForAnyDrafts) {
     const char* label;
     int64_t wrong_every;
   } cases[] = {{"perfect drafts", 0}, {"every 3rd draft wrong", 3}, {"every draft wrong", 1}};
-  for (const auto& c : cases) {
-    ReplayDrafter d(truth, c.wrong_every, V);
-    Session s(*model);
-    SpeculationStats st;
-    auto got = generate_speculative(s, prompt, n, true, d, {}, &st);
-    EXPECT_EQ(got, want) << c.label;
-    EXPECT_EQ(st.generated, n);
-    if (c.wrong_every == 0) {
-      EXPECT_EQ(st.accepted, st.proposed) << c.label;
-      EXPECT_LT(st.passes, n / 3) << c.label;
-    } else {
-      EXPECT_LT(st.accepted, st.proposed) << c.label;
+  // Each case drafting at every step (every verification path taken), then
+  // under the gate (which may draft rarely: its decisions follow this machine's timings).
+  for (bool gated : {false, true})
+    for (const auto& c : cases) {
+      const std::string label = std::string(c.label) + (gated ? ", gated" : ", drafting at every step");
+      ReplayDrafter d(truth, c.wrong_every, V);
+      Session s(*model);
+      SpeculationStats st;
+      SpeculationOptions o;
+      o.adaptive = gated;
+      auto got = generate_speculative(s, prompt, n, true, d, o, &st);
+      EXPECT_EQ(got, want) << label;
+      EXPECT_EQ(st.generated, n);
+      EXPECT_GT(st.proposed + st.watched, 0) << label;
+      if (!gated) {
+        if (c.wrong_every == 0) {
+          EXPECT_EQ(st.accepted, st.proposed) << label;
+          EXPECT_LT(st.passes, n / 3) << label;
+        } else {
+          EXPECT_LT(st.accepted, st.proposed) << label;
+        }
+      }
+      if (c.wrong_every == 1) {
+        EXPECT_EQ(st.accepted, 0) << label;
+      }
+      // Both sessions hold a prefix of the same text; completed to the full text
+      // and continued, they give identical logits.
+      for (Session* x : {&s, plain.get()}) {
+        const auto& fed = x->tokens();
+        ASSERT_TRUE(std::equal(fed.begin(), fed.end(), truth.begin())) << label;
+        if (fed.size() < truth.size()) x->feed(std::vector<int32_t>(truth.begin() + long(fed.size()), truth.end()));
+      }
+      std::vector<float> la = s.feed({7});
+      EXPECT_EQ(la, plain->feed({7})) << label;
+      plain = std::make_unique<Session>(*model);
+      generate_greedy(*plain, prompt, n, true);
     }
-    if (c.wrong_every == 1) {
-      EXPECT_EQ(st.accepted, 0) << c.label;
-    }
-    // Both sessions hold a prefix of the same text; completed to the full text
-    // and continued, they give identical logits.
-    for (Session* x : {&s, plain.get()}) {
-      const auto& fed = x->tokens();
-      ASSERT_TRUE(std::equal(fed.begin(), fed.end(), truth.begin())) << c.label;
-      if (fed.size() < truth.size()) x->feed(std::vector<int32_t>(truth.begin() + long(fed.size()), truth.end()));
-    }
-    std::vector<float> la = s.feed({7});
-    EXPECT_EQ(la, plain->feed({7})) << c.label;
-    plain = std::make_unique<Session>(*model);
-    generate_greedy(*plain, prompt, n, true);
-  }
   // n-gram drafts on a prompt that repeats itself.
   std::vector<int32_t> rep;
   for (int r = 0; r < 4; ++r) rep.insert(rep.end(), prompt.begin(), prompt.begin() + 6);
   Session p2(*model), s2(*model);
   auto want2 = generate_greedy(p2, rep, 24, true);
-  NgramDrafter ng(4, 1);
-  SpeculationStats st2;
-  EXPECT_EQ(generate_speculative(s2, rep, 24, true, ng, {}, &st2), want2);
+  for (bool gated : {false, true}) {
+    NgramDrafter ng(4, 1);
+    SpeculationStats st2;
+    SpeculationOptions o;
+    o.adaptive = gated;
+    Session s3(*model);
+    EXPECT_EQ(generate_speculative(gated ? s2 : s3, rep, 24, true, ng, o, &st2), want2) << (gated ? "gated" : "ungated");
+  }
   // (Whether n-gram guesses occur here depends on the random model; drafting itself is tested below.)
 }
 
@@ -114,11 +128,14 @@ namespace sluice {
 namespace {
 
 std::vector<int32_t> sample_speculatively(Session& s, const std::vector<int32_t>& prompt, int64_t n,
-                                          const SamplingParams& p, Drafter& d, SpeculationStats* st) {
+                                          const SamplingParams& p, Drafter& d, SpeculationStats* st,
+                                          bool gated = true) {
   Sampler sampler(p);
   const int64_t V = s.model().info().vocab;
   auto pick = [&](float* logits) { return sampler.sample(logits, V).token; };
-  return generate(s, prompt, n, /*ignore_eos=*/true, pick, &d, {}, st);
+  SpeculationOptions o;
+  o.adaptive = gated;
+  return generate(s, prompt, n, /*ignore_eos=*/true, pick, &d, o, st);
 }
 
 // A position's logits are the same bits whether its token was fed alone or in
@@ -158,18 +175,20 @@ TEST_P(Speculation, SampledTokenIdenticalToPlainSampling) {
     std::vector<int32_t> truth = prompt;
     truth.insert(truth.end(), want.begin(), want.end());
     int64_t accepted = 0, proposed = 0;
+    for (bool gated : {false, true})
     for (int64_t wrong_every : {0, 3, 1}) {
       ReplayDrafter d(truth, wrong_every, V);
       Session s(*model);
       SpeculationStats st;
-      EXPECT_EQ(sample_speculatively(s, prompt, n, p, d, &st), want)
-          << "temperature " << p.temperature << ", every " << wrong_every << " wrong";
+      EXPECT_EQ(sample_speculatively(s, prompt, n, p, d, &st, gated), want)
+          << "temperature " << p.temperature << ", every " << wrong_every << " wrong" << (gated ? ", gated" : "");
       // The state after speculation is the plain one: the same next logits.
       Session q(*model);
       test::sample_plainly(q, prompt, n, p);
       EXPECT_EQ(s.tokens(), q.tokens());
       const std::vector<float> next = s.feed({want.back()});
       EXPECT_EQ(next, q.feed({want.back()}));
+      if (gated) continue;  // the gate may draft rarely; the counts below are of drafting at every step
       accepted += st.accepted, proposed += st.proposed;
       if (wrong_every == 0) {
         EXPECT_EQ(st.accepted, st.proposed);
@@ -180,9 +199,11 @@ TEST_P(Speculation, SampledTokenIdenticalToPlainSampling) {
     }
     EXPECT_GT(accepted, 0);
     EXPECT_GT(proposed, accepted);
-    NgramDrafter ng(4, 1);
-    Session s(*model);
-    EXPECT_EQ(sample_speculatively(s, prompt, n, p, ng, nullptr), want) << "n-gram drafts";
+    for (bool gated : {false, true}) {
+      NgramDrafter ng(4, 1);
+      Session s(*model);
+      EXPECT_EQ(sample_speculatively(s, prompt, n, p, ng, nullptr, gated), want) << "n-gram drafts" << (gated ? ", gated" : "");
+    }
   }
 }
 
@@ -287,9 +308,13 @@ TEST(ModelDrafter, DraftModelsOnlyChangeHowManyPassesAreNeeded) {
     // Sampling with the same drafter (its state follows the new history).
     SamplingParams p;
     p.temperature = 0.8, p.seed = 3;
-    Session q(*target), r(*target);
-    EXPECT_EQ(sample_speculatively(q, prompt, n, p, drafter, nullptr), test::sample_plainly(r, prompt, n, p))
-        << c.target << " <- " << c.draft;
+    Session r(*target);
+    const auto sampled = test::sample_plainly(r, prompt, n, p);
+    for (bool gated : {false, true}) {  // gated: paused drafters restart from the last tokens
+      Session q(*target);
+      EXPECT_EQ(sample_speculatively(q, prompt, n, p, drafter, nullptr, gated), sampled)
+          << c.target << " <- " << c.draft << (gated ? ", gated" : "");
+    }
   }
   auto big = load_model(test::fixture("golden/deepseek_v3_tiny"), test::on_test_device());
   EXPECT_THROW(ModelDrafter(*big, 512), Error);
