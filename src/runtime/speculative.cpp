@@ -1,3 +1,4 @@
+#include "util/splitmix64.h"
 #include "runtime/speculative.h"
 
 #include <algorithm>
@@ -29,22 +30,13 @@ ReplayDrafter ReplayDrafter::with_acceptance(std::vector<int32_t> text, double a
   return d;
 }
 
-namespace {
-// splitmix64: a well-mixed 64-bit value for each (seed, count).
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-}  // namespace
 
 std::vector<int32_t> ReplayDrafter::propose(const std::vector<int32_t>& h, int64_t max) {
   std::vector<int32_t> out;
   for (size_t i = h.size(); i < text_.size() && int64_t(out.size()) < max; ++i) {
     int32_t t = text_[i];
     ++count_;
-    const bool wrong = acceptance_ >= 0 ? double(mix(seed_ * 0x100000001B3ull + uint64_t(count_)) >> 11) * 0x1p-53 >= acceptance_
+    const bool wrong = acceptance_ >= 0 ? double(splitmix64(seed_ * 0x100000001B3ull + uint64_t(count_)) >> 11) * 0x1p-53 >= acceptance_
                                         : wrong_every_ > 0 && count_ % wrong_every_ == 0;
     if (wrong) t = int32_t((t + 1) % vocab_);
     out.push_back(t);

@@ -1,3 +1,4 @@
+#include "util/splitmix64.h"
 #include "runtime/suffix_index.h"
 
 #include <algorithm>
@@ -14,12 +15,7 @@ constexpr uint64_t kEmpty = ~uint64_t(0);
 constexpr int kCountSteps = 64;
 
 uint64_t key_of(int32_t state, int32_t token) { return (uint64_t(uint32_t(state)) << 32) | uint32_t(token); }
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+uint64_t mix(uint64_t x) { return splitmix64(x); }
 }  // namespace
 
 SuffixIndex::SuffixIndex(int64_t max_tokens) : max_tokens_(std::max<int64_t>(16, max_tokens)) {

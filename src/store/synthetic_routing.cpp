@@ -1,3 +1,4 @@
+#include "util/splitmix64.h"
 #include "store/synthetic_routing.h"
 
 #include <algorithm>
@@ -12,12 +13,7 @@ namespace {
 
 constexpr double kTwoPi = 6.283185307179586;
 
-uint64_t mix(uint64_t z) {  // splitmix64's finaliser
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+uint64_t mix(uint64_t x) { return splitmix64(x); }
 double unit(uint64_t h) { return double(h >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
 uint64_t hash(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
