@@ -28,7 +28,10 @@ PACKAGES+=(
 )
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then $SUDO dpkg --add-architecture arm64; fi
 missing=()
-for p in "${PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# dpkg-query -W, not dpkg -s: with both the amd64 and the arm64 instance installed, `dpkg -s NAME`
+# fails ("ambiguous package name"), and every run reinstalled them (apt-get update included).
+installed() { dpkg-query -W -f='${db:Status-Abbrev}\n' "$1" 2>/dev/null | grep -q '^ii'; }
+for p in "${PACKAGES[@]}"; do installed "$p" || missing+=("$p"); done
 # Node.js runs the reference tokenizers/templates; an existing installation
 # (from any source) is used as is, otherwise Debian's.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then missing+=(nodejs npm); fi
