@@ -67,11 +67,16 @@ void add_synth_command(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"random", "realistic"}))
       ->capture_default_str();
   RealisticRouting& rr = o->realistic;
-  cmd->add_option("--hot-fraction", rr.hot_fraction, "realistic: share of each layer's experts that are popular")
+  cmd->add_option("--topic-width", rr.width,
+                  "realistic: width of an expert's topic bump (two standard deviations), in top-k-expert spacings")
       ->capture_default_str();
-  cmd->add_option("--hot-bias", rr.hot_bias, "realistic: score-correction bias of the popular experts")
+  cmd->add_option("--hot-bias", rr.hot_bias,
+                  "realistic: spread of the experts' popularity (score-correction bias ~ this x a standard normal, "
+                  "drawn apart from the topics): sets the hottest 30%'s share")
       ->capture_default_str();
-  cmd->add_option("--topic-step", rr.step, "realistic: topic move per generated token, in popular-expert spacings")
+  cmd->add_option("--topic-step", rr.step,
+                  "realistic: topic move per generated token, in top-k-expert spacings (always forward): against "
+                  "--topic-width, sets how many experts a token keeps from the previous one")
       ->capture_default_str();
   cmd->add_option("--router-sharpness", rr.sharpness, "realistic: router logit of a token's own-topic expert")
       ->capture_default_str();

@@ -9,16 +9,25 @@
 // - a topic: each token id has an angle on a circle; its embedding carries
 //   (cos k*angle, sin k*angle), k = 1..H, on the first 2H coordinates (the
 //   rest stays random);
-// - each expert of each MoE layer has an angle too (the hot ones evenly spaced,
-//   then the others), and its router row holds a bump around that angle in the
-//   same coordinates (Fourier coefficients of a Gaussian as wide as top_k hot
-//   experts), plus the usual random part: a token's nearest experts score
-//   `sharpness` logits above the others, give or take `router_noise`;
-// - popularity: e_score_correction_bias is `hot_bias` for the hot experts
-//   (`hot_fraction` of each layer), 0 for the others;
-// - lasting topics: lm_head's rows score a token by its angle minus its step
-//   (+-`step` hot-expert spacings, by token), so a greedy continuation walks
-//   the circle a step at a time; text made of random ids has no topic;
+// - each expert of each MoE layer has an angle too (evenly spaced, in an order
+//   drawn per layer), and its router row holds a bump around that angle in the
+//   same coordinates (Fourier coefficients of a Gaussian whose two standard
+//   deviations span `width` x top_k expert spacings), plus the usual random
+//   part: a token's nearest experts score `sharpness` logits above the others,
+//   give or take `router_noise`;
+// - popularity, apart from the topic: each expert's e_score_correction_bias is
+//   `hot_bias` times a logistic quantile (spread like a standard normal) of its
+//   popularity rank, drawn per layer independently of the angles. A popular
+//   expert wins over a wider arc of topics, so over any text that walks the
+//   circle the hottest 30% take a share set by `hot_bias` alone, while how many
+//   experts a token keeps from the previous one is set by `step` against
+//   `width` (an earlier version biased a hot 30% spaced `width` apart by one
+//   value: the bias then decided both at once, and the picks were all hot or
+//   few repeated);
+// - lasting topics: lm_head's rows score a token by its angle minus `step`
+//   top_k-expert spacings, so a greedy continuation walks the circle forward a
+//   step at a time (always forward: a walk both ways settled into two-token
+//   loops, every step routed alike); text made of random ids has no topic;
 // - a clean topic: the matrices that add to the residual stream (attention
 //   outputs, feed-forward down projections) leave the topic coordinates alone
 //   (zero rows there), so every layer's router sees the current token's topic.
@@ -36,11 +45,11 @@
 namespace sluice {
 
 struct RealisticRouting {
-  double hot_fraction = 0.3;  // share of each layer's experts that get the popularity bias
-  double hot_bias = 0.25;     // that bias, added to the sigmoid score a hot expert is chosen by
-  double step = 5.0;          // topic move per generated token, in hot-expert spacings
-  double sharpness = 6.0;     // router logit of a token's own-angle expert over a far one
-  double router_noise = 1.0;  // std of the router logit's token-specific (random) part
+  double width = 1.5;         // the topic bump's two standard deviations, in top_k-expert spacings
+  double hot_bias = 0.11;     // scale of the popularity bias (added to the sigmoid score), ~std over a layer
+  double step = 1.25;         // topic move per generated token, in top_k-expert spacings (always forward)
+  double sharpness = 10.0;    // router logit of a token's own-angle expert over a far one
+  double router_noise = 0.8;  // std of the router logit's token-specific (random) part
   double amplitude = 4.0;     // each topic coordinate of an embedding (the others are ~N(0, 1))
   double lm_sharpness = 24.0, lm_noise = 0.25;  // lm_head: topic logit span, std of the random rest
 };
@@ -61,20 +70,20 @@ class RoutingStructure {
   double value(int64_t row, int64_t col) const;
   // std of the random part of each row, relative to the default initialisation.
   double rest_scale() const;
-  double bias(int64_t expert) const { return hot_[size_t(expert)] ? p_.hot_bias : 0.0; }
+  double bias(int64_t expert) const { return bias_[size_t(expert)]; }
   const RealisticRouting& params() const { return p_; }
 
  private:
   double token_angle(int64_t id) const;
-  double token_step(int64_t id) const;
   RealisticRouting p_;
   uint64_t seed_;
-  int64_t hidden_, experts_, top_k_, hot_count_, harmonics_;
+  int64_t hidden_, experts_, top_k_, harmonics_;
+  double step_;                 // topic move per generated token, in radians
   std::vector<double> kernel_;  // Fourier coefficients g_1..g_H of the bump, summing to 1
   double rms_;                  // expected RMS of an embedding row
   RoutingRole role_ = RoutingRole::None;
   std::vector<double> expert_angle_;
-  std::vector<bool> hot_;
+  std::vector<double> bias_;
 };
 
 }  // namespace sluice

@@ -1,12 +1,15 @@
 // `sluice synth --routing realistic`: a small Kimi-K2-shaped model (96 experts,
 // top-8) decoded greedily for 100 tokens through the benchmark routes like the
 // published Kimi K3 measurements (previous-token overlap ~31%, hottest 30% of
-// experts ~86% of picks) within the stated bands (the default random router
-// gives a hot share near 70% here, below the band); the matrices that add to
-// the residual stream leave the topic coordinates at zero; and Qwen3-MoE,
+// experts ~86% of picks, next layer predictable ~50%) within the stated bands
+// (the default random router gives a hot share near 70% here, below the band);
+// popularity is a bias spread over each layer's experts; the matrices that add
+// to the residual stream leave the topic coordinates at zero; and Qwen3-MoE,
 // which has no score-correction bias, is refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -41,10 +44,13 @@ TEST(SyntheticRouting, RealisticRoutingMatchesPublishedStatistics) {
   const nlohmann::json rand = decode_routing("random", tmp);
   EXPECT_EQ(real["tokens"].get<int64_t>(), 100);
   const double overlap = real["prev_token_overlap"], hot = real["hottest_30pct_share"];
+  const double next = real["next_layer_predictable"];
   EXPECT_GE(overlap, 0.22) << real.dump();
   EXPECT_LE(overlap, 0.40) << real.dump();
   EXPECT_GE(hot, 0.78) << real.dump();
   EXPECT_LE(hot, 0.93) << real.dump();
+  EXPECT_GE(next, 0.35) << real.dump();
+  EXPECT_LE(next, 0.65) << real.dump();
   EXPECT_LT(rand["hottest_30pct_share"].get<double>(), 0.78) << rand.dump();
 }
 
@@ -89,6 +95,30 @@ TEST(SyntheticRouting, ResidualWritersLeaveTheTopicAlone) {
     }
     EXPECT_FALSE(leading_rows_are(ck.get("model.layers.0.self_attn.q_a_proj.weight"), 1, 0));
   }
+}
+
+// Popularity is one bias per expert spread over the layer (~hot_bias x a standard normal, every
+// expert its own value), the same for the same seed and layer, not a hot set sharing one value.
+TEST(SyntheticRouting, PopularityIsSpreadOverTheExperts) {
+  RealisticRouting p;
+  auto biases = [&](uint64_t seed, const std::string& layer) {
+    RoutingStructure r(p, seed, 7168, 384, 8);
+    r.begin(RoutingRole::RouterBias, "model.layers." + layer + ".mlp.gate.e_score_correction_bias");
+    std::vector<double> b;
+    for (int64_t e = 0; e < 384; ++e) b.push_back(r.bias(e));
+    return b;
+  };
+  const std::vector<double> b = biases(7, "3");
+  EXPECT_EQ(b, biases(7, "3"));
+  EXPECT_NE(b, biases(8, "3"));
+  EXPECT_NE(b, biases(7, "4"));
+  double mean = 0, sq = 0;
+  for (double v : b) mean += v / 384, sq += v * v / 384;
+  std::vector<double> sorted = b;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  EXPECT_NEAR(mean, 0.0, 1e-9);
+  EXPECT_NEAR(std::sqrt(sq - mean * mean), p.hot_bias, 0.1 * p.hot_bias);
 }
 
 TEST(SyntheticRouting, NeedsAScoreCorrectionBias) {
