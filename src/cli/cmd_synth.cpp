@@ -70,9 +70,10 @@ void add_synth_command(CLI::App& app, Action& action) {
   cmd->add_option("--topic-width", rr.width,
                   "realistic: width of an expert's topic bump (two standard deviations), in top-k-expert spacings")
       ->capture_default_str();
-  cmd->add_option("--hot-bias", rr.hot_bias,
-                  "realistic: spread of the experts' popularity (score-correction bias ~ this x a standard normal, "
-                  "drawn apart from the topics): sets the hottest 30%'s share")
+  cmd->add_option("--popularity", rr.popularity,
+                  "realistic: spread of the experts' popularity in router logits (~ this x a standard normal per "
+                  "expert, drawn apart from the topics, on a constant coordinate of the embeddings): sets the "
+                  "hottest 30%'s share")
       ->capture_default_str();
   cmd->add_option("--topic-step", rr.step,
                   "realistic: topic move per generated token, in top-k-expert spacings (always forward): against "

@@ -43,7 +43,7 @@ RoutingStructure::RoutingStructure(const RealisticRouting& p, uint64_t seed, int
                                    int64_t top_k)
     : p_(p), seed_(seed), hidden_(hidden), experts_(experts), top_k_(top_k) {
   if (!(p.width > 0)) fail("synth: --topic-width must be > 0, got {}", p.width);
-  if (!(p.hot_bias >= 0) || !(p.step >= 0) || !(p.sharpness >= 0) || !(p.router_noise >= 0) || !(p.amplitude > 0) ||
+  if (!(p.popularity >= 0) || !(p.step >= 0) || !(p.sharpness >= 0) || !(p.router_noise >= 0) || !(p.amplitude > 0) ||
       !(p.lm_sharpness >= 0) || !(p.lm_noise >= 0))
     fail("synth: realistic routing parameters must be >= 0 (amplitude > 0)");
   if (experts < 2 || top_k < 1 || top_k >= experts)
@@ -52,17 +52,17 @@ RoutingStructure::RoutingStructure(const RealisticRouting& p, uint64_t seed, int
   const double width = std::min(0.5 * p.width * double(top_k) * kTwoPi / double(experts), kTwoPi);
   step_ = p.step * double(top_k) * kTwoPi / double(experts);
   harmonics_ = std::max<int64_t>(1, int64_t(std::ceil(3.0 / width)));
-  if (2 * harmonics_ > hidden / 4)
-    fail("synth: realistic routing needs {} topic coordinates, more than a quarter of the hidden size {}",
-         2 * harmonics_, hidden);
+  if (dims() > hidden / 4)
+    fail("synth: realistic routing needs {} topic coordinates, more than a quarter of the hidden size {}", dims(),
+         hidden);
   double sum = 0;
   for (int64_t k = 1; k <= harmonics_; ++k) {
     kernel_.push_back(std::exp(-0.5 * double(k * k) * width * width));
     sum += kernel_.back();
   }
   for (auto& g : kernel_) g /= sum;
-  // RMS of an embedding row: random N(0,1) coordinates and H harmonics of amplitude A.
-  rms_ = std::sqrt((double(hidden - dims()) + double(harmonics_) * p.amplitude * p.amplitude) / double(hidden));
+  // RMS of an embedding row: random N(0,1) coordinates, H harmonics of amplitude A and the constant A.
+  rms_ = std::sqrt((double(hidden - dims()) + double(harmonics_ + 1) * p.amplitude * p.amplitude) / double(hidden));
 }
 
 double RoutingStructure::token_angle(int64_t id) const { return kTwoPi * unit(mix(seed_ ^ mix(uint64_t(id) * 2 + 1))); }
@@ -87,17 +87,29 @@ void RoutingStructure::begin(RoutingRole role, const std::string& name) {
   const uint64_t h = mix(seed_ ^ hash(key));
   const double offset = kTwoPi * unit(mix(h));
   expert_angle_.assign(size_t(experts_), 0.0);
-  bias_.assign(size_t(experts_), 0.0);
+  popularity_.assign(size_t(experts_), 0.0);
   const std::vector<int32_t> place = drawn_order(h, experts_), rank = drawn_order(mix(h + 1), experts_);
+  // The same logit spread concentrates picks more where a pick is among more experts (measured with
+  // 8 picks, popularity 5: hottest 30% take 81% of 96 experts' picks, 98% of 384's), so the spread
+  // is `popularity` at 48 experts per pick and scales as (experts per pick / 48)^-0.3.
+  const double spread = p_.popularity * std::pow(double(experts_) / (48.0 * double(top_k_)), -0.3);
   for (int64_t i = 0; i < experts_; ++i) {
     expert_angle_[size_t(place[size_t(i)])] = offset + kTwoPi * (double(i) + 0.5) / double(experts_);
     // Popularity: a logistic quantile of the rank, scaled to a standard deviation of about 1.
     const double u = (double(i) + 0.5) / double(experts_);
-    bias_[size_t(rank[size_t(i)])] = p_.hot_bias * std::log((1 - u) / u) / 1.7;
+    popularity_[size_t(rank[size_t(i)])] = spread * std::log((1 - u) / u) / 1.7;
   }
 }
 
 double RoutingStructure::value(int64_t row, int64_t col) const {
+  if (col == 2 * harmonics_) {  // the constant coordinate (the zero harmonic)
+    switch (role_) {
+      case RoutingRole::Embedding: return p_.amplitude;
+      // popularity minus the sharpness: a token's own-angle expert of average popularity scores 0 (sigmoid 0.5)
+      case RoutingRole::Router: return (popularity_[size_t(row)] - p_.sharpness) * rms_ / p_.amplitude;
+      default: return 0.0;
+    }
+  }
   const int64_t k = col / 2 + 1;
   const bool sine = col % 2;
   auto trig = [&](double a) { return sine ? std::sin(double(k) * a) : std::cos(double(k) * a); };

@@ -46,10 +46,10 @@ namespace sluice {
 
 struct RealisticRouting {
   double width = 1.5;         // the topic bump's two standard deviations, in top_k-expert spacings
-  double hot_bias = 0.11;     // scale of the popularity bias (added to the sigmoid score), ~std over a layer
-  double step = 1.25;         // topic move per generated token, in top_k-expert spacings (always forward)
+  double popularity = 3.5;    // spread of the experts' popularity in router logits, ~std over a layer of 48 experts per pick
+  double step = 1.45;         // topic move per generated token, in top_k-expert spacings (always forward)
   double sharpness = 10.0;    // router logit of a token's own-angle expert over a far one
-  double router_noise = 0.8;  // std of the router logit's token-specific (random) part
+  double router_noise = 0.6;  // std of the router logit's token-specific (random) part
   double amplitude = 4.0;     // each topic coordinate of an embedding (the others are ~N(0, 1))
   double lm_sharpness = 24.0, lm_noise = 0.25;  // lm_head: topic logit span, std of the random rest
 };
@@ -63,14 +63,18 @@ class RoutingStructure {
  public:
   // hidden: model width; experts, top_k: per MoE layer. Errors name the parameter.
   RoutingStructure(const RealisticRouting& p, uint64_t seed, int64_t hidden, int64_t experts, int64_t top_k);
-  int64_t dims() const { return 2 * harmonics_; }  // coordinates [0, dims) carry the topic
+  // Coordinates [0, dims) carry the topic: H harmonics (cos, sin), then the constant (zero harmonic).
+  int64_t dims() const { return 2 * harmonics_ + 1; }
   // Sets up a tensor (`name` keys the layer's expert angles and hot set).
   void begin(RoutingRole role, const std::string& name);
   // The structured value at (row, col), col < dims(), of the tensor begun.
   double value(int64_t row, int64_t col) const;
   // std of the random part of each row, relative to the default initialisation.
   double rest_scale() const;
-  double bias(int64_t expert) const { return bias_[size_t(expert)]; }
+  // The router logit an expert of the layer begun gets for popularity (its row's constant coordinate
+  // against the embedding's, plus -sharpness); its score-correction bias is 0.
+  double popularity(int64_t expert) const { return popularity_[size_t(expert)]; }
+  double bias(int64_t) const { return 0.0; }
   const RealisticRouting& params() const { return p_; }
 
  private:
@@ -83,7 +87,7 @@ class RoutingStructure {
   double rms_;                  // expected RMS of an embedding row
   RoutingRole role_ = RoutingRole::None;
   std::vector<double> expert_angle_;
-  std::vector<double> bias_;
+  std::vector<double> popularity_;
 };
 
 }  // namespace sluice

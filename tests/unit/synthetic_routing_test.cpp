@@ -3,7 +3,8 @@
 // published Kimi K3 measurements (previous-token overlap ~31%, hottest 30% of
 // experts ~86% of picks, next layer predictable ~50%) within the stated bands
 // (the default random router gives a hot share near 70% here, below the band);
-// popularity is a bias spread over each layer's experts; the matrices that add
+// popularity is a router logit spread over each layer's experts (the zero
+// harmonic of the topic coordinates); the matrices that add
 // to the residual stream leave the topic coordinates at zero; and Qwen3-MoE,
 // which has no score-correction bias, is refused by name.
 #include <gtest/gtest.h>
@@ -97,28 +98,52 @@ TEST(SyntheticRouting, ResidualWritersLeaveTheTopicAlone) {
   }
 }
 
-// Popularity is one bias per expert spread over the layer (~hot_bias x a standard normal, every
-// expert its own value), the same for the same seed and layer, not a hot set sharing one value.
+// Popularity is one router logit per expert spread over the layer (~popularity x a standard normal
+// at 48 experts per pick, every expert its own value), the same for the same seed and layer, carried
+// by the router rows' constant coordinate against the embeddings' (the zero harmonic), so that it
+// scales with the topic's strength; the score-correction bias stays 0.
 TEST(SyntheticRouting, PopularityIsSpreadOverTheExperts) {
   RealisticRouting p;
-  auto biases = [&](uint64_t seed, const std::string& layer) {
-    RoutingStructure r(p, seed, 7168, 384, 8);
-    r.begin(RoutingRole::RouterBias, "model.layers." + layer + ".mlp.gate.e_score_correction_bias");
+  auto pops = [&](uint64_t seed, const std::string& layer, int64_t experts) {
+    RoutingStructure r(p, seed, 7168, experts, 8);
+    r.begin(RoutingRole::Router, "model.layers." + layer + ".mlp.gate.weight");
     std::vector<double> b;
-    for (int64_t e = 0; e < 384; ++e) b.push_back(r.bias(e));
+    for (int64_t e = 0; e < experts; ++e) {
+      b.push_back(r.popularity(e));
+      EXPECT_EQ(r.bias(e), 0.0);
+    }
     return b;
   };
-  const std::vector<double> b = biases(7, "3");
-  EXPECT_EQ(b, biases(7, "3"));
-  EXPECT_NE(b, biases(8, "3"));
-  EXPECT_NE(b, biases(7, "4"));
-  double mean = 0, sq = 0;
-  for (double v : b) mean += v / 384, sq += v * v / 384;
+  const std::vector<double> b = pops(7, "3", 384);
+  EXPECT_EQ(b, pops(7, "3", 384));
+  EXPECT_NE(b, pops(8, "3", 384));
+  EXPECT_NE(b, pops(7, "4", 384));
+  auto spread = [](const std::vector<double>& v) {
+    double mean = 0, sq = 0;
+    for (double x : v) mean += x / double(v.size()), sq += x * x / double(v.size());
+    EXPECT_NEAR(mean, 0.0, 1e-9);
+    return std::sqrt(sq - mean * mean);
+  };
   std::vector<double> sorted = b;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  EXPECT_NEAR(mean, 0.0, 1e-9);
-  EXPECT_NEAR(std::sqrt(sq - mean * mean), p.hot_bias, 0.1 * p.hot_bias);
+  EXPECT_NEAR(spread(b), p.popularity, 0.1 * p.popularity);
+  // 12 experts per pick: a wider spread, by (12 / 48)^-0.3.
+  EXPECT_NEAR(spread(pops(7, "3", 96)) / spread(b), std::pow(0.25, -0.3), 0.1);
+
+  // The router row's constant coordinate holds the popularity less the sharpness, the embedding's
+  // the amplitude, lm_head's nothing: a router logit of popularity - sharpness + the topic bump.
+  RoutingStructure r(p, 7, 7168, 384, 8);
+  const int64_t c = r.dims() - 1;
+  r.begin(RoutingRole::Router, "model.layers.3.mlp.gate.weight");
+  const double scale = r.value(0, c) / (r.popularity(0) - p.sharpness);
+  EXPECT_GT(scale, 0.0);
+  for (int64_t e = 0; e < 384; ++e) EXPECT_NEAR(r.value(e, c), (r.popularity(e) - p.sharpness) * scale, 1e-9);
+  r.begin(RoutingRole::Embedding, "model.embed_tokens.weight");
+  EXPECT_EQ(r.value(0, c), p.amplitude);
+  EXPECT_EQ(r.value(77, c), p.amplitude);
+  r.begin(RoutingRole::LmHead, "lm_head.weight");
+  EXPECT_EQ(r.value(5, c), 0.0);
 }
 
 TEST(SyntheticRouting, NeedsAScoreCorrectionBias) {
