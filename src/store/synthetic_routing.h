@@ -59,7 +59,7 @@ struct RealisticRouting {
   double sharpness = 10.0;    // router logit of a token's own-angle expert over a far one
   double router_noise = 0.6;  // std of the router logit's token-specific (random) part
   double amplitude = 4.0;     // each topic coordinate of an embedding (the others are ~N(0, 1))
-  double lm_sharpness = 24.0, lm_noise = 0.25;  // lm_head: topic logit span, std of the random rest
+  double lm_sharpness = 24.0, lm_noise = 0.0;  // lm_head: topic logit span, std of the random rest (0: the walk cannot loop)
 };
 
 enum class RoutingRole { None, Embedding, LmHead, Router, RouterBias, ResidualWriter };
