@@ -65,8 +65,8 @@ void add_synth_command(CLI::App& app, Action& action) {
                   "in the router, embedding and lm_head weights, as released models route (deepseek_v3, kimi_k2, "
                   "kimi_k3). Defaults measured with `synth --arch kimi_k2 --preset real --layers 4 --expert-format int4 "
                   "--moe-intermediate 64 --vocab 32768 --routing realistic` and `bench --ram 12 --probe-seconds 0`: "
-                  "previous-token overlap 35% / 34%, hottest 30% of experts 90% / 83% of picks, next layer "
-                  "predictable 41% / 42% over 64 / 400 tokens (released Kimi K3: 31%, 86%, ~50%); at full expert width "
+                  "previous-token overlap 35% / 35%, hottest 30% of experts 88% / 82% of picks, next layer "
+                  "predictable 38% / 42% over 64 / 400 tokens (released Kimi K3: 31%, 86%, ~50%); at full expert width "
                   "(no --moe-intermediate, 35 GB) 31.5%, 90.8%, 41.1% over 64 tokens")
       ->check(CLI::IsMember({"random", "realistic"}))
       ->capture_default_str();
