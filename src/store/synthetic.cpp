@@ -237,9 +237,9 @@ std::vector<Spec> synth_specs(const SynthOptions& o, const json& cfg) { return r
 std::string synth_routing_label(const SynthOptions& o) {
   if (o.routing == "random") return "random (i.i.d. router rows)";
   const RealisticRouting& p = o.realistic;
-  return fmt::format("realistic (hot_fraction {} hot_bias {} step {} sharpness {} router_noise {} amplitude {} "
+  return fmt::format("realistic (width {} popularity {} step {} sharpness {} router_noise {} amplitude {} "
                      "lm_sharpness {} lm_noise {})",
-                     p.hot_fraction, p.hot_bias, p.step, p.sharpness, p.router_noise, p.amplitude, p.lm_sharpness,
+                     p.width, p.popularity, p.step, p.sharpness, p.router_noise, p.amplitude, p.lm_sharpness,
                      p.lm_noise);
 }
 

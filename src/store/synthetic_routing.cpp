@@ -42,34 +42,42 @@ RoutingRole routing_role(const std::string& n) {
 RoutingStructure::RoutingStructure(const RealisticRouting& p, uint64_t seed, int64_t hidden, int64_t experts,
                                    int64_t top_k)
     : p_(p), seed_(seed), hidden_(hidden), experts_(experts), top_k_(top_k) {
-  if (!(p.hot_fraction > 0 && p.hot_fraction <= 1)) fail("synth: --hot-fraction must be in (0, 1], got {}", p.hot_fraction);
-  if (!(p.step >= 0) || !(p.sharpness >= 0) || !(p.router_noise >= 0) || !(p.amplitude > 0) || !(p.lm_sharpness >= 0) ||
-      !(p.lm_noise >= 0))
+  if (!(p.width > 0)) fail("synth: --topic-width must be > 0, got {}", p.width);
+  if (!(p.popularity >= 0) || !(p.step >= 0) || !(p.sharpness >= 0) || !(p.router_noise >= 0) || !(p.amplitude > 0) ||
+      !(p.lm_sharpness >= 0) || !(p.lm_noise >= 0))
     fail("synth: realistic routing parameters must be >= 0 (amplitude > 0)");
   if (experts < 2 || top_k < 1 || top_k >= experts)
     fail("synth: realistic routing needs top_k ({}) below the expert count ({})", top_k, experts);
-  hot_count_ = std::clamp<int64_t>(int64_t(std::ceil(p.hot_fraction * double(experts) - 1e-9)), 1, experts);
-  // A Gaussian bump as wide as top_k hot experts: std of half that window, in radians.
-  const double width = 0.5 * kTwoPi * double(std::min(top_k, hot_count_)) / double(hot_count_);
+  // The bump's standard deviation in radians: half of `width` x top_k expert spacings.
+  const double width = std::min(0.5 * p.width * double(top_k) * kTwoPi / double(experts), kTwoPi);
+  step_ = p.step * double(top_k) * kTwoPi / double(experts);
   harmonics_ = std::max<int64_t>(1, int64_t(std::ceil(3.0 / width)));
-  if (2 * harmonics_ > hidden / 4)
-    fail("synth: realistic routing needs {} topic coordinates, more than a quarter of the hidden size {}",
-         2 * harmonics_, hidden);
+  if (dims() > hidden / 4)
+    fail("synth: realistic routing needs {} topic coordinates, more than a quarter of the hidden size {}", dims(),
+         hidden);
   double sum = 0;
   for (int64_t k = 1; k <= harmonics_; ++k) {
     kernel_.push_back(std::exp(-0.5 * double(k * k) * width * width));
     sum += kernel_.back();
   }
   for (auto& g : kernel_) g /= sum;
-  // RMS of an embedding row: random N(0,1) coordinates and H harmonics of amplitude A.
-  rms_ = std::sqrt((double(hidden - dims()) + double(harmonics_) * p.amplitude * p.amplitude) / double(hidden));
+  // RMS of an embedding row: random N(0,1) coordinates, H harmonics of amplitude A and the constant A.
+  rms_ = std::sqrt((double(hidden - dims()) + double(harmonics_ + 1) * p.amplitude * p.amplitude) / double(hidden));
 }
 
 double RoutingStructure::token_angle(int64_t id) const { return kTwoPi * unit(mix(seed_ ^ mix(uint64_t(id) * 2 + 1))); }
-double RoutingStructure::token_step(int64_t id) const {
-  const double s = p_.step * kTwoPi / double(hot_count_);
-  return (mix(seed_ ^ mix(uint64_t(id) * 2 + 2)) & 1) ? s : -s;
+
+namespace {
+// The experts 0..n-1 in an order drawn from `h`.
+std::vector<int32_t> drawn_order(uint64_t h, int64_t n) {
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<uint64_t> r(static_cast<size_t>(n));
+  for (int64_t e = 0; e < n; ++e) r[size_t(e)] = mix(h ^ mix(uint64_t(e)));
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return r[size_t(a)] < r[size_t(b)]; });
+  return order;
 }
+}  // namespace
 
 void RoutingStructure::begin(RoutingRole role, const std::string& name) {
   role_ = role;
@@ -77,25 +85,31 @@ void RoutingStructure::begin(RoutingRole role, const std::string& name) {
   // The layer's key: the name up to "gate." (shared by the router's rows and its bias).
   const std::string key = name.substr(0, name.rfind("gate.") + 5);
   const uint64_t h = mix(seed_ ^ hash(key));
-  std::vector<int32_t> order(static_cast<size_t>(experts_));
-  std::iota(order.begin(), order.end(), 0);
-  std::vector<uint64_t> r(static_cast<size_t>(experts_));
-  for (int64_t e = 0; e < experts_; ++e) r[size_t(e)] = mix(h ^ mix(uint64_t(e)));
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return r[size_t(a)] < r[size_t(b)]; });
   const double offset = kTwoPi * unit(mix(h));
   expert_angle_.assign(size_t(experts_), 0.0);
-  hot_.assign(size_t(experts_), false);
-  const int64_t cold = experts_ - hot_count_;
+  popularity_.assign(size_t(experts_), 0.0);
+  const std::vector<int32_t> place = drawn_order(h, experts_), rank = drawn_order(mix(h + 1), experts_);
+  // The same logit spread concentrates picks more where a pick is among more experts (measured with
+  // 8 picks, popularity 5: hottest 30% take 81% of 96 experts' picks, 98% of 384's), so the spread
+  // is `popularity` at 48 experts per pick and scales as (experts per pick / 48)^-0.3.
+  const double spread = p_.popularity * std::pow(double(experts_) / (48.0 * double(top_k_)), -0.3);
   for (int64_t i = 0; i < experts_; ++i) {
-    const int32_t e = order[size_t(i)];
-    const bool hot = i < hot_count_;
-    hot_[size_t(e)] = hot;
-    expert_angle_[size_t(e)] =
-        offset + kTwoPi * (hot ? (double(i) + 0.5) / double(hot_count_) : (double(i - hot_count_) + 0.5) / double(cold));
+    expert_angle_[size_t(place[size_t(i)])] = offset + kTwoPi * (double(i) + 0.5) / double(experts_);
+    // Popularity: a logistic quantile of the rank, scaled to a standard deviation of about 1.
+    const double u = (double(i) + 0.5) / double(experts_);
+    popularity_[size_t(rank[size_t(i)])] = spread * std::log((1 - u) / u) / 1.7;
   }
 }
 
 double RoutingStructure::value(int64_t row, int64_t col) const {
+  if (col == 2 * harmonics_) {  // the constant coordinate (the zero harmonic)
+    switch (role_) {
+      case RoutingRole::Embedding: return p_.amplitude;
+      // popularity minus the sharpness: a token's own-angle expert of average popularity scores 0 (sigmoid 0.5)
+      case RoutingRole::Router: return (popularity_[size_t(row)] - p_.sharpness) * rms_ / p_.amplitude;
+      default: return 0.0;
+    }
+  }
   const int64_t k = col / 2 + 1;
   const bool sine = col % 2;
   auto trig = [&](double a) { return sine ? std::sin(double(k) * a) : std::cos(double(k) * a); };
@@ -104,7 +118,7 @@ double RoutingStructure::value(int64_t row, int64_t col) const {
     case RoutingRole::Embedding:
       return p_.amplitude * trig(token_angle(row));
     case RoutingRole::LmHead:  // sum_k g_k cos(k (angle - step - topic)) * span, on the normalised state
-      return p_.lm_sharpness * g * trig(token_angle(row) - token_step(row)) * rms_ / p_.amplitude;
+      return p_.lm_sharpness * g * trig(token_angle(row) - step_) * rms_ / p_.amplitude;
     case RoutingRole::Router:
       return p_.sharpness * g * trig(expert_angle_[size_t(row)]) * rms_ / p_.amplitude;
     default:

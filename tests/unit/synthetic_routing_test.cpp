@@ -1,12 +1,16 @@
 // `sluice synth --routing realistic`: a small Kimi-K2-shaped model (96 experts,
 // top-8) decoded greedily for 100 tokens through the benchmark routes like the
 // published Kimi K3 measurements (previous-token overlap ~31%, hottest 30% of
-// experts ~86% of picks) within the stated bands (the default random router
-// gives a hot share near 70% here, below the band); the matrices that add to
-// the residual stream leave the topic coordinates at zero; and Qwen3-MoE,
+// experts ~86% of picks, next layer predictable ~50%) within the stated bands
+// (the default random router gives a hot share near 70% here, below the band);
+// popularity is a router logit spread over each layer's experts (the zero
+// harmonic of the topic coordinates); the matrices that add
+// to the residual stream leave the topic coordinates at zero; and Qwen3-MoE,
 // which has no score-correction bias, is refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -41,10 +45,13 @@ TEST(SyntheticRouting, RealisticRoutingMatchesPublishedStatistics) {
   const nlohmann::json rand = decode_routing("random", tmp);
   EXPECT_EQ(real["tokens"].get<int64_t>(), 100);
   const double overlap = real["prev_token_overlap"], hot = real["hottest_30pct_share"];
+  const double next = real["next_layer_predictable"];
   EXPECT_GE(overlap, 0.22) << real.dump();
   EXPECT_LE(overlap, 0.40) << real.dump();
   EXPECT_GE(hot, 0.78) << real.dump();
   EXPECT_LE(hot, 0.93) << real.dump();
+  EXPECT_GE(next, 0.35) << real.dump();
+  EXPECT_LE(next, 0.65) << real.dump();
   EXPECT_LT(rand["hottest_30pct_share"].get<double>(), 0.78) << rand.dump();
 }
 
@@ -89,6 +96,54 @@ TEST(SyntheticRouting, ResidualWritersLeaveTheTopicAlone) {
     }
     EXPECT_FALSE(leading_rows_are(ck.get("model.layers.0.self_attn.q_a_proj.weight"), 1, 0));
   }
+}
+
+// Popularity is one router logit per expert spread over the layer (~popularity x a standard normal
+// at 48 experts per pick, every expert its own value), the same for the same seed and layer, carried
+// by the router rows' constant coordinate against the embeddings' (the zero harmonic), so that it
+// scales with the topic's strength; the score-correction bias stays 0.
+TEST(SyntheticRouting, PopularityIsSpreadOverTheExperts) {
+  RealisticRouting p;
+  auto pops = [&](uint64_t seed, const std::string& layer, int64_t experts) {
+    RoutingStructure r(p, seed, 7168, experts, 8);
+    r.begin(RoutingRole::Router, "model.layers." + layer + ".mlp.gate.weight");
+    std::vector<double> b;
+    for (int64_t e = 0; e < experts; ++e) {
+      b.push_back(r.popularity(e));
+      EXPECT_EQ(r.bias(e), 0.0);
+    }
+    return b;
+  };
+  const std::vector<double> b = pops(7, "3", 384);
+  EXPECT_EQ(b, pops(7, "3", 384));
+  EXPECT_NE(b, pops(8, "3", 384));
+  EXPECT_NE(b, pops(7, "4", 384));
+  auto spread = [](const std::vector<double>& v) {
+    double mean = 0, sq = 0;
+    for (double x : v) mean += x / double(v.size()), sq += x * x / double(v.size());
+    EXPECT_NEAR(mean, 0.0, 1e-9);
+    return std::sqrt(sq - mean * mean);
+  };
+  std::vector<double> sorted = b;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  EXPECT_NEAR(spread(b), p.popularity, 0.1 * p.popularity);
+  // 12 experts per pick: a wider spread, by (12 / 48)^-0.3.
+  EXPECT_NEAR(spread(pops(7, "3", 96)) / spread(b), std::pow(0.25, -0.3), 0.1);
+
+  // The router row's constant coordinate holds the popularity less the sharpness, the embedding's
+  // the amplitude, lm_head's nothing: a router logit of popularity - sharpness + the topic bump.
+  RoutingStructure r(p, 7, 7168, 384, 8);
+  const int64_t c = r.dims() - 1;
+  r.begin(RoutingRole::Router, "model.layers.3.mlp.gate.weight");
+  const double scale = r.value(0, c) / (r.popularity(0) - p.sharpness);
+  EXPECT_GT(scale, 0.0);
+  for (int64_t e = 0; e < 384; ++e) EXPECT_NEAR(r.value(e, c), (r.popularity(e) - p.sharpness) * scale, 1e-9);
+  r.begin(RoutingRole::Embedding, "model.embed_tokens.weight");
+  EXPECT_EQ(r.value(0, c), p.amplitude);
+  EXPECT_EQ(r.value(77, c), p.amplitude);
+  r.begin(RoutingRole::LmHead, "lm_head.weight");
+  EXPECT_EQ(r.value(5, c), 0.0);
 }
 
 TEST(SyntheticRouting, NeedsAScoreCorrectionBias) {
