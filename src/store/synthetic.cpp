@@ -250,7 +250,7 @@ std::unique_ptr<RoutingStructure> routing_structure(const SynthOptions& o, const
   if (o.routing != "realistic") fail("synth: --routing must be 'random' or 'realistic', got '{}'", o.routing);
   const SynthRecipe& r = recipe(o);
   if (r.experts_key.empty())
-    fail("synth: --routing realistic needs a router score-correction bias ({}); {} has none",
+    fail("synth: --routing realistic is calibrated for the sigmoid routers of {}; {} routes by softmax",
          families_with_recipe(true), o.arch);
   const json& c = r.text_config_key.empty() ? cfg : cfg[std::string(r.text_config_key)];
   const int64_t E = c[std::string(r.experts_key)].get<int64_t>();

@@ -77,7 +77,8 @@ struct SynthRecipe {
   // The key of the text model's nested config ("text_config"), or "" (top level).
   std::string_view text_config_key;
   // The text config's keys of the routed-expert count and top-k; empty when the
-  // router has no score-correction bias, which realistic routing needs.
+  // router routes by softmax (no score-correction bias): realistic routing is not
+  // calibrated for it.
   std::string_view experts_key, top_k_key;
 };
 

@@ -43,8 +43,8 @@
 //   few units there that changes little from token to token: at Kimi K2's
 //   widths tokens then kept ~80% of the previous token's experts and every
 //   pick was a popular one (released models: ~31%, ~86%).
-// The architecture needs a router score-correction bias (DeepSeek-V3, Kimi K2,
-// Kimi K3); Qwen3-MoE has none and is refused.
+// Calibrated for the sigmoid routers of DeepSeek-V3, Kimi K2 and Kimi K3 (their
+// score-correction bias is written as 0); Qwen3-MoE's softmax router is not, and is refused.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -73,7 +73,7 @@ class RoutingStructure {
   RoutingStructure(const RealisticRouting& p, uint64_t seed, int64_t hidden, int64_t experts, int64_t top_k);
   // Coordinates [0, dims) carry the topic: H harmonics (cos, sin), then the constant (zero harmonic).
   int64_t dims() const { return 2 * harmonics_ + 1; }
-  // Sets up a tensor (`name` keys the layer's expert angles and hot set).
+  // Sets up a tensor (`name` keys the layer's expert angles and popularity).
   void begin(RoutingRole role, const std::string& name);
   // The structured value at (row, col), col < dims(), of the tensor begun.
   double value(int64_t row, int64_t col) const;

@@ -61,8 +61,9 @@ int64_t long_prompt_tokens(const Engine& m) {
 }
 
 // The span borrows slots while its reader threads fill them, within the budget, and gives them
-// back: the lending alone (the ThreadSanitizer tree runs this one; the tests below also compare
-// bits with spans of the reserve alone and chunk by chunk, three times the work).
+// back: the lending alone, on a span and a half of the reserve (the ThreadSanitizer tree runs this
+// one, where every token costs ~20x; the tests below prefill the long prompt three times to compare
+// bits with spans of the reserve alone and chunk by chunk).
 TEST(PrefillCacheLoan, ASpanBorrowsSlotsReadsEachExpertOnceAndGivesThemBack) {
   const SmallK3 k3;
   auto m = Engine::open(k3.dir, small_budget());
@@ -71,8 +72,7 @@ TEST(PrefillCacheLoan, ASpanBorrowsSlotsReadsEachExpertOnceAndGivesThemBack) {
   ASSERT_NE(cache, nullptr);
   ASSERT_LT(cache->slots(), room.experts) << "the cache must not hold every expert";
   ASSERT_GT(lendable_slots(room), 0) << "the cache must hold more than one layer's experts";
-  // A span and a half of the reserve alone: enough to need borrowed slots (the ThreadSanitizer
-  // tree runs this test, where every token costs ~20x).
+  // A span and a half of the reserve alone: enough to need borrowed slots.
   const int64_t own = reserve_only_span(*m);
   const int64_t n = own + own / 2;
   ASSERT_GE(m->prefill_span(), long_prompt_tokens(*m)) << "borrowing must make the span several times longer";
