@@ -17,14 +17,14 @@ namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_call(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
   return s;
 }
 
 // Length of the longest tail of `s` that is a proper prefix of `marker`.
-size_t partial_tail(std::string_view s, std::string_view marker) {
+size_t call_partial_tail(std::string_view s, std::string_view marker) {
   for (size_t len = std::min(marker.size() - 1, s.size()); len > 0; --len)
     if (s.substr(s.size() - len) == marker.substr(0, len)) return len;
   return 0;
@@ -97,7 +97,7 @@ class MarkedHeadReader : public CallReader {
 };
 
 // DeepSeek-V3: function<｜tool▁sep｜>NAME\n then the arguments, usually fenced in
-// ```json ... ```: what the final parse keeps is trim(strip_fences(trim(text))).
+// ```json ... ```: what the final parse keeps is trim_call(strip_fences(trim_call(text))).
 class DeepSeekReader : public CallReader {
  public:
   std::string feed(std::string_view text) override {
@@ -109,7 +109,7 @@ class DeepSeekReader : public CallReader {
       if (p == std::string::npos) return "";
       const size_t nl = pending_.find('\n', p + sep.size());
       if (nl == std::string::npos) return "";
-      const std::string name(trim(std::string_view(pending_).substr(p + sep.size(), nl - p - sep.size())));
+      const std::string name(trim_call(std::string_view(pending_).substr(p + sep.size(), nl - p - sep.size())));
       if (name.empty()) {
         bad_ = true;
         return "";
@@ -127,7 +127,7 @@ class DeepSeekReader : public CallReader {
       const std::string_view sep = "<｜tool▁sep｜>";
       const size_t p = pending_.find(sep);
       if (p == std::string::npos) return std::nullopt;
-      const std::string name(trim(std::string_view(pending_).substr(p + sep.size())));
+      const std::string name(trim_call(std::string_view(pending_).substr(p + sep.size())));
       if (name.empty()) return std::nullopt;
       set_head(name, new_tool_call_id());
       return std::string();
@@ -135,9 +135,9 @@ class DeepSeekReader : public CallReader {
     std::string out;
     if (!fence_decided_) out += decide_fence();
     std::string_view h = args_.held();
-    h = trim(h);
+    h = trim_call(h);
     if (h.size() >= 3 && h.substr(h.size() - 3) == "```") h.remove_suffix(3);
-    out += std::string(trim(h));
+    out += std::string(trim_call(h));
     return out;
   }
 
@@ -192,16 +192,16 @@ class QwenReader : public CallReader {
   std::optional<std::string> finish() override {
     if (!has_head()) {
       if (json_text_depth(raw_) > kMaxJsonDepth) return std::nullopt;  // its writer recurses
-      nlohmann::json j = nlohmann::json::parse(trim(raw_), nullptr, false);
+      nlohmann::json j = nlohmann::json::parse(trim_call(raw_), nullptr, false);
       if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
       set_head(j["name"].get<std::string>(), new_tool_call_id());
       const auto& a = j.contains("arguments") ? j["arguments"] : nlohmann::json::object();
       return a.is_string() ? a.get<std::string>() : a.dump();
     }
     // The held tail is whitespace and closing braces: the last brace closes the call's object.
-    std::string_view h = trim(args_.held());
+    std::string_view h = trim_call(args_.held());
     if (!h.empty() && h.back() == '}') h.remove_suffix(1);
-    return std::string(trim(h));
+    return std::string(trim_call(h));
   }
 
  private:
@@ -368,7 +368,7 @@ class K3Reader : public CallReader {
           if (p == std::string::npos) {
             if (final) return;  // finish() writes what is left
             if (state_ == State::String || state_ == State::Raw) {
-              size_t keep = partial_tail(buf_, end_);
+              size_t keep = call_partial_tail(buf_, end_);
               if (state_ == State::String) keep += incomplete_utf8(std::string_view(buf_).substr(0, buf_.size() - keep));
               const std::string_view ready = std::string_view(buf_).substr(0, buf_.size() - keep);
               out += state_ == State::String ? escaped(ready) : std::string(ready);
@@ -409,7 +409,7 @@ std::unique_ptr<CallReader> deepseek_v3_call_reader() { return std::make_unique<
 
 std::unique_ptr<CallReader> kimi_k2_call_reader() {
   return std::make_unique<MarkedHeadReader>("<|tool_call_argument_begin|>", [](std::string_view head, std::string& name, std::string& id) {
-    id = std::string(trim(head));  // functions.NAME:IDX
+    id = std::string(trim_call(head));  // functions.NAME:IDX
     std::string_view n = id;
     if (n.substr(0, 10) == "functions.") n.remove_prefix(10);
     const size_t colon = n.rfind(':');

@@ -17,7 +17,7 @@ namespace {
 constexpr size_t kEntryOverhead = 256;  // the entry's own bookkeeping, counted in its bytes
 constexpr int kMaxCandidates = 4;       // stored replies tried per request (each costs two renders)
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_replay(std::string_view s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string_view::npos) return {};
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
@@ -56,7 +56,7 @@ std::string key_of(const std::vector<std::string>& ids, std::string_view content
     for (const auto& id : ids) k += call_id(id) + ',';
     return k;
   }
-  const XXH64_hash_t h = XXH3_64bits(trim(content).data(), trim(content).size());
+  const XXH64_hash_t h = XXH3_64bits(trim_replay(content).data(), trim_replay(content).size());
   return fmt::format("text:{:016x}", h);
 }
 
@@ -93,10 +93,10 @@ bool ReplyReplay::same_reply(const json& sent, const GeneratedReply& reply) {
     if (string_or_empty(f, "name") != g.name) return false;
     if (arguments_value(string_or_empty(f, "arguments")) != arguments_value(g.arguments)) return false;
   }
-  if (trim(string_or_empty(sent, "content")) != trim(reply.content)) return false;
+  if (trim_replay(string_or_empty(sent, "content")) != trim_replay(reply.content)) return false;
   // Reasoning not sent back is restored; reasoning sent back must be the generated one.
   const std::string reasoning = string_or_empty(sent, "reasoning_content");
-  return trim(reasoning).empty() || trim(reasoning) == trim(reply.reasoning);
+  return trim_replay(reasoning).empty() || trim_replay(reasoning) == trim_replay(reply.reasoning);
 }
 
 std::vector<std::string> ReplyReplay::digests(const json& messages, const json& tools, const ChatOptions& opts) {
@@ -151,7 +151,7 @@ std::optional<std::vector<int32_t>> ReplyReplay::tail_after(const json& messages
   if (calls) {
     for (auto& c : same["tool_calls"])
       if (c.contains("function") && c["function"].is_object()) c["function"]["arguments"] = "{\"replay\": \"\\u0001\"}";
-    if (!trim(string_or_empty(same, "content")).empty()) same["content"] = mark;
+    if (!trim_replay(string_or_empty(same, "content")).empty()) same["content"] = mark;
   } else {
     same["content"] = mark;
   }

@@ -20,10 +20,10 @@ namespace sluice::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kReps = 20;  // launches per timing (enqueued back to back, as a forward pass does)
+constexpr int kMaxLaunches = 20;  // launches per timing (enqueued back to back, as a forward pass does)
 constexpr int kRounds = 5;  // best of
 
-// Seconds per call of f, f enqueued back to back between two waits for the device: kReps times,
+// Seconds per call of f, f enqueued back to back between two waits for the device: kMaxLaunches times,
 // fewer for a call that takes milliseconds (about 50 ms a round).
 template <class F>
 double seconds_per_call(Backend& be, Tensor fence, F&& f) {
@@ -32,7 +32,7 @@ double seconds_per_call(Backend& be, Tensor fence, F&& f) {
   f();
   be.download(fence, sink.data());  // waits for the warm-up
   const double first = std::chrono::duration<double>(Clock::now() - t0).count();
-  const int reps = std::clamp(int(0.05 / std::max(first, 1e-9)), 1, kReps);
+  const int reps = std::clamp(int(0.05 / std::max(first, 1e-9)), 1, kMaxLaunches);
   double best = 1e300;
   for (int r = 0; r < kRounds; ++r) {
     t0 = Clock::now();
@@ -79,7 +79,7 @@ int run_gpu_kernels_bench(int device, const std::string& json_out) {
   }
   std::printf("sluice bench --kernels --device cuda:%d (%s): device copy %.0f GB/s (read + write, 4 GiB); "
               "best of %d rounds of up to %d launches\n",
-              device, gpu.c_str(), copy_gbps, kRounds, kReps);
+              device, gpu.c_str(), copy_gbps, kRounds, kMaxLaunches);
   // The tensor cores' dense bf16 peak from the device's numbers, and what is left of it for
   // products that keep f32 accuracy (three bf16 MMAs per product: the activation in three parts).
   const int per_clock = tensor_flop_per_sm_clock(info.cc_major, info.cc_minor);

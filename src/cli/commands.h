@@ -34,5 +34,7 @@ std::vector<int32_t> tokens_from_safetensors(const std::string& spec);
 
 #define SLUICE_COMMAND_CAT2(a, b) a##b
 #define SLUICE_COMMAND_CAT(a, b) SLUICE_COMMAND_CAT2(a, b)
+// __COUNTER__, not __LINE__: the unity build compiles several command files in one translation
+// unit, where two registrations on the same line number would clash.
 #define SLUICE_COMMAND(order, fn) \
-  static ::sluice::cli::CommandRegistrar SLUICE_COMMAND_CAT(sluice_command_, __LINE__)(order, fn)
+  static ::sluice::cli::CommandRegistrar SLUICE_COMMAND_CAT(sluice_command_, __COUNTER__)(order, fn)

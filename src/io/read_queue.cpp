@@ -52,9 +52,9 @@ struct RawResult {
   int64_t res;
 };
 
-class Backend {
+class ReadBackend {
  public:
-  virtual ~Backend() = default;
+  virtual ~ReadBackend() = default;
   virtual void submit(const Attempt& a) = 0;
   virtual void flush() = 0;
   virtual void reap(std::vector<RawResult>& out, bool block) = 0;  // block: wait for one if any are in flight
@@ -65,7 +65,7 @@ class Backend {
 // and enter the ring as completions free entries (in reap). A caller with one
 // queue per drive can therefore queue reads for every drive without being held
 // up by the one that is full.
-class IoUringBackend : public Backend {
+class IoUringBackend : public ReadBackend {
  public:
   explicit IoUringBackend(int depth) : depth_(depth) {
     int rc = io_uring_queue_init(unsigned(depth), &ring_, 0);
@@ -134,7 +134,7 @@ class IoUringBackend : public Backend {
 };
 
 // One pread per attempt on a pool of threads.
-class ThreadsBackend : public Backend {
+class ThreadsBackend : public ReadBackend {
  public:
   explicit ThreadsBackend(int threads) {
     for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { loop(); });
@@ -200,7 +200,7 @@ class ThreadsBackend : public Backend {
 // backend and this logic (and reorder what it hands back).
 class RetryingQueue : public ReadQueue {
  public:
-  RetryingQueue(std::unique_ptr<Backend> b, const ReadFaults& faults) : backend_(std::move(b)) {
+  RetryingQueue(std::unique_ptr<ReadBackend> b, const ReadFaults& faults) : backend_(std::move(b)) {
     if (faults.any()) faults_.emplace(faults);
   }
   ~RetryingQueue() override {
@@ -275,7 +275,7 @@ class RetryingQueue : public ReadQueue {
     return {p.req.fd, p.req.offset + p.done, p.req.length - p.done, p.req.buffer + p.done, id};
   }
 
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<ReadBackend> backend_;
   std::optional<FaultInjector> faults_;
   std::unordered_map<uint64_t, Pending> pending_;
   std::optional<ReadCompletion> held_;  // reordering: handed back after the next completion
@@ -286,7 +286,7 @@ class RetryingQueue : public ReadQueue {
 
 std::unique_ptr<ReadQueue> ReadQueue::create(Kind kind, int depth) {
   const ReadFaults faults = ReadFaults::from_environment();
-  std::unique_ptr<Backend> b;
+  std::unique_ptr<ReadBackend> b;
   if (kind != Kind::Threads) {
     try {
       b = std::make_unique<IoUringBackend>(depth);

@@ -30,9 +30,9 @@ class Writer {
 };
 
 // Reads fields in order; every read is checked against the bytes left.
-class Reader {
+class StateFileReader {
  public:
-  Reader(std::span<const uint8_t> b, const std::string& name) : b_(b), name_(name) {}
+  StateFileReader(std::span<const uint8_t> b, const std::string& name) : b_(b), name_(name) {}
   template <typename T>
   T get(const char* what) {
     need(sizeof(T), what);
@@ -63,7 +63,7 @@ class Reader {
 };
 
 // Magic, version and identity: what every reader checks first.
-std::string read_preamble(Reader& r, const std::string& name) {
+std::string read_preamble(StateFileReader& r, const std::string& name) {
   const uint8_t* m = r.take(sizeof(kMagic), "the magic");
   if (std::memcmp(m, kMagic, sizeof(kMagic)) != 0) fail("{}: not a sluice state file (no SLUICEST magic)", name);
   const uint32_t version = r.get<uint32_t>("the version");
@@ -75,7 +75,7 @@ std::string read_preamble(Reader& r, const std::string& name) {
   return std::string(reinterpret_cast<const char*>(id), n);
 }
 
-std::vector<int32_t> read_tokens(Reader& r, const std::string& name) {
+std::vector<int32_t> read_tokens(StateFileReader& r, const std::string& name) {
   const uint64_t n = r.get<uint64_t>("the position count");
   if (n > r.left() / sizeof(int32_t)) fail("{}: {} positions do not fit in the {} bytes left", name, n, r.left());
   std::vector<int32_t> t(n);
@@ -109,7 +109,7 @@ std::vector<uint8_t> encode_state(const SessionImage& image, const std::string& 
 }
 
 DecodedState decode_state(std::span<const uint8_t> bytes, const std::string& name) {
-  Reader r(bytes, name);
+  StateFileReader r(bytes, name);
   DecodedState d;
   d.identity = read_preamble(r, name);
   if (bytes.size() < r.offset() + sizeof(uint64_t)) r.truncated("the checksum");
@@ -120,7 +120,7 @@ DecodedState decode_state(std::span<const uint8_t> bytes, const std::string& nam
   if (stored != actual)
     fail("{}: corrupt or truncated state file: XXH3 of its {} bytes is {:016x}, the file says {:016x}", name, body,
          actual, stored);
-  Reader in(bytes.first(body), name);
+  StateFileReader in(bytes.first(body), name);
   read_preamble(in, name);
   d.image.tokens = read_tokens(in, name);
   const uint64_t positions = d.image.tokens.size();
@@ -194,7 +194,7 @@ StateFileHeader read_state_header(const std::string& path) {
   // The preamble and the token count first, then exactly the tokens.
   std::vector<uint8_t> head(static_cast<size_t>(std::min<std::streamoff>(size, 16 + kMaxIdentity + 8)));
   f.read(reinterpret_cast<char*>(head.data()), std::streamsize(head.size()));
-  Reader r(head, path);
+  StateFileReader r(head, path);
   StateFileHeader h;
   h.identity = read_preamble(r, path);
   const uint64_t n = r.get<uint64_t>("the position count");

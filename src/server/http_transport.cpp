@@ -36,7 +36,13 @@ thread_local int tls_socket = -1;
 // Set when the reply to the request being handled closes the connection.
 thread_local bool tls_close = false;
 
-struct Conn {
+}  // namespace
+
+// Outside the anonymous namespace: HttpTransport::Impl holds connections, and GCC warns
+// (-Wsubobject-linkage) when a class of this file's holds an anonymous-namespace type while the
+// file is compiled inside a unity batch.
+struct TransportConn {
+  using Clock = std::chrono::steady_clock;
   int fd = -1;
   std::string client;  // the peer's address: the per-client cap's key ("" when not counted)
   std::string buf;     // received, not yet consumed by a request
@@ -48,6 +54,10 @@ struct Conn {
   size_t need = 0;  // Body: bytes of head + body
   size_t served = 0;
 };
+
+namespace {
+
+using Conn = TransportConn;
 
 std::string address_text(const sockaddr_storage& ss, int* port = nullptr) {
   char buf[INET6_ADDRSTRLEN] = {0};

@@ -102,7 +102,7 @@ struct Shard {
   uint64_t data_start = 0;
 };
 
-uint64_t read_u64le(const uint8_t* p) {
+uint64_t load_u64le(const uint8_t* p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
   return v;
@@ -453,7 +453,7 @@ PullResult Puller::run() {
     for (size_t i = 0; i < shards_.size(); ++i) {
       uint8_t b[8];
       if (::pread(shards_[i].fd, b, 8, 0) != 8) fail("{}: cannot read the header length", shards_[i].part);
-      const uint64_t n = read_u64le(b);
+      const uint64_t n = load_u64le(b);
       if (n > (100ull << 20) || 8 + n > shards_[i].size)
         fail("{}: header length {} is not plausible for a {}-byte file", repo_.file_url(shards_[i].name), n, shards_[i].size);
       hdr.push_back({i, 8, 8 + n});

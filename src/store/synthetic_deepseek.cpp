@@ -111,10 +111,10 @@ std::vector<Spec> deepseek_tensors(const json& c) {
   return L.t;
 }
 
-constexpr SynthRecipe kRecipe{&deepseek_config, &deepseek_tensors, "", "n_routed_experts", "num_experts_per_tok"};
+constexpr SynthRecipe kDeepseekRecipe{&deepseek_config, &deepseek_tensors, "", "n_routed_experts", "num_experts_per_tok"};
 
 }  // namespace
 
-const SynthRecipe* deepseek_synth_recipe() { return &kRecipe; }
+const SynthRecipe* deepseek_synth_recipe() { return &kDeepseekRecipe; }
 
 }  // namespace sluice

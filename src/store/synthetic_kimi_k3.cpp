@@ -138,10 +138,10 @@ std::vector<Spec> k3_tensors(const json& top) {
   return L.t;
 }
 
-constexpr SynthRecipe kRecipe{&k3_config, &k3_tensors, "text_config", "num_experts", "num_experts_per_token"};
+constexpr SynthRecipe kKimiK3Recipe{&k3_config, &k3_tensors, "text_config", "num_experts", "num_experts_per_token"};
 
 }  // namespace
 
-const SynthRecipe* kimi_k3_synth_recipe() { return &kRecipe; }
+const SynthRecipe* kimi_k3_synth_recipe() { return &kKimiK3Recipe; }
 
 }  // namespace sluice

@@ -65,10 +65,10 @@ std::vector<Spec> qwen_tensors(const json& c) {
   return L.t;
 }
 
-constexpr SynthRecipe kRecipe{&qwen_config, &qwen_tensors, "", "", ""};
+constexpr SynthRecipe kQwen3MoeRecipe{&qwen_config, &qwen_tensors, "", "", ""};
 
 }  // namespace
 
-const SynthRecipe* qwen3_moe_synth_recipe() { return &kRecipe; }
+const SynthRecipe* qwen3_moe_synth_recipe() { return &kQwen3MoeRecipe; }
 
 }  // namespace sluice

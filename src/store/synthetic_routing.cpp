@@ -13,29 +13,29 @@ namespace {
 
 constexpr double kTwoPi = 6.283185307179586;
 
-uint64_t mix(uint64_t x) { return splitmix64(x); }
+uint64_t mix64(uint64_t x) { return splitmix64(x); }
 double unit(uint64_t h) { return double(h >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
 uint64_t hash(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
 }
-bool ends_with(const std::string& s, const std::string& e) {
+bool name_ends_with(const std::string& s, const std::string& e) {
   return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
 }
 
 }  // namespace
 
 RoutingRole routing_role(const std::string& n) {
-  if (ends_with(n, "embed_tokens.weight")) return RoutingRole::Embedding;
-  if (ends_with(n, "lm_head.weight")) return RoutingRole::LmHead;
-  if (ends_with(n, ".gate.weight")) return RoutingRole::Router;
-  if (ends_with(n, ".gate.e_score_correction_bias")) return RoutingRole::RouterBias;
+  if (name_ends_with(n, "embed_tokens.weight")) return RoutingRole::Embedding;
+  if (name_ends_with(n, "lm_head.weight")) return RoutingRole::LmHead;
+  if (name_ends_with(n, ".gate.weight")) return RoutingRole::Router;
+  if (name_ends_with(n, ".gate.e_score_correction_bias")) return RoutingRole::RouterBias;
   // What adds to the residual stream: attention outputs, feed-forward down projections (dense,
   // shared, routed; packed codes too), K3's projection of the routed experts' latent sum.
-  if (ends_with(n, "routed_expert_down_proj.weight")) return RoutingRole::None;  // K3: into the latent, not the residual
+  if (name_ends_with(n, "routed_expert_down_proj.weight")) return RoutingRole::None;  // K3: into the latent, not the residual
   for (const char* w : {"o_proj.weight", "down_proj.weight", "down_proj.weight_packed", "routed_expert_up_proj.weight"})
-    if (ends_with(n, w)) return RoutingRole::ResidualWriter;
+    if (name_ends_with(n, w)) return RoutingRole::ResidualWriter;
   return RoutingRole::None;
 }
 
@@ -65,7 +65,7 @@ RoutingStructure::RoutingStructure(const RealisticRouting& p, uint64_t seed, int
   rms_ = std::sqrt((double(hidden - dims()) + double(harmonics_ + 1) * p.amplitude * p.amplitude) / double(hidden));
 }
 
-double RoutingStructure::token_angle(int64_t id) const { return kTwoPi * unit(mix(seed_ ^ mix(uint64_t(id) * 2 + 1))); }
+double RoutingStructure::token_angle(int64_t id) const { return kTwoPi * unit(mix64(seed_ ^ mix64(uint64_t(id) * 2 + 1))); }
 
 namespace {
 // The experts 0..n-1 in an order drawn from `h`.
@@ -73,7 +73,7 @@ std::vector<int32_t> drawn_order(uint64_t h, int64_t n) {
   std::vector<int32_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   std::vector<uint64_t> r(static_cast<size_t>(n));
-  for (int64_t e = 0; e < n; ++e) r[size_t(e)] = mix(h ^ mix(uint64_t(e)));
+  for (int64_t e = 0; e < n; ++e) r[size_t(e)] = mix64(h ^ mix64(uint64_t(e)));
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return r[size_t(a)] < r[size_t(b)]; });
   return order;
 }
@@ -84,11 +84,11 @@ void RoutingStructure::begin(RoutingRole role, const std::string& name) {
   if (role != RoutingRole::Router && role != RoutingRole::RouterBias) return;
   // The layer's key: the name up to "gate." (shared by the router's rows and its bias).
   const std::string key = name.substr(0, name.rfind("gate.") + 5);
-  const uint64_t h = mix(seed_ ^ hash(key));
-  const double offset = kTwoPi * unit(mix(h));
+  const uint64_t h = mix64(seed_ ^ hash(key));
+  const double offset = kTwoPi * unit(mix64(h));
   expert_angle_.assign(size_t(experts_), 0.0);
   popularity_.assign(size_t(experts_), 0.0);
-  const std::vector<int32_t> place = drawn_order(h, experts_), rank = drawn_order(mix(h + 1), experts_);
+  const std::vector<int32_t> place = drawn_order(h, experts_), rank = drawn_order(mix64(h + 1), experts_);
   // The same logit spread concentrates picks more where a pick is among more experts (measured with
   // 8 picks, popularity 5: hottest 30% take 81% of 96 experts' picks, 98% of 384's), so the spread
   // is `popularity` at 48 experts per pick and scales as (experts per pick / 48)^-0.3.

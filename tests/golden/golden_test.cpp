@@ -16,7 +16,7 @@
 #include "support/test_device.h"
 #include "support/test_support.h"
 
-namespace sluice {
+namespace sluice::golden_test {
 namespace {
 
 constexpr double kGreedyMargin = 1e-2;
@@ -216,4 +216,4 @@ TEST(GoldenCli, GenerateCommandPrintsGreedyIds) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::golden_test

@@ -22,7 +22,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::state_file_test {
 namespace {
 
 struct Arch {
@@ -233,4 +233,4 @@ TEST(StateFileErrors, IdentityFollowsTheModel) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::state_file_test

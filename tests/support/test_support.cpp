@@ -156,7 +156,7 @@ void write_k3_tokenizer(const std::string& d) {
 }
 
 namespace {
-std::string quote(const std::string& s) {
+std::string shell_quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
@@ -171,9 +171,9 @@ std::string slurp(const std::string& p) {
 
 CommandResult run_sluice(const std::vector<std::string>& args) {
   TempDir tmp;
-  std::string cmd = quote(sluice_binary());
-  for (const auto& a : args) cmd += " " + quote(a);
-  cmd += " >" + quote(tmp.file("out")) + " 2>" + quote(tmp.file("err")) + " </dev/null";
+  std::string cmd = shell_quote(sluice_binary());
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  cmd += " >" + shell_quote(tmp.file("out")) + " 2>" + shell_quote(tmp.file("err")) + " </dev/null";
   int rc = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);

@@ -11,7 +11,7 @@
 #include "text/chat_template.h"
 #include "text/text_support.h"
 
-namespace sluice {
+namespace sluice::chat_template_reference_test {
 namespace {
 
 using nlohmann::json;
@@ -146,4 +146,4 @@ TEST(ChatTemplateReference, DeepSeekV3) { compare_templates("deepseek_v3", true,
 TEST(ChatTemplateReference, Qwen3) { compare_templates("qwen3", false, 80); }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::chat_template_reference_test

@@ -8,7 +8,7 @@
 #include "text/jinja.h"
 #include "text/text_support.h"
 
-namespace sluice {
+namespace sluice::jinja_reference_test {
 namespace {
 
 using nlohmann::json;
@@ -99,4 +99,4 @@ TEST(JinjaReference, FeatureCases) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::jinja_reference_test

@@ -16,7 +16,7 @@
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
-namespace sluice {
+namespace sluice::tokenizer_reference_test {
 namespace {
 
 std::string show(const std::string& s) {
@@ -89,9 +89,9 @@ TEST(TokenizerReference, TiktokenCl100k) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::tokenizer_reference_test
 
-namespace sluice {
+namespace sluice::tokenizer_reference_test {
 namespace {
 
 // Kimi's pre-tokenizer pattern (with its `&&` class intersections, which
@@ -113,4 +113,4 @@ TEST(TokenizerReference, KimiPatternViaTiktoken) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::tokenizer_reference_test

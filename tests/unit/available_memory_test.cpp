@@ -13,7 +13,7 @@
 #include "util/available_memory.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::available_memory_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -208,4 +208,4 @@ TEST(AvailableMemory, UnknownMemoryMapsEverything) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::available_memory_test

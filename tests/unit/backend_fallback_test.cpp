@@ -18,7 +18,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::backend_fallback_test {
 namespace {
 
 // A third backend as it would start: the generic ops only (here, the CPU's), none of the
@@ -185,4 +185,4 @@ TEST(BackendFallback, InPlaceOpsOnStridedViewsMatchTheCpu) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::backend_fallback_test

@@ -21,7 +21,7 @@
 #include "support/id_codec.h"
 #include "support/test_support.h"
 
-namespace sluice::chat {
+namespace sluice::chat::batch_scheduler_test {
 namespace {
 
 using test::IdCodec;
@@ -330,4 +330,4 @@ TEST(BatchSchedulingErrors, ARequestBeyondTheContextFailsAlone) {
 }
 
 }  // namespace
-}  // namespace sluice::chat
+}  // namespace sluice::chat::batch_scheduler_test

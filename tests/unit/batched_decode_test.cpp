@@ -16,7 +16,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::batched_decode_test {
 namespace {
 
 struct Request {
@@ -196,4 +196,4 @@ TEST(BatchedDecodeErrors, RefusedBatchLeavesEverySessionAsItWas) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::batched_decode_test

@@ -12,7 +12,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::benchmark_test {
 namespace {
 
 BenchRequest request() {
@@ -249,4 +249,4 @@ TEST(Benchmark, BadRequestsNameTheOption) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::benchmark_test

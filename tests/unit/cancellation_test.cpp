@@ -14,7 +14,7 @@
 #include "util/cancelled.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::cancellation_test {
 namespace {
 
 using test::same_bits;
@@ -96,4 +96,4 @@ TEST(Cancellation, PacerSizesChunksFromTheMeasuredRate) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::cancellation_test

@@ -14,7 +14,7 @@
 #include "chat/reply_parser.h"
 #include "util/error.h"
 
-namespace sluice::chat {
+namespace sluice::chat::chat_grammar_test {
 namespace {
 
 using nlohmann::json;
@@ -288,4 +288,4 @@ TEST(OutputGrammar, ForcedCallsInEveryFamilysSyntax) {
 }
 
 }  // namespace
-}  // namespace sluice::chat
+}  // namespace sluice::chat::chat_grammar_test

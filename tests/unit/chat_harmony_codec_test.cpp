@@ -16,7 +16,7 @@
 #include "support/test_support.h"
 #include "text/tokenizer.h"
 
-namespace sluice::chat {
+namespace sluice::chat::chat_harmony_codec_test {
 namespace {
 
 using nlohmann::json;
@@ -100,4 +100,4 @@ TEST(HarmonyCodec, FamilyStopsReasoningAndCalls) {
 }
 
 }  // namespace
-}  // namespace sluice::chat
+}  // namespace sluice::chat::chat_harmony_codec_test

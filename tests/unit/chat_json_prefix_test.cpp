@@ -3,7 +3,7 @@
 
 #include "chat/json_prefix.h"
 
-namespace sluice::chat {
+namespace sluice::chat::chat_json_prefix_test {
 namespace {
 
 bool prefix_ok(const std::string& s) { return JsonPrefix().feed(s); }
@@ -67,4 +67,4 @@ TEST(JsonPrefix, DepthIsBounded) {
 }
 
 }  // namespace
-}  // namespace sluice::chat
+}  // namespace sluice::chat::chat_json_prefix_test

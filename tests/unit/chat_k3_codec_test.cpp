@@ -13,7 +13,7 @@
 #include "support/test_support.h"
 #include "text/tokenizer.h"
 
-namespace sluice::chat {
+namespace sluice::chat::chat_k3_codec_test {
 namespace {
 
 using nlohmann::json;
@@ -172,4 +172,4 @@ TEST(K3Codec, DeeplyNestedArgumentsAre400sNamingTheLimit) {
 }
 
 }  // namespace
-}  // namespace sluice::chat
+}  // namespace sluice::chat::chat_k3_codec_test

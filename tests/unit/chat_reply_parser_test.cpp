@@ -8,7 +8,7 @@
 
 #include "chat/reply_parser.h"
 
-namespace sluice::chat {
+namespace sluice::chat::chat_reply_parser_test {
 namespace {
 
 ReplyDelta run(const ReplySyntax& syn, bool tools, const std::string& text, size_t piece, bool cut = false) {
@@ -281,4 +281,4 @@ TEST(ReplyParser, TrailingWhitespaceDoesNotDependOnHowTheTextIsCut) {
 }
 
 }  // namespace
-}  // namespace sluice::chat
+}  // namespace sluice::chat::chat_reply_parser_test

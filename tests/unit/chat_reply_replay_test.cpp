@@ -12,7 +12,7 @@
 #include "chat/reply_replay.h"
 #include "chat/reply_stream.h"
 
-namespace sluice::chat {
+namespace sluice::chat::chat_reply_replay_test {
 namespace {
 
 using nlohmann::json;
@@ -343,4 +343,4 @@ TEST(ReplyReplay, ReplyStreamRecordsWhatItGenerated) {
 }
 
 }  // namespace
-}  // namespace sluice::chat
+}  // namespace sluice::chat::chat_reply_replay_test

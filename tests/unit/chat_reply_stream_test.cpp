@@ -9,7 +9,7 @@
 #include "chat/reply_stream.h"
 #include "chat/generation_request.h"
 
-namespace sluice::chat {
+namespace sluice::chat::chat_reply_stream_test {
 namespace {
 
 struct Fed {
@@ -60,4 +60,4 @@ TEST(ReplyStreamUsage, AnUnclosedReasoningBlockCountsToTheEnd) {
 }
 
 }  // namespace
-}  // namespace sluice::chat
+}  // namespace sluice::chat::chat_reply_stream_test

@@ -11,7 +11,7 @@
 
 #include "support/test_support.h"
 
-namespace sluice {
+namespace sluice::cli_errors_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -210,4 +210,4 @@ TEST(CliErrors, NumbersTooLargeForTheirIntegerNameTheFlag) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::cli_errors_test

@@ -8,7 +8,7 @@
 
 #include "support/test_support.h"
 
-namespace sluice {
+namespace sluice::cli_run_chat_test {
 namespace {
 
 TEST(CliRun, DefaultModelCompletesAndSpeculationGivesTheSameText) {
@@ -137,4 +137,4 @@ TEST(CliRun, MissingDefaultModelIsAClearError) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::cli_run_chat_test

@@ -13,7 +13,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::context_limits_test {
 namespace {
 
 // A golden checkpoint copied with its max_position_embeddings (wherever the layout keeps it) set to `n`.
@@ -112,4 +112,4 @@ TEST(ContextLimits, GenerateRefusesBeforeGenerating) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::context_limits_test

@@ -20,7 +20,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::cross_tokenizer_drafts_test {
 namespace {
 
 using retokenize::target_ids;
@@ -443,4 +443,4 @@ TEST(CrossTokenizerDrafts, ChoosesByTheTokenizersAndRefusesWhatHasNoText) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::cross_tokenizer_drafts_test

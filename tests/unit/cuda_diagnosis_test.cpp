@@ -5,7 +5,7 @@
 
 #include "compute/devices.h"
 
-namespace sluice {
+namespace sluice::cuda_diagnosis_test {
 namespace {
 
 CudaProbe insufficient_driver() {
@@ -49,4 +49,4 @@ TEST(CudaDiagnosis, DriverWithoutAGpu) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::cuda_diagnosis_test

@@ -7,7 +7,7 @@
 #include "experts/expert_slots.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::device_placement_test {
 namespace {
 
 std::string error_of(const std::string& device) {
@@ -103,4 +103,4 @@ TEST(ExpertSlots, NoSlotsMeansNoCache) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::device_placement_test

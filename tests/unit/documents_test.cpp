@@ -8,7 +8,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice::text {
+namespace sluice::text::documents_test {
 namespace {
 
 std::string write(const test::TempDir& tmp, const std::string& name, const std::string& content) {
@@ -51,4 +51,4 @@ TEST(Documents, ErrorsNameTheFileAndLine) {
 }
 
 }  // namespace
-}  // namespace sluice::text
+}  // namespace sluice::text::documents_test

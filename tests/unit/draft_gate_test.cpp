@@ -19,7 +19,7 @@
 #include "support/test_device.h"
 #include "support/test_support.h"
 
-namespace sluice {
+namespace sluice::draft_gate_test {
 namespace {
 
 using Tokens = std::vector<int32_t>;
@@ -309,4 +309,4 @@ TEST(ModelDrafter, RestartsFromTheLastTokensAfterAPause) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::draft_gate_test

@@ -16,7 +16,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::eval_verify_test {
 namespace {
 
 std::vector<int32_t> ids_of(const std::vector<int64_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
@@ -227,4 +227,4 @@ TEST(Verify, OlderManifestSaysTheSpineIsNotChecked) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::eval_verify_test

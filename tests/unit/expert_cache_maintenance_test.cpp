@@ -14,7 +14,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::expert_cache_maintenance_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -107,4 +107,4 @@ TEST(ExpertCacheMaintenance, PruneEvictsLeastRecentlyUsedFirst) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::expert_cache_maintenance_test

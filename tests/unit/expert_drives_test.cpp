@@ -24,7 +24,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::expert_drives_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -279,4 +279,4 @@ TEST(ExpertDrives, ManifestPackDirectoriesAreChecked) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::expert_drives_test

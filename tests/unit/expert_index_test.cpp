@@ -16,7 +16,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::expert_index_test {
 namespace {
 
 void expect_index_matches_builder(const std::string& dir, bool prepared) {
@@ -86,4 +86,4 @@ TEST(ExpertIndex, MissingExpertWeightIsNamed) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::expert_index_test

@@ -19,7 +19,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::expert_placement_test {
 namespace {
 
 // An expert of `bytes` timed on the host at 1, 2, 4, 8 and 16 rows (1 row: `one_row_s`, each doubling
@@ -216,4 +216,4 @@ INSTANTIATE_TEST_SUITE_P(Models, HostExpertTiming,
                                            "gpt_oss_tiny", "kimi_k3_tiny"));
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::expert_placement_test

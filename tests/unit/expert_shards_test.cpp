@@ -5,7 +5,7 @@
 
 #include "compute/expert_exchange.h"
 
-namespace sluice {
+namespace sluice::expert_shards_test {
 namespace {
 
 class FakeExchange : public ExpertExchange {
@@ -70,4 +70,4 @@ TEST(ExpertShards, UnshardedOwnsEverything) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::expert_shards_test

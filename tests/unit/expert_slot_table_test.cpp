@@ -12,7 +12,7 @@
 #include "experts/expert_slots.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::expert_slot_table_test {
 namespace {
 
 uint64_t K(int32_t e) { return expert_key(0, e); }
@@ -366,4 +366,4 @@ TEST(ExpertSlotTable, ExpertSlotsEvictWhatTheirOwnListDid) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::expert_slot_table_test

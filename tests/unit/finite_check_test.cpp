@@ -21,7 +21,7 @@
 #include "util/cancelled.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::finite_check_test {
 namespace {
 
 // Overwrites `tensor` in DIR/model.safetensors with the bytes fill(i) gives.
@@ -180,4 +180,4 @@ TEST(FiniteCheck, DeferredChecksNameTheSamePlaceOncePerPass) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::finite_check_test

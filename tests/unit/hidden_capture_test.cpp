@@ -9,7 +9,7 @@
 #include "support/test_device.h"
 #include "support/test_support.h"
 
-namespace sluice {
+namespace sluice::hidden_capture_test {
 namespace {
 
 std::vector<int32_t> prompt_of(const Model& m, int64_t n) {
@@ -104,4 +104,4 @@ TEST(HiddenCapture, RollbackBelowWhatWasTakenIsReported) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::hidden_capture_test

@@ -14,7 +14,7 @@
 #include "support/id_codec.h"
 #include "support/test_support.h"
 
-namespace sluice::chat {
+namespace sluice::chat::hidden_state_drafters_chat_test {
 namespace {
 
 using test::IdCodec;
@@ -108,4 +108,4 @@ TEST(HiddenStateDraftersInChat, RepliesAreThoseWithoutADrafter) {
 }
 
 }  // namespace
-}  // namespace sluice::chat
+}  // namespace sluice::chat::hidden_state_drafters_chat_test

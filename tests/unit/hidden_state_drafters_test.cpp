@@ -26,7 +26,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::hidden_state_drafters_test {
 namespace {
 
 std::string model_dir(const std::string& name) {
@@ -376,4 +376,4 @@ TEST(Eagle3Drafts, ReducedVocabularyMapsIntoTargetIds) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::hidden_state_drafters_test

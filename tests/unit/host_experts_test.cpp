@@ -17,7 +17,7 @@
 #include "support/golden_logits.h"
 #include "support/test_support.h"
 
-namespace sluice {
+namespace sluice::host_experts_test {
 namespace {
 
 using test::golden_ids;
@@ -143,4 +143,4 @@ TEST(HostExperts, MaxRowsUnusableInputsPutNothingOnTheHost) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::host_experts_test

@@ -7,7 +7,7 @@
 
 #include "util/json_depth.h"
 
-namespace sluice {
+namespace sluice::json_depth_test {
 namespace {
 
 TEST(JsonDepth, TextScanCountsBracketsOutsideStrings) {
@@ -37,4 +37,4 @@ TEST(JsonDepth, ValueWalkHasNoRecursion) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::json_depth_test

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-namespace sluice {
+namespace sluice::json_integer_test {
 namespace {
 
 using nlohmann::json;
@@ -47,4 +47,4 @@ TEST(JsonInteger, OtherTypesAreNot) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::json_integer_test

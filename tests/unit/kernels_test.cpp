@@ -21,7 +21,7 @@
 #include "util/error.h"
 #include "util/numeric.h"
 
-namespace sluice {
+namespace sluice::kernels_test {
 namespace {
 
 constexpr WeightFormat kFormats[] = {WeightFormat::F32,   WeightFormat::BF16,       WeightFormat::F16,
@@ -316,4 +316,4 @@ TEST(Decode, Mxfp4AndInt4Nibbles) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::kernels_test

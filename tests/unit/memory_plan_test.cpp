@@ -12,7 +12,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::memory_plan_test {
 namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
@@ -329,4 +329,4 @@ TEST(FittingContext, WithABudgetHalfOfWhatTheSpineLeavesAndTheSpineStaysResident
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::memory_plan_test

@@ -12,7 +12,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::model_layout_test {
 namespace {
 
 void expect_refused(const std::string& fixture, const std::string& field) {
@@ -50,4 +50,4 @@ TEST(ModelLayout, LayerStepsOfZeroAreRefusedNamingTheField) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::model_layout_test

@@ -14,7 +14,7 @@
 #include "support/request_log.h"
 #include "support/test_support.h"
 
-namespace sluice {
+namespace sluice::prefill_cache_loan_test {
 namespace {
 
 using test::RequestLog;
@@ -189,4 +189,4 @@ TEST(PrefillCacheLoan, TheCacheHasItsSlotsBackForTheDecode) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::prefill_cache_loan_test

@@ -11,7 +11,7 @@
 #include "support/request_log.h"
 #include "support/test_support.h"
 
-namespace sluice {
+namespace sluice::prefill_chunk_test {
 namespace {
 
 using test::RequestLog;
@@ -99,4 +99,4 @@ TEST(PrefillChunk, TwoThousandTokensReadEachRoutedExpertAtMostOncePerLayer) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::prefill_chunk_test

@@ -6,7 +6,7 @@
 
 #include "engine/prefill_room.h"
 
-namespace sluice {
+namespace sluice::prefill_room_test {
 namespace {
 
 // 1 MiB of room, 1 KiB of activations and 256 bytes of lasting rows per token; a cache of
@@ -71,4 +71,4 @@ TEST(PrefillRoom, ACacheThatHoldsEveryExpertLendsNothing) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::prefill_room_test

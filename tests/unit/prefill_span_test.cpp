@@ -14,7 +14,7 @@
 #include "support/test_support.h"
 #include "util/cancelled.h"
 
-namespace sluice {
+namespace sluice::prefill_span_test {
 namespace {
 
 using test::same_bits;
@@ -100,4 +100,4 @@ TEST(PrefillSpan, SizedFromTheReserve) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::prefill_span_test

@@ -14,7 +14,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::prepare_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -121,9 +121,9 @@ TEST(Prepare, ResumesFromPartialManifest) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::prepare_test
 
-namespace sluice {
+namespace sluice::prepare_test {
 namespace {
 
 TEST(Prepare, ExpertPacksMakeEachExpertOneAlignedExtent) {
@@ -162,9 +162,9 @@ TEST(Prepare, ExpertPacksMakeEachExpertOneAlignedExtent) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::prepare_test
 
-namespace sluice {
+namespace sluice::prepare_test {
 namespace {
 
 // A manifest's numbers are integers that fit their fields: a size written as 1e80 or a layer of
@@ -215,4 +215,4 @@ TEST(ManifestLoad, ExpertCoordinatesAndExtentsMustBeInRange) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::prepare_test

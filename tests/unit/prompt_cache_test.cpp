@@ -22,7 +22,7 @@
 #include "support/test_support.h"
 #include "util/atomic_file.h"
 
-namespace sluice {
+namespace sluice::prompt_cache_test {
 namespace {
 
 std::vector<int32_t> seq(int n, int salt, int64_t vocab) {
@@ -409,4 +409,4 @@ TEST(PromptCacheFiles, AFullDiskMakesRoomFromTheOldestFiles) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::prompt_cache_test

@@ -14,7 +14,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::quantization_config_test {
 namespace {
 
 using nlohmann::json;
@@ -96,4 +96,4 @@ TEST(QuantizationConfig, ZeroPointCheckpointIsRefused) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::quantization_config_test

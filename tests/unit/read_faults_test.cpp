@@ -21,7 +21,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::read_faults_test {
 namespace {
 
 // SLUICE_READ_FAULTS for the lifetime of the object.
@@ -183,4 +183,4 @@ TEST(ReadFaults, EioNamesWhatWasBeingRead) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::read_faults_test

@@ -11,7 +11,7 @@
 
 #include "io/read_queue.h"
 
-namespace sluice {
+namespace sluice::read_queue_test {
 namespace {
 
 TEST(ReadQueue, SubmitDoesNotWaitForAFullRing) {
@@ -50,4 +50,4 @@ TEST(ReadQueue, SubmitDoesNotWaitForAFullRing) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::read_queue_test

@@ -22,7 +22,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::remote_experts_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -213,4 +213,4 @@ TEST(Pull, SourceParsing) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::remote_experts_test

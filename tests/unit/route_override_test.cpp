@@ -17,7 +17,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::route_override_test {
 namespace {
 
 // `tokens` decode steps through every MoE layer in order, one token per pass, as bench's recorder logs them.
@@ -235,9 +235,9 @@ TEST(RouteOverride, BenchRejectsOverrideOutsideDecode) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::route_override_test
 
-namespace sluice {
+namespace sluice::route_override_test {
 namespace {
 
 // The whole path on the command line: routing-report records a trace while streaming experts under
@@ -265,4 +265,4 @@ TEST(RouteOverride, CliRecordsUnderStreamingAndBenchReplays) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::route_override_test

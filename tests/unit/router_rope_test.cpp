@@ -8,7 +8,7 @@
 #include "model/router.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::router_rope_test {
 namespace {
 
 TEST(Router, SigmoidBiasSelectsButDoesNotWeigh) {
@@ -139,4 +139,4 @@ TEST(Config, TokenIdsAreOneOrAList) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::router_rope_test

@@ -8,7 +8,7 @@
 #include "experts/routing_log.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::routing_log_test {
 namespace {
 
 TEST(RoutingLog, LayerStatisticsByHand) {
@@ -50,4 +50,4 @@ TEST(RoutingLog, ReportGroupsStepsByLayer) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::routing_log_test

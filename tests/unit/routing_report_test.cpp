@@ -8,7 +8,7 @@
 
 #include "support/test_support.h"
 
-namespace sluice {
+namespace sluice::routing_report_test {
 namespace {
 
 TEST(RoutingReport, HistogramsCountEveryPick) {
@@ -32,4 +32,4 @@ TEST(RoutingReport, HistogramsCountEveryPick) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::routing_report_test

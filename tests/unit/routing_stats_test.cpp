@@ -5,7 +5,7 @@
 #include "experts/routing_stats.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::routing_stats_test {
 namespace {
 
 TEST(RoutingStats, HandMadeRoutes) {
@@ -61,4 +61,4 @@ TEST(RoutingStats, RejectsRoutesOutsideTheModel) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::routing_stats_test

@@ -10,7 +10,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::safetensors_test {
 namespace {
 
 std::string raw_file(const std::string& header, size_t data_bytes) {
@@ -108,4 +108,4 @@ TEST(Checkpoint, ShardedIndexIsFollowedExactly) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::safetensors_test

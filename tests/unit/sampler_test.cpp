@@ -8,7 +8,7 @@
 #include "runtime/sampler.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::sampler_test {
 namespace {
 
 std::vector<float> logits_of(const std::vector<double>& probs) {
@@ -119,4 +119,4 @@ TEST(Sampler, RejectsBadParameters) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::sampler_test

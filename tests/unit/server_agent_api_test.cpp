@@ -17,7 +17,7 @@
 #include "server/api_request.h"
 #include "server/responses_api.h"
 
-namespace sluice::server {
+namespace sluice::server::server_agent_api_test {
 namespace {
 
 using nlohmann::json;
@@ -425,4 +425,4 @@ TEST(AgentApis, ACutOffCallEndsTheSameWayOnEveryApi) {
 }
 
 }  // namespace
-}  // namespace sluice::server
+}  // namespace sluice::server::server_agent_api_test

@@ -5,7 +5,7 @@
 #include "chat/chat_codec.h"
 #include "server/response.h"
 
-namespace sluice::server {
+namespace sluice::server::server_logprobs_test {
 namespace {
 
 using nlohmann::json;
@@ -43,4 +43,4 @@ TEST(CompletionLogprobs, PiecesOfCharactersKeepTheirOwnKeys) {
 }
 
 }  // namespace
-}  // namespace sluice::server
+}  // namespace sluice::server::server_logprobs_test

@@ -5,7 +5,7 @@
 #include "server/queue.h"
 #include "server/api_request.h"
 
-namespace sluice::server {
+namespace sluice::server::server_request_test {
 namespace {
 
 using nlohmann::json;
@@ -206,4 +206,4 @@ TEST(ServerQueue, SeveralRunningTurns) {
 }
 
 }  // namespace
-}  // namespace sluice::server
+}  // namespace sluice::server::server_request_test

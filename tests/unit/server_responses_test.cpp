@@ -7,7 +7,7 @@
 #include "server/response_store.h"
 #include "server/responses_api.h"
 
-namespace sluice::server {
+namespace sluice::server::server_responses_test {
 namespace {
 
 using nlohmann::json;
@@ -313,4 +313,4 @@ TEST(ServerResponses, OneBodyWhenNotStreamedAndIncompleteAtTheLimit) {
 }
 
 }  // namespace
-}  // namespace sluice::server
+}  // namespace sluice::server::server_responses_test

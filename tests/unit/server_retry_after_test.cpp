@@ -5,7 +5,7 @@
 #include "server/metrics.h"
 #include "server/retry_after.h"
 
-namespace sluice::server {
+namespace sluice::server::server_retry_after_test {
 namespace {
 
 TEST(RetryAfter, GrowsWithTheQueueAndIsBounded) {
@@ -53,4 +53,4 @@ TEST(RetryAfter, RatesComeFromWhatTheServerMeasured) {
 }
 
 }  // namespace
-}  // namespace sluice::server
+}  // namespace sluice::server::server_retry_after_test

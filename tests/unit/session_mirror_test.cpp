@@ -17,7 +17,7 @@
 #include "support/test_support.h"
 #include "util/cancelled.h"
 
-namespace sluice {
+namespace sluice::session_mirror_test {
 namespace {
 
 class LoopbackMirror : public SessionMirror {
@@ -184,4 +184,4 @@ TEST(SessionOpWire, RoundTripsAndRefusesGarbage) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::session_mirror_test

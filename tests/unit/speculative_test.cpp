@@ -17,7 +17,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::speculative_test {
 namespace {
 
 class Speculation : public ::testing::TestWithParam<std::string> {};
@@ -122,9 +122,9 @@ TEST(NgramDrafter, ProposesWhatFollowedTheLongestRecentMatch) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::speculative_test
 
-namespace sluice {
+namespace sluice::speculative_test {
 namespace {
 
 std::vector<int32_t> sample_speculatively(Session& s, const std::vector<int32_t>& prompt, int64_t n,
@@ -272,9 +272,9 @@ TEST(Rollback, MarkWithoutRecordsDoesNotGrow) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::speculative_test
 
-namespace sluice {
+namespace sluice::speculative_test {
 namespace {
 
 // A draft model sharing the vocabulary: the target itself (every draft right),
@@ -341,4 +341,4 @@ TEST(ModelDrafter, FollowsAnyHistory) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::speculative_test

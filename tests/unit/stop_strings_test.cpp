@@ -4,7 +4,7 @@
 
 #include "runtime/stop_strings.h"
 
-namespace sluice {
+namespace sluice::stop_strings_test {
 namespace {
 
 std::string feed(StopMatcher& m, const std::vector<std::string>& pieces, std::vector<std::string>* released = nullptr) {
@@ -69,4 +69,4 @@ TEST(StopStrings, NothingAfterStop) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::stop_strings_test

@@ -15,7 +15,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::streaming_test {
 namespace {
 
 using test::golden_ids;
@@ -173,9 +173,9 @@ TEST(Streaming, CacheNeverHasMoreSlotsThanExperts) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::streaming_test
 
-namespace sluice {
+namespace sluice::streaming_test {
 namespace {
 
 // Chunked prefill of a 128-token prompt (the whole context): every expert is read at most once per
@@ -208,9 +208,9 @@ TEST(Streaming, ChunkedPrefillReadsEachExpertOncePerChunk) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::streaming_test
 
-namespace sluice {
+namespace sluice::streaming_test {
 namespace {
 
 // A spine larger than its budget is streamed layer by layer (O_DIRECT reads
@@ -265,9 +265,9 @@ TEST(SpineStreaming, KeepsEveryLayerResidentWhenTheyFit) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::streaming_test
 
-namespace sluice {
+namespace sluice::streaming_test {
 namespace {
 
 // A request for more distinct experts than the cache holds counts every one of
@@ -303,7 +303,7 @@ TEST(Streaming, RequestCountsEveryExpertWhenTheCacheIsFull) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::streaming_test
 
 #include <xxhash.h>
 
@@ -315,7 +315,7 @@ TEST(Streaming, RequestCountsEveryExpertWhenTheCacheIsFull) {
 
 #include "experts/routing_log.h"
 
-namespace sluice {
+namespace sluice::streaming_test {
 namespace {
 
 // XXH3-64 of each routed expert's bytes in extent order (what `prepare` records).
@@ -455,9 +455,9 @@ TEST(Streaming, OutOfOrderArrivalGivesIdenticalLogits) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::streaming_test
 
-namespace sluice {
+namespace sluice::streaming_test {
 namespace {
 
 // Bytes of an expert as a source serves it equal those of the checkpoint.
@@ -558,4 +558,4 @@ TEST(Streaming, WrongGuessesOfALayerStopBeingRead) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::streaming_test

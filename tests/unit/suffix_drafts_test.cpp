@@ -21,7 +21,7 @@
 #include "support/test_device.h"
 #include "support/test_support.h"
 
-namespace sluice {
+namespace sluice::suffix_drafts_test {
 namespace {
 
 using Tokens = std::vector<int32_t>;
@@ -413,4 +413,4 @@ TEST(SuffixDrafts, ShippedModelRequotingAToolOutput) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::suffix_drafts_test

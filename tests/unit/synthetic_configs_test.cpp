@@ -8,7 +8,7 @@
 #include "store/synthetic.h"
 #include "support/test_support.h"
 
-namespace sluice {
+namespace sluice::synthetic_configs_test {
 namespace {
 
 struct Variant {
@@ -65,4 +65,4 @@ TEST(SyntheticConfigs, DecodeEqualsFullPassAndStreamingEqualsResident) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::synthetic_configs_test

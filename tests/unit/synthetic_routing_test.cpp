@@ -21,7 +21,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::synthetic_routing_test {
 namespace {
 
 nlohmann::json decode_routing(const std::string& routing, const test::TempDir& tmp) {
@@ -159,4 +159,4 @@ TEST(SyntheticRouting, NeedsAScoreCorrectionBias) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::synthetic_routing_test

@@ -10,7 +10,7 @@
 #include "format/tensor_names.h"
 #include "support/test_support.h"
 
-namespace sluice {
+namespace sluice::tensor_names_test {
 namespace {
 
 using R = TensorRole;
@@ -63,4 +63,4 @@ TEST(TensorNames, MissingRoleOrLayerNamesTheRoleAndFamily) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::tensor_names_test

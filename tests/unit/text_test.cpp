@@ -18,7 +18,7 @@
 #include "text/utf8.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::text_test {
 namespace {
 
 using nlohmann::json;
@@ -460,9 +460,9 @@ TEST(CliText, GenerateChatPassesReasoningEffortToTheTemplate) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::text_test
 
-namespace sluice {
+namespace sluice::text_test {
 namespace {
 
 // The shipped model has its own tokenizer: --prompt/--chat must print exactly
@@ -498,4 +498,4 @@ TEST(CliText, GenerateTextWithShippedModel) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::text_test

@@ -10,7 +10,7 @@
 
 #include "util/thread_pool.h"
 
-namespace sluice {
+namespace sluice::thread_pool_test {
 namespace {
 
 void expect_each_index_once(ThreadPool& pool, int64_t n, int64_t grain) {
@@ -72,4 +72,4 @@ TEST(ThreadPool, PoolsOnSeveralThreads) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::thread_pool_test

@@ -11,7 +11,7 @@
 #include "support/test_support.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::unread_tensors_test {
 namespace {
 
 // Renames a tensor in DIR/model.safetensors' header (same length, so no offset moves).
@@ -53,4 +53,4 @@ TEST(UnreadTensors, RenamedOptionalTensorIsAnErrorNamingIt) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::unread_tensors_test

@@ -14,7 +14,7 @@
 #include "text/xtml.h"
 #include "util/error.h"
 
-namespace sluice {
+namespace sluice::xtml_test {
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -144,4 +144,4 @@ TEST(Xtml, ParseReplyRoundTrip) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::xtml_test
