@@ -473,7 +473,7 @@ struct DecodeSteps {
   uint64_t host_calls = 0, device_calls = 0;  // expert calls on the host / the GPU (compute/host_experts.h)
   double host_expert_s = 0;
   double decode_total = 0, stall_total = 0, verify_total = 0;
-  uint64_t read_total = 0;
+  uint64_t read_total = 0, landed_while_stalled = 0;
 
   // One step of `dt` seconds that took the expert stats from `prev` to `st` while the
   // process read `io` bytes from storage (the experts' and the spine's).
@@ -504,6 +504,7 @@ struct DecodeSteps {
     stall_total += stall;
     verify_total += st.verify_seconds - prev.verify_seconds;
     read_total += er;
+    landed_while_stalled += st.bytes_landed_while_stalled - prev.bytes_landed_while_stalled;
   }
 };
 
@@ -556,9 +557,8 @@ nlohmann::json prefetch_guesses(const std::vector<LayerPrefetchStats>& g0, const
 // The floor of a decode: the bytes it read per token at the drive's rate (probed now, on
 // the model's files, for r.probe_seconds), plus the compute that did not wait; into res.json,
 // and the summary's reads-while-stalled part.
-std::string decode_floor(const BenchRequest& r, double bytes_per_token, double compute_s, double mean_s,
-                         BenchResult& res) {
-  const double drive_bps = r.probe_seconds > 0 ? probe_drive_bps(r, r.probe_seconds) : 0;
+std::string decode_floor(double drive_bps, const BenchRequest& r, double bytes_per_token, double compute_s,
+                         double mean_s, BenchResult& res) {
   const double io_floor = drive_bps > 0 ? bytes_per_token / drive_bps : 0;
   const double stalled_gbps = res.json["read_gbps_while_stalled"].get<double>();
   res.json["drive_gbps"] = drive_bps / 1e9;
@@ -679,7 +679,7 @@ nlohmann::json decode_json(const DecodeRun& run) {
       {"expert_bytes_read_per_token_median", median(d.ebytes)},
       {"read_gbps", total > 0 ? double(d.read_total) / total / 1e9 : 0},
       // Below 1% of the decode, the stall is too short for a rate (the bytes arrived during compute): 0.
-      {"read_gbps_while_stalled", d.stall_total > 0.01 * total ? double(d.read_total) / d.stall_total / 1e9 : 0},
+      {"read_gbps_while_stalled", d.stall_total > 0.01 * total ? double(d.landed_while_stalled) / d.stall_total / 1e9 : 0},
       {"io_stall_fraction", total > 0 ? d.stall_total / total : 0},
       {"stall_seconds_per_token", d.stall_total / t.n},
       {"verify_seconds_per_token", d.verify_total / t.n},
@@ -709,6 +709,11 @@ nlohmann::json decode_json(const DecodeRun& run) {
 
 // Prefill, then each greedy decode step timed with its I/O.
 BenchResult decode(const BenchRequest& r, Ticker& tick) {
+  // The drive's rate first, before the decode's engine exists: probed after it, in the memory the
+  // decode had just freed, the same reads ran at 0.7-1.0 GB/s instead of 3.1-4.0 here (a VM whose
+  // host takes back freed guest pages; fio right before the run: 2.3-3.1 GB/s).
+  if (r.probe_seconds > 0) tick.say(fmt::format("bench: probing the drive for {} s", r.probe_seconds), true);
+  const double drive_bps = r.probe_seconds > 0 ? probe_drive_bps(r, r.probe_seconds) : 0;
   auto model = Engine::open(r.model, r.mem);
   auto overridden = std::make_unique<RoutingOverride>(*model, r);
   if (!overridden->label().empty()) tick.say("bench: " + overridden->label(), true);
@@ -749,8 +754,8 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const std::string override_label = overridden->label();
   overridden.reset();
   session.reset();
-  model.reset();  // the probe's reader takes the decode's memory
-  const std::string drive_part = decode_floor(r, t.bytes_per_token, t.compute_s, t.mean_s, res);
+  model.reset();
+  const std::string drive_part = decode_floor(drive_bps, r, t.bytes_per_token, t.compute_s, t.mean_s, res);
   res.summary.push_back(fmt::format(
       "{}: {:.3f} tokens/s mean over {} tokens ({:.4f} s/token); per token median {:.4f} s, p90 {:.4f}, max {:.4f}; "
       "stall {:.0f}%, verification {:.0f}%; read {}/token (experts {}, spine {}; needed {}), hit rate {:.1f}%, prefetch recall {:.1f}%; "

@@ -43,7 +43,7 @@ struct BenchRequest {
   std::string draft_model;
   bool draft_retokenize = false;
   int64_t batch = 0;  // >= 1: batched decode of this many sequences, one forward pass per step
-  // Decode: after the decode, the drive's rate on the same files is probed for
+  // Decode: before the decode, the drive's rate on the same files is probed for
   // this long (the floor's I/O rate); 0: no probe.
   double probe_seconds = 3;
   // Decode: a Chrome / Perfetto trace of the decode steps (reads issued and

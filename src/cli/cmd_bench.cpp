@@ -78,7 +78,7 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--tokens", r.tokens, "Decode steps to time")->capture_default_str();
   cmd->add_option("--prompt-tokens", r.prompt_tokens, "Random prompt length (prefilled first)")->capture_default_str();
   cmd->add_option("--probe-seconds", r.probe_seconds,
-                  "After the decode, read random experts of the same files for this long (no compute, no "
+                  "Before the decode, read random experts of the same files for this long (no compute, no "
                   "verification) to measure the drive's rate: the floor and the stalled reads' share of it (0: no "
                   "probe)")
       ->check(CLI::NonNegativeNumber)

@@ -568,6 +568,7 @@ void StreamingExperts::drain(bool block, int32_t wait_on) {
     const uint64_t need = std::min<uint64_t>(rd.length, file_size > rd.offset ? file_size - rd.offset : 0);
     if (c.result < 0) slot.error = c.result;
     else if (uint64_t(c.result) < need && slot.error == 0) slot.error = -ENODATA;
+    if (c.result > 0) landed_bytes_ += uint64_t(c.result);
     slot.read_state[r] = Slot::kDone;
     if (--slot.pending == 0) finish_slot(s);
     else if (!slot.cancelled) hash_landed(s);
@@ -699,6 +700,14 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
   const auto t0 = std::chrono::steady_clock::now();
   const double verify0 = stats_.verify_seconds;
   bool waited = false;
+  uint64_t landed0 = 0;
+  // Before the first blocking wait: reap what has already landed, so that only the bytes that land
+  // while acquire() waits count as the drive's delivery during the stall.
+  const auto start_waiting = [&] {
+    drain(false);
+    landed0 = landed_bytes_;
+    waited = true;
+  };
   if (s < 0) fetch_missing(layer, &e, 1);
   if (s >= 0) {  // a guess (maybe dropped) that nobody requested: it is needed now
     uncancel(s);
@@ -709,20 +718,22 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
     flush_all();
     if (s < 0) {
       if (in_flight() == 0) fail("expert cache: every slot is pinned; cannot load {}", describe(layer, e));
-      drain(true);
-      waited = true;
+      if (waited) drain(true);
+      else start_waiting();
     }
   }
   while (slots_[size_t(s)].state == SlotState::Loading) {
-    drain(true, pending_drive(s));
-    waited = true;
+    if (waited) drain(true, pending_drive(s));
+    else start_waiting();
   }
   if (waited && trace::enabled())
     trace::span(fmt::format("wait L{} E{}", layer, e), "wait", t0, std::chrono::steady_clock::now());
   // Checksums computed while waiting are verification time, not the drive's.
-  if (waited)
+  if (waited) {
     stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
                             (stats_.verify_seconds - verify0);
+    stats_.bytes_landed_while_stalled += landed_bytes_ - landed0;
+  }
   Slot& slot = slots_[size_t(s)];
   if (slot.error) {
     const int64_t err = slot.error;

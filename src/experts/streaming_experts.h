@@ -222,6 +222,7 @@ class StreamingExperts : public ExpertSource {
   std::vector<int32_t> drive_of_file_;  // checkpoint file -> index into drives_
   void note_busy(Drive& d);
   uint64_t slot_bytes_ = 0;
+  uint64_t landed_bytes_ = 0;  // bytes of every read reaped so far (acquire's waits count what lands during them)
   std::thread prefaulter_;
   std::atomic<bool> stop_prefault_{false}, prefault_done_{false};
   std::atomic<uint64_t> prefault_ns_{0};

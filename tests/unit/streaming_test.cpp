@@ -302,6 +302,41 @@ TEST(Streaming, RequestCountsEveryExpertWhenTheCacheIsFull) {
   EXPECT_EQ(m->expert_stats().requests, experts.size());
 }
 
+// The bytes that land while acquire() waits are counted (bench's read rate while stalled): an
+// expert loaded at acquire, its completions handed back a reap late (the reorder fault), is
+// waited for, and what landed during that wait is part of what was read; cached experts add
+// nothing.
+TEST(Streaming, WaitsCountTheBytesThatLandDuringThem) {
+  const std::string dir = test::fixture("golden/deepseek_v3_tiny");
+  setenv("SLUICE_READ_FAULTS", "reorder,seed=3", 1);
+  struct Unset {
+    ~Unset() { unsetenv("SLUICE_READ_FAULTS"); }
+  } unset;
+  LoadOptions o;
+  o.stream_experts = true;
+  o.streaming.cache_bytes = 64u << 20;
+  auto m = load_model(dir, o);
+  ExpertSource& src = m->expert_source();
+  int32_t layer = -1;
+  for (int32_t l = 0; l < m->experts().layers() && layer < 0; ++l)
+    if (m->experts().experts(l) >= 4) layer = l;
+  ASSERT_GE(layer, 0);
+  for (int32_t e = 0; e < 4; ++e) {  // not requested first: each read starts at acquire and is waited for
+    src.acquire(layer, e);
+    src.release(layer, e);
+  }
+  const ExpertStats st = src.stats();
+  EXPECT_GT(st.stall_seconds, 0.0);
+  EXPECT_GT(st.bytes_landed_while_stalled, 0u);
+  EXPECT_LE(st.bytes_landed_while_stalled, st.bytes_read);
+  for (int32_t e = 0; e < 4; ++e) {  // cached now: no wait, nothing lands
+    src.acquire(layer, e);
+    src.release(layer, e);
+  }
+  EXPECT_EQ(src.stats().bytes_landed_while_stalled, st.bytes_landed_while_stalled);
+  EXPECT_EQ(src.stats().bytes_read, st.bytes_read);
+}
+
 }  // namespace
 }  // namespace sluice::streaming_test
 
