@@ -324,6 +324,7 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
   slot.cancelled = false;
   slot.unsubmitted = 0;
   slot.read_state.assign(p.reads.size(), Slot::kNotSubmitted);
+  slot.submitted_at.resize(p.reads.size());
   slot.verify = layer < int32_t(opts_.checksums.size()) && e < int32_t(opts_.checksums[size_t(layer)].size());
   if (slot.verify) slot.want = opts_.checksums[size_t(layer)][size_t(e)];
   else if (opts_.fetcher) slot.verify = opts_.fetcher->checksum(layer, e, &slot.want);
@@ -382,6 +383,7 @@ void StreamingExperts::submit_read(int64_t s, size_t r) {
   uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
   drive.queue->submit({fds_[size_t(rd.file)], rd.offset, uint32_t(rd.length), base + rd.slot_offset, (uint64_t(s) << 24) | r});
   slot.read_state[r] = Slot::kInFlight;
+  slot.submitted_at[r] = std::chrono::steady_clock::now();
   ++slot.pending_on[size_t(d)];
   drive.stats.bytes_read += rd.length;
   ++drive.stats.reads;
@@ -557,6 +559,7 @@ void StreamingExperts::drain(bool block, int32_t wait_on) {
     if (wait_on >= 0) drives_[size_t(wait_on)].queue->reap(done, true);
   }
   for (auto& d : drives_) note_busy(d);
+  const auto reaped_at = std::chrono::steady_clock::now();
   for (const auto& c : done) {
     const int64_t s = int64_t(c.tag >> 24);
     const size_t r = size_t(c.tag & 0xffffff);
@@ -568,7 +571,12 @@ void StreamingExperts::drain(bool block, int32_t wait_on) {
     const uint64_t need = std::min<uint64_t>(rd.length, file_size > rd.offset ? file_size - rd.offset : 0);
     if (c.result < 0) slot.error = c.result;
     else if (uint64_t(c.result) < need && slot.error == 0) slot.error = -ENODATA;
-    if (c.result > 0) landed_bytes_ += uint64_t(c.result);
+    if (waiting_ && c.result > 0) {
+      const auto since = std::max(slot.submitted_at[r], wait_since_);
+      const double flight = std::chrono::duration<double>(reaped_at - slot.submitted_at[r]).count();
+      const double in_wait = std::chrono::duration<double>(reaped_at - since).count();
+      landed_in_wait_ += double(c.result) * (flight > 0 ? std::clamp(in_wait / flight, 0.0, 1.0) : 1.0);
+    }
     slot.read_state[r] = Slot::kDone;
     if (--slot.pending == 0) finish_slot(s);
     else if (!slot.cancelled) hash_landed(s);
@@ -699,13 +707,15 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
   int64_t s = find(key);
   const auto t0 = std::chrono::steady_clock::now();
   const double verify0 = stats_.verify_seconds;
+  waiting_ = false;
   bool waited = false;
-  uint64_t landed0 = 0;
-  // Before the first blocking wait: reap what has already landed, so that only the bytes that land
-  // while acquire() waits count as the drive's delivery during the stall.
+  // Before the first blocking wait: reap what has already landed, so that only what the drive
+  // delivers while acquire() waits counts as its delivery during the stall.
   const auto start_waiting = [&] {
     drain(false);
-    landed0 = landed_bytes_;
+    waiting_ = true;
+    wait_since_ = std::chrono::steady_clock::now();
+    landed_in_wait_ = 0;
     waited = true;
   };
   if (s < 0) fetch_missing(layer, &e, 1);
@@ -732,7 +742,8 @@ const ExpertWeights& StreamingExperts::acquire(int32_t layer, int32_t e) {
   if (waited) {
     stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
                             (stats_.verify_seconds - verify0);
-    stats_.bytes_landed_while_stalled += landed_bytes_ - landed0;
+    stats_.bytes_landed_while_stalled += uint64_t(landed_in_wait_);
+    waiting_ = false;
   }
   Slot& slot = slots_[size_t(s)];
   if (slot.error) {

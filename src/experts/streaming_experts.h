@@ -172,6 +172,7 @@ class StreamingExperts : public ExpertSource {
     bool cancelled = false;           // a guess not chosen: freed when its reads in flight end
     enum : uint8_t { kNotSubmitted = 0, kInFlight = 1, kDone = 2 };
     std::vector<uint8_t> read_state;  // per read of the plan
+    std::vector<std::chrono::steady_clock::time_point> submitted_at;  // per read: when it went to the drive
     // Verification while the reads land: the payload is hashed in order up to
     // the end of the longest run of finished reads from the slot's start, so
     // when the last read finishes only its own bytes are left to hash.
@@ -222,7 +223,11 @@ class StreamingExperts : public ExpertSource {
   std::vector<int32_t> drive_of_file_;  // checkpoint file -> index into drives_
   void note_busy(Drive& d);
   uint64_t slot_bytes_ = 0;
-  uint64_t landed_bytes_ = 0;  // bytes of every read reaped so far (acquire's waits count what lands during them)
+  // While acquire() waits: since when, and the bytes the drive delivered in that time (each read
+  // that lands counts the share of its bytes that its time in flight overlapped the wait).
+  bool waiting_ = false;
+  std::chrono::steady_clock::time_point wait_since_;
+  double landed_in_wait_ = 0;
   std::thread prefaulter_;
   std::atomic<bool> stop_prefault_{false}, prefault_done_{false};
   std::atomic<uint64_t> prefault_ns_{0};

@@ -302,10 +302,10 @@ TEST(Streaming, RequestCountsEveryExpertWhenTheCacheIsFull) {
   EXPECT_EQ(m->expert_stats().requests, experts.size());
 }
 
-// The bytes that land while acquire() waits are counted (bench's read rate while stalled): an
+// What the drive delivers while acquire() waits is counted (bench's read rate while stalled): an
 // expert loaded at acquire, its completions handed back a reap late (the reorder fault), is
-// waited for, and what landed during that wait is part of what was read; cached experts add
-// nothing.
+// waited for; the share of its reads' time in flight that overlapped the wait counts, never more
+// than was read; cached experts add nothing.
 TEST(Streaming, WaitsCountTheBytesThatLandDuringThem) {
   const std::string dir = test::fixture("golden/deepseek_v3_tiny");
   setenv("SLUICE_READ_FAULTS", "reorder,seed=3", 1);
