@@ -596,7 +596,7 @@ std::string decode_gpu_line(const BenchRequest& r, const std::string& device, co
 // What a user waiting for the tokens gets: the decode's wall time over the tokens
 // (the mean), then the bytes and the compute behind it.
 struct DecodeTotals {
-  double n = 0, mean_s = 0, bytes_per_token = 0, compute_s = 0, hit_rate = 0, recall = 0;
+  double n = 0, mean_s = 0, bytes_per_token = 0, compute_s = 0, hit_rate = 0, ready_rate = 0, recall = 0;
 };
 DecodeTotals decode_totals(const BenchRequest& r, const DecodeSteps& d, const ExpertStats& st) {
   DecodeTotals t;
@@ -607,6 +607,7 @@ DecodeTotals decode_totals(const BenchRequest& r, const DecodeSteps& d, const Ex
   t.bytes_per_token = mean(all_bytes);
   t.compute_s = (d.decode_total - d.stall_total) / t.n;
   t.hit_rate = st.hits + st.misses ? double(st.hits) / double(st.hits + st.misses) : 0;
+  t.ready_rate = st.hits + st.misses ? double(st.ready_hits) / double(st.hits + st.misses) : 0;
   t.recall = st.requests ? double(st.prefetch_used) / double(st.requests) : 0;
   return t;
 }
@@ -687,6 +688,7 @@ nlohmann::json decode_json(const DecodeRun& run) {
       {"prefill_verify_seconds", pm.verify},
       {"compute_seconds_per_token", t.compute_s},
       {"cache_hit_rate", t.hit_rate},
+      {"cache_ready_rate", t.ready_rate},
       {"device", plan.device.name()},
       {"prefill_tokens_per_second", pm.seconds > 0 ? double(run.prompt_tokens) / pm.seconds : 0},
       {"device_bytes_copied_per_token", mean(d.dbytes)},
@@ -758,14 +760,15 @@ BenchResult decode(const BenchRequest& r, Ticker& tick) {
   const std::string drive_part = decode_floor(drive_bps, r, t.bytes_per_token, t.compute_s, t.mean_s, res);
   res.summary.push_back(fmt::format(
       "{}: {:.3f} tokens/s mean over {} tokens ({:.4f} s/token); per token median {:.4f} s, p90 {:.4f}, max {:.4f}; "
-      "stall {:.0f}%, verification {:.0f}%; read {}/token (experts {}, spine {}; needed {}), hit rate {:.1f}%, prefetch recall {:.1f}%; "
+      "stall {:.0f}%, verification {:.0f}%; read {}/token (experts {}, spine {}; needed {}), hit rate {:.1f}% ({:.1f}% read "
+      "already, the rest being read), prefetch recall {:.1f}%; "
       "reads while stalled {}; prefill {:.2f} s for {} tokens in {} span(s) (experts read {}, distinct routed {}, "
       "expert cache lent {}); spine layers streamed {}; peak RSS {} (budget {})",
       r.model, res.json["tokens_per_second"].get<double>(), r.tokens, t.mean_s, median(d.secs), quantile(d.secs, 0.9),
       quantile(d.secs, 1.0), 100 * res.json["io_stall_fraction"].get<double>(),
       100 * res.json["verify_fraction"].get<double>(), human_bytes(t.bytes_per_token),
       human_bytes(mean(d.ebytes)), human_bytes(mean(d.sbytes)), human_bytes(mean(d.need)), 100 * t.hit_rate,
-      100 * t.recall, drive_part, pm.seconds, prompt.size(), pm.spans["count"].get<int64_t>(),
+      100 * t.ready_rate, 100 * t.recall, drive_part, pm.seconds, prompt.size(), pm.spans["count"].get<int64_t>(),
       human_bytes(double(pm.read)), human_bytes(double(pm.distinct)),
       human_bytes(pm.spans["cache_lent_bytes"].get<double>()), streamed_layers, human_bytes(double(process_peak_rss())),
       human_bytes(double(plan.budget))));

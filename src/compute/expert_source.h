@@ -29,6 +29,7 @@ struct ExpertWeights {
 // Counters every source keeps (bytes are what was read from storage).
 struct ExpertStats {
   uint64_t requests = 0, hits = 0, misses = 0;  // acquire() calls; found resident or not at request time
+  uint64_t ready_hits = 0;  // of the hits, those already read (the rest was still being read: a guess in flight)
   uint64_t bytes_read = 0;                      // from storage, including alignment padding
   uint64_t bytes_needed = 0;                    // size of every acquired expert, cached or not
   double stall_seconds = 0;                     // time acquire() spent waiting for reads (not verifying them)

@@ -620,6 +620,7 @@ void StreamingExperts::request(int32_t layer, const int32_t* experts, int64_t n)
     const int64_t s = find(key_of(layer, experts[i]));
     if (s >= 0) {
       ++stats_.hits;
+      if (slots_[size_t(s)].state == SlotState::Ready) ++stats_.ready_hits;
       uncancel(s);  // guessed for an earlier token, dropped, chosen now
       promote(s);   // a chosen guess: the rest of its reads go out with the misses
       continue;

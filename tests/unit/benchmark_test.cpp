@@ -45,6 +45,8 @@ TEST(Benchmark, DecodeMeasuresEveryToken) {
   EXPECT_GT(j["seconds_per_token"].get<double>(), 0.0);
   EXPECT_GE(j["cache_hit_rate"].get<double>(), 0.0);
   EXPECT_LE(j["cache_hit_rate"].get<double>(), 1.0);
+  EXPECT_GE(j["cache_ready_rate"].get<double>(), 0.0);
+  EXPECT_LE(j["cache_ready_rate"].get<double>(), j["cache_hit_rate"].get<double>());
   double needed = 0;
   for (const auto& t : j["per_token"]) needed += t["expert_bytes_needed"].get<double>();
   EXPECT_GT(needed, 0.0);

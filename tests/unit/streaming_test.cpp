@@ -302,6 +302,32 @@ TEST(Streaming, RequestCountsEveryExpertWhenTheCacheIsFull) {
   EXPECT_EQ(m->expert_stats().requests, experts.size());
 }
 
+// A hit says whether the expert had been read already or was still being read: experts read and
+// released are ready hits when asked for again.
+TEST(Streaming, HitsSayWhetherTheExpertWasReadAlready) {
+  const std::string dir = test::fixture("golden/deepseek_v3_tiny");
+  LoadOptions o;
+  o.stream_experts = true;
+  o.streaming.cache_bytes = 64u << 20;
+  auto m = load_model(dir, o);
+  ExpertSource& src = m->expert_source();
+  int32_t layer = -1;
+  for (int32_t l = 0; l < m->experts().layers() && layer < 0; ++l)
+    if (m->experts().experts(l) >= 4) layer = l;
+  ASSERT_GE(layer, 0);
+  const std::vector<int32_t> experts = {0, 1, 2, 3};
+  src.request(layer, experts.data(), int64_t(experts.size()));
+  EXPECT_EQ(src.stats().misses, experts.size());
+  EXPECT_EQ(src.stats().ready_hits, 0u);
+  for (int32_t e : experts) {
+    src.acquire(layer, e);
+    src.release(layer, e);
+  }
+  src.request(layer, experts.data(), int64_t(experts.size()));
+  EXPECT_EQ(src.stats().hits, experts.size());
+  EXPECT_EQ(src.stats().ready_hits, experts.size());
+}
+
 // What the drive delivers while acquire() waits is counted (bench's read rate while stalled): an
 // expert loaded at acquire, its completions handed back a reap late (the reorder fault), is
 // waited for; the share of its reads' time in flight that overlapped the wait counts, never more
