@@ -554,8 +554,8 @@ nlohmann::json prefetch_guesses(const std::vector<LayerPrefetchStats>& g0, const
   return guesses;
 }
 
-// The floor of a decode: the bytes it read per token at the drive's rate (probed now, on
-// the model's files, for r.probe_seconds), plus the compute that did not wait; into res.json,
+// The floor of a decode: the bytes it read per token at the drive's rate (`drive_bps`, probed
+// before the decode on the model's files; 0: not probed), plus the compute that did not wait; into res.json,
 // and the summary's reads-while-stalled part.
 std::string decode_floor(double drive_bps, const BenchRequest& r, double bytes_per_token, double compute_s,
                          double mean_s, BenchResult& res) {

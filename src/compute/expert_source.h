@@ -33,7 +33,8 @@ struct ExpertStats {
   uint64_t bytes_read = 0;                      // from storage, including alignment padding
   uint64_t bytes_needed = 0;                    // size of every acquired expert, cached or not
   double stall_seconds = 0;                     // time acquire() spent waiting for reads (not verifying them)
-  uint64_t bytes_landed_while_stalled = 0;      // bytes of the reads that completed during those waits
+  uint64_t bytes_landed_while_stalled = 0;      // what the drive delivered during those waits (each read landing in
+                                                // one counts the share of its time in flight inside the wait)
   double verify_seconds = 0;                    // time spent checking loaded experts' checksums
   uint64_t verified = 0;                        // experts whose checksum was checked
   uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0, prefetch_bytes = 0;

@@ -559,7 +559,8 @@ void StreamingExperts::drain(bool block, int32_t wait_on) {
     if (wait_on >= 0) drives_[size_t(wait_on)].queue->reap(done, true);
   }
   for (auto& d : drives_) note_busy(d);
-  const auto reaped_at = std::chrono::steady_clock::now();
+  // Only acquire()'s waits use the time the reads were reaped.
+  const auto reaped_at = waiting_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (const auto& c : done) {
     const int64_t s = int64_t(c.tag >> 24);
     const size_t r = size_t(c.tag & 0xffffff);

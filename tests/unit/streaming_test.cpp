@@ -302,67 +302,6 @@ TEST(Streaming, RequestCountsEveryExpertWhenTheCacheIsFull) {
   EXPECT_EQ(m->expert_stats().requests, experts.size());
 }
 
-// A hit says whether the expert had been read already or was still being read: experts read and
-// released are ready hits when asked for again.
-TEST(Streaming, HitsSayWhetherTheExpertWasReadAlready) {
-  const std::string dir = test::fixture("golden/deepseek_v3_tiny");
-  LoadOptions o;
-  o.stream_experts = true;
-  o.streaming.cache_bytes = 64u << 20;
-  auto m = load_model(dir, o);
-  ExpertSource& src = m->expert_source();
-  int32_t layer = -1;
-  for (int32_t l = 0; l < m->experts().layers() && layer < 0; ++l)
-    if (m->experts().experts(l) >= 4) layer = l;
-  ASSERT_GE(layer, 0);
-  const std::vector<int32_t> experts = {0, 1, 2, 3};
-  src.request(layer, experts.data(), int64_t(experts.size()));
-  EXPECT_EQ(src.stats().misses, experts.size());
-  EXPECT_EQ(src.stats().ready_hits, 0u);
-  for (int32_t e : experts) {
-    src.acquire(layer, e);
-    src.release(layer, e);
-  }
-  src.request(layer, experts.data(), int64_t(experts.size()));
-  EXPECT_EQ(src.stats().hits, experts.size());
-  EXPECT_EQ(src.stats().ready_hits, experts.size());
-}
-
-// What the drive delivers while acquire() waits is counted (bench's read rate while stalled): an
-// expert loaded at acquire, its completions handed back a reap late (the reorder fault), is
-// waited for; the share of its reads' time in flight that overlapped the wait counts, never more
-// than was read; cached experts add nothing.
-TEST(Streaming, WaitsCountTheBytesThatLandDuringThem) {
-  const std::string dir = test::fixture("golden/deepseek_v3_tiny");
-  setenv("SLUICE_READ_FAULTS", "reorder,seed=3", 1);
-  struct Unset {
-    ~Unset() { unsetenv("SLUICE_READ_FAULTS"); }
-  } unset;
-  LoadOptions o;
-  o.stream_experts = true;
-  o.streaming.cache_bytes = 64u << 20;
-  auto m = load_model(dir, o);
-  ExpertSource& src = m->expert_source();
-  int32_t layer = -1;
-  for (int32_t l = 0; l < m->experts().layers() && layer < 0; ++l)
-    if (m->experts().experts(l) >= 4) layer = l;
-  ASSERT_GE(layer, 0);
-  for (int32_t e = 0; e < 4; ++e) {  // not requested first: each read starts at acquire and is waited for
-    src.acquire(layer, e);
-    src.release(layer, e);
-  }
-  const ExpertStats st = src.stats();
-  EXPECT_GT(st.stall_seconds, 0.0);
-  EXPECT_GT(st.bytes_landed_while_stalled, 0u);
-  EXPECT_LE(st.bytes_landed_while_stalled, st.bytes_read);
-  for (int32_t e = 0; e < 4; ++e) {  // cached now: no wait, nothing lands
-    src.acquire(layer, e);
-    src.release(layer, e);
-  }
-  EXPECT_EQ(src.stats().bytes_landed_while_stalled, st.bytes_landed_while_stalled);
-  EXPECT_EQ(src.stats().bytes_read, st.bytes_read);
-}
-
 }  // namespace
 }  // namespace sluice::streaming_test
 
@@ -616,6 +555,63 @@ TEST(Streaming, WrongGuessesOfALayerStopBeingRead) {
       EXPECT_GT(g.issued, 20u);  // all read but those that found the small cache busy
     }
   }
+}
+
+// The tiny DeepSeek-V3 golden model with its experts streamed into a cache that holds them all.
+std::unique_ptr<Engine> streamed_tiny() {
+  LoadOptions o;
+  o.stream_experts = true;
+  o.streaming.cache_bytes = 64u << 20;
+  return load_model(test::fixture("golden/deepseek_v3_tiny"), o);
+}
+
+// A hit says whether the expert had been read already or was still being read: experts read and
+// released are ready hits when asked for again.
+TEST(Streaming, HitsSayWhetherTheExpertWasReadAlready) {
+  auto m = streamed_tiny();
+  ExpertSource& src = m->expert_source();
+  const int32_t layer = first_moe_layer(*m, 4);
+  ASSERT_GE(layer, 0);
+  const std::vector<int32_t> experts = {0, 1, 2, 3};
+  src.request(layer, experts.data(), int64_t(experts.size()));
+  EXPECT_EQ(src.stats().misses, experts.size());
+  EXPECT_EQ(src.stats().ready_hits, 0u);
+  for (int32_t e : experts) {
+    src.acquire(layer, e);
+    src.release(layer, e);
+  }
+  src.request(layer, experts.data(), int64_t(experts.size()));
+  EXPECT_EQ(src.stats().hits, experts.size());
+  EXPECT_EQ(src.stats().ready_hits, experts.size());
+}
+
+// What the drive delivers while acquire() waits is counted (bench's read rate while stalled): an
+// expert loaded at acquire, its completions handed back a reap late (the reorder fault), is
+// waited for; the share of its reads' time in flight that overlapped the wait counts, never more
+// than was read; cached experts add nothing.
+TEST(Streaming, WaitsCountTheBytesThatLandDuringThem) {
+  setenv("SLUICE_READ_FAULTS", "reorder,seed=3", 1);
+  struct Unset {
+    ~Unset() { unsetenv("SLUICE_READ_FAULTS"); }
+  } unset;
+  auto m = streamed_tiny();
+  ExpertSource& src = m->expert_source();
+  const int32_t layer = first_moe_layer(*m, 4);
+  ASSERT_GE(layer, 0);
+  for (int32_t e = 0; e < 4; ++e) {  // not requested first: each read starts at acquire and is waited for
+    src.acquire(layer, e);
+    src.release(layer, e);
+  }
+  const ExpertStats st = src.stats();
+  EXPECT_GT(st.stall_seconds, 0.0);
+  EXPECT_GT(st.bytes_landed_while_stalled, 0u);
+  EXPECT_LE(st.bytes_landed_while_stalled, st.bytes_read);
+  for (int32_t e = 0; e < 4; ++e) {  // cached now: no wait, nothing lands
+    src.acquire(layer, e);
+    src.release(layer, e);
+  }
+  EXPECT_EQ(src.stats().bytes_landed_while_stalled, st.bytes_landed_while_stalled);
+  EXPECT_EQ(src.stats().bytes_read, st.bytes_read);
 }
 
 }  // namespace
