@@ -230,9 +230,9 @@ struct BufferSrc {
 // comment), then w*x goes into the accumulator of every (row, token). The rows
 // are interleaved part by part, so one activation load serves all R rows and
 // their R chains of dependent FMAs overlap.
-template <class Fmt, int R, int T, int k>
+template <class Fmt, int R, int T, int A, int k>
 HWY_INLINE void step_parts(const Fmt& dec, const typename Fmt::Raw* raw, const float* const* xo,
-                           const typename Fmt::Sc* sc, VF (&acc)[R][T]) {
+                           const typename Fmt::Sc* sc, VF (&acc)[R][T][A]) {
   constexpr int64_t Vp = Fmt::V / Fmt::kParts;
   VF w[R][Vp];
   for (int i = 0; i < R; ++i) dec.template part_scaled<k>(raw[i], sc[i], w[i]);
@@ -240,22 +240,51 @@ HWY_INLINE void step_parts(const Fmt& dec, const typename Fmt::Raw* raw, const f
     const int64_t v = k * Vp + j;
     for (int t = 0; t < T; ++t) {
       const VF xv = hn::LoadU(DF(), xo[t] + v * kN);
-      for (int i = 0; i < R; ++i) acc[i][t] = hn::MulAdd(w[i][j], xv, acc[i][t]);
+      for (int i = 0; i < R; ++i) acc[i][t][v % A] = hn::MulAdd(w[i][j], xv, acc[i][t][v % A]);
     }
   }
-  if constexpr (k + 1 < Fmt::kParts) step_parts<Fmt, R, T, k + 1>(dec, raw, xo, sc, acc);
+  if constexpr (k + 1 < Fmt::kParts) step_parts<Fmt, R, T, A, k + 1>(dec, raw, xo, sc, acc);
 }
 
-// Steps [s0, s1) of R rows x T tokens into accumulators acc[i * T + t]
+// Whether a codec's steps are decoded row by row in a register tile (its
+// kRowByRow; default: part by part over the tile's rows).
+template <class Fmt>
+constexpr bool row_by_row() {
+  if constexpr (requires { Fmt::kRowByRow; }) return Fmt::kRowByRow;
+  return false;
+}
+
+// Accumulators per output (its kAccs; default 1): decoded vector v of a row
+// (counted from the row's first) goes to accumulator v % accs(), which halves
+// each FMA chain where a step's decode leaves the FMA latency exposed. V and
+// the vectors of a panel block are multiples of it.
+template <class Fmt>
+constexpr int accs() {
+  if constexpr (requires { Fmt::kAccs; }) return Fmt::kAccs;
+  return 1;
+}
+
+// The output's accumulators added in order: ((a0 + a1) + a2) ...
+template <int A>
+HWY_INLINE VF combine(const VF* a) {
+  VF sum = a[0];
+  for (int k = 1; k < A; ++k) sum = hn::Add(sum, a[k]);
+  return sum;
+}
+
+// Steps [s0, s1) of R rows x T tokens into accumulators acc[(i * T + t) * A + a]
 // (registers for the call). These loops are the canonical order described at
 // the top of the file.
 template <class Fmt, int R, int T, class Src>
 HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64_t s1, int64_t F,
                           const float* const* x, VF* accm) {
   const DF df;
-  VF acc[R][T];
+  constexpr int A = accs<Fmt>();
+  static_assert(A == 1 || (Fmt::kScaled && Fmt::V % A == 0));
+  VF acc[R][T][A];
   for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
+    for (int t = 0; t < T; ++t)
+      for (int a = 0; a < A; ++a) acc[i][t][a] = accm[(i * T + t) * A + a];
   int64_t k = 0, unit = s0 / F;
   for (int64_t s = s0; s < s1; ++s) {
     src.prefetch(s);
@@ -264,26 +293,39 @@ HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64
       for (int i = 0; i < R; ++i) src.get(i, s, &w[i]);
       for (int t = 0; t < T; ++t) {
         const VF xv = hn::LoadU(df, x[t] + s * Fmt::S);
-        for (int i = 0; i < R; ++i) acc[i][t] = hn::MulAdd(w[i], xv, acc[i][t]);
+        for (int i = 0; i < R; ++i) acc[i][t][0] = hn::MulAdd(w[i], xv, acc[i][t][0]);
       }
     } else {
-      typename Fmt::Raw raw[R];
-      for (int i = 0; i < R; ++i) raw[i] = src.dec.load(src.rows[i], s);
       const float* xo[T];
       for (int t = 0; t < T; ++t) xo[t] = x[t] + s * Fmt::S;
-      // Scale blocks of F steps (F = 1 for the nibble formats, whose scales are
-      // per lane); k counts the steps into the block (no division per step).
-      typename Fmt::Sc sc[R];
-      for (int i = 0; i < R; ++i) sc[i] = src.dec.scale_of(rs[i], s, unit);
+      if constexpr (row_by_row<Fmt>()) {
+        // One row's whole step at a time (its scale vectors in registers for
+        // that row only); every output's sequence is the same.
+        for (int i = 0; i < R; ++i) {
+          VF w[Fmt::V];
+          step_scaled_parts(src.dec, src.dec.load(src.rows[i], s), src.dec.scale_of(rs[i], s, unit), w);
+          for (int64_t v = 0; v < Fmt::V; ++v)
+            for (int t = 0; t < T; ++t)
+              acc[i][t][v % A] = hn::MulAdd(w[v], hn::LoadU(df, xo[t] + v * kN), acc[i][t][v % A]);
+        }
+      } else {
+        typename Fmt::Raw raw[R];
+        for (int i = 0; i < R; ++i) raw[i] = src.dec.load(src.rows[i], s);
+        // Scale blocks of F steps (F = 1 for the nibble formats, whose scales are
+        // per lane); k counts the steps into the block (no division per step).
+        typename Fmt::Sc sc[R];
+        for (int i = 0; i < R; ++i) sc[i] = src.dec.scale_of(rs[i], s, unit);
+        step_parts<Fmt, R, T, A, 0>(src.dec, raw, xo, sc, acc);
+      }
       if (++k == F) {
         k = 0;
         ++unit;
       }
-      step_parts<Fmt, R, T, 0>(src.dec, raw, xo, sc, acc);
     }
   }
   for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) accm[i * T + t] = acc[i][t];
+    for (int t = 0; t < T; ++t)
+      for (int a = 0; a < A; ++a) accm[(i * T + t) * A + a] = acc[i][t][a];
 }
 
 // Adds the tail vectors of one row to its accumulator and writes the output.
@@ -307,12 +349,14 @@ HWY_NOINLINE void tile_direct(const Fmt& dec, const QMatrix& W, const Layout& L,
     src.next_scales = static_cast<const uint8_t*>(W.scale) + (W.row0 + r + R) * srb;
     src.scale_bytes_per_step = (R * srb + L.steps - 1) / L.steps;
   }
-  VF accm[R * T];
+  constexpr int A = accs<Fmt>();
+  VF accm[R * T * A];
   for (auto& a : accm) a = hn::Zero(DF());
   run_steps<Fmt, R, T>(src, rs, 0, L.steps, Fmt::kScaled ? Fmt::scale_steps(W) : 1, x, accm);
   const int64_t tail_len = L.padded - L.full;
   for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) Y[t * ldy + r + i] = finish(L, tails + i * tail_len, x[t], rs[i], accm[i * T + t]);
+    for (int t = 0; t < T; ++t)
+      Y[t * ldy + r + i] = finish(L, tails + i * tail_len, x[t], rs[i], combine<A>(accm + (i * T + t) * A));
 }
 
 // The per-output sequence of run_steps over a panel decoded (and scaled) into
@@ -329,22 +373,27 @@ HWY_NOINLINE void tile_buffered(const BufferSrc<Fmt>& src, int64_t s0, int64_t s
   const float* wp = src.wbuf;
   const int64_t nv = (s1 - s0) * Fmt::V;
   if (nv <= 0) return;
-  VF acc[R][T];
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) acc[i][t] = accm[i * T + t];
-  // A do-while (at least one vector): with a zero-trip path g++ keeps the
-  // accumulators in a stack copy at entry and exit of every call.
-  int64_t v = 0;
-  do {
-    VF w[R];
-    for (int i = 0; i < R; ++i) w[i] = pinned(hn::Load(df, wp + i * src.row_floats + v * kN));
-    for (int t = 0; t < T; ++t) {
-      const VF xv = pinned(hn::LoadU(df, x[t] + v * kN));
-      for (int i = 0; i < R; ++i) acc[i][t] = hn::MulAdd(w[i], xv, acc[i][t]);
-    }
-  } while (++v < nv);
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) accm[i * T + t] = acc[i][t];
+  // With A accumulators per output, one pass per accumulator over the vectors
+  // that go to it (v % A == a; the block starts at a multiple of A).
+  constexpr int A = accs<Fmt>();
+  for (int a = 0; a < A; ++a) {
+    VF acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) acc[i][t] = accm[(i * T + t) * A + a];
+    // A do-while (at least one vector): with a zero-trip path g++ keeps the
+    // accumulators in a stack copy at entry and exit of every call.
+    int64_t v = a;
+    do {
+      VF w[R];
+      for (int i = 0; i < R; ++i) w[i] = pinned(hn::Load(df, wp + i * src.row_floats + v * kN));
+      for (int t = 0; t < T; ++t) {
+        const VF xv = pinned(hn::LoadU(df, x[t] + v * kN));
+        for (int i = 0; i < R; ++i) acc[i][t] = hn::MulAdd(w[i], xv, acc[i][t]);
+      }
+    } while ((v += A) < nv);
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) accm[(i * T + t) * A + a] = acc[i][t];
+  }
 }
 
 // tile_buffered with the token count tt <= T chosen at run time.
@@ -427,9 +476,11 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
   float* wbuf = Scratch::grow(sc.wbuf, size_t(P * row_floats + 16));
   wbuf = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(wbuf) + 63) & ~uintptr_t(63));
   const int64_t ntiles = (n + TT - 1) / TT;
-  // Accumulators: row group g (R rows), token tile ti at accm + (g * ntiles + ti) * R * TT.
+  // Accumulators: row group g (R rows), token tile ti at accm + (g * ntiles + ti) * R * TT * A.
+  constexpr int A = accs<Fmt>();
+  static_assert(A == 1 || (Fmt::V % A == 0));
   const int64_t groups = P / R;
-  const int64_t nacc = groups * ntiles * R * TT;
+  const int64_t nacc = groups * ntiles * R * TT * A;
   float* accf = Scratch::grow(sc.accbuf, size_t((nacc + 1) * kN + 16));
   VF* accm = reinterpret_cast<VF*>((reinterpret_cast<uintptr_t>(accf) + 63) & ~uintptr_t(63));
   for (int64_t k = 0; k < nacc; ++k) accm[k] = hn::Zero(DF());
@@ -471,7 +522,7 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
       for (int64_t g = 0; g < groups; ++g) {
         const BufferSrc<Fmt> src{wbuf + g * R * row_floats, row_floats};
         pf.issue(pf_per_call);
-        tile_buffered_n<Fmt, R, TT>(tt, src, s0, s1, x, accm + (g * ntiles + ti) * R * TT);
+        tile_buffered_n<Fmt, R, TT>(tt, src, s0, s1, x, accm + (g * ntiles + ti) * R * TT * A);
       }
     }
   }
@@ -483,8 +534,9 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
       for (int i = 0; i < R; ++i)
         for (int t = 0; t < tt; ++t) {
           const int64_t row = g * R + i;
-          Y[(t0 + t) * ldy + r + row] = finish(L, tails + row * tail_len, XP + (t0 + t) * L.padded, rs[row],
-                                               accm[(g * ntiles + ti) * R * TT + i * tt + t]);
+          Y[(t0 + t) * ldy + r + row] =
+              finish(L, tails + row * tail_len, XP + (t0 + t) * L.padded, rs[row],
+                     combine<A>(accm + (g * ntiles + ti) * R * TT * A + (i * tt + t) * A));
         }
     }
 }
@@ -597,7 +649,7 @@ void transposed_fmt(const Fmt& dec, const QMatrix& W, const float* a, float* y) 
     const uint8_t* p = W.data + r * W.row_bytes;
     for (int64_t s = 0; s < c_simd_end / Fmt::S; ++s) {
       VF w[Fmt::V];
-      if constexpr (Fmt::kScaled) step_scaled(dec, p, s, dec.scale_of(rs, s, s / F), w);  // the definition's weights
+      if constexpr (Fmt::kScaled) step_exact(dec, p, s, dec.scale_of(rs, s, s / F), w);  // the definition's weights
       else dec.step(p, s, w);
       for (int64_t v = 0; v < Fmt::V; ++v) {
         float* yv = yp.data() + s * Fmt::S + v * kN;

@@ -40,14 +40,38 @@ inline const NibbleTables& int4_tables() {
   return t;
 }
 
-struct Int4GroupCodec : NibbleDecoder, Codec<codecs::Int4Group> {
-  Int4GroupCodec() : NibbleDecoder(int4_tables()) {}
+// AVX2 decodes int4 with integer operations and one FMA (Int4Avx2Decoder);
+// the other targets share NibbleDecoder with mxfp4.
+#if HWY_TARGET == HWY_AVX2
+using Int4Decoder = Int4Avx2Decoder;
+#else
+using Int4Decoder = NibbleDecoder;
+#endif
+
+struct Int4GroupCodec : Int4Decoder, Codec<codecs::Int4Group> {
+  Int4GroupCodec() : Int4Decoder(int4_tables()) {}
   static bool handles(const QMatrix& W) { return W.group > 0 && W.group % 32 == 0; }
-  static const int16_t* perm() { return nibble_perm(); }
+  static const int16_t* perm() {
+#if HWY_TARGET == HWY_AVX2
+    static const std::vector<int16_t> p = probe_nibble_perm<Int4Decoder>();
+    return p.data();
+#else
+    return nibble_perm();
+#endif
+  }
+  // The largest |scale| the decoder takes (larger: the row takes the definition).
+  static float max_scale() {
+#if HWY_TARGET == HWY_AVX2
+    return Int4Decoder::kMaxScale;
+#else
+    return kFltMax / 8.0f;  // |u - 8| <= 8
+#endif
+  }
   static int64_t scale_row_bytes(const QMatrix& W) { return 2 * W.scale_stride; }
   // Row r's scale per 32-column segment (room for segments + kN floats); false when a
-  // decoded weight could overflow f32 (or a scale is not finite). Vectorised for
-  // 32-column groups: per-row scale work is otherwise as costly as decoding the row.
+  // decoded weight (or an intermediate of the decoder) could overflow f32, or a
+  // scale is not finite. Vectorised for 32-column groups: per-row scale work is
+  // otherwise as costly as decoding the row.
   static void row_scales(const QMatrix& W, int64_t r, int64_t full, float* out, RowScales& rs) {
     const int64_t segments = full / 32;
     const uint16_t* s = static_cast<const uint16_t*>(W.scale) + (W.row0 + r) * W.scale_stride;
@@ -57,7 +81,7 @@ struct Int4GroupCodec : NibbleDecoder, Codec<codecs::Int4Group> {
     bool ok = true;
     if (W.group == 32) {
       const hn::Rebind<uint16_t, DF> d16;
-      const VF limit = hn::Set(df, kFltMax / 8.0f);
+      const VF limit = hn::Set(df, max_scale());
       auto bad = hn::Zero(du);
       for (; k + kN <= segments; k += kN) {
         const VF v = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, s + k))));
@@ -69,7 +93,7 @@ struct Int4GroupCodec : NibbleDecoder, Codec<codecs::Int4Group> {
     const int64_t per = W.group / 32;
     for (; k < segments; ++k) {
       const float v = bf16_to_f32(s[k / per]);
-      ok &= std::abs(v) * 8.0f <= kFltMax;
+      ok &= std::abs(v) <= max_scale();
       out[k] = v;
     }
     pad_segment_scales(out, segments);

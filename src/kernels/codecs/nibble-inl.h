@@ -109,35 +109,117 @@ struct NibbleDecoder {
 };
 #endif
 
-// The decode order of a step: both 4-bit formats share it (one decoder, two
-// tables). It is read off the decoder from probe rows whose values, those of
-// int4 (u - 8), name the column (low digit, then high digit).
+#if HWY_TARGET == HWY_AVX2
+// int4 on AVX2, without shuffles: lane j of the step's 32 bytes, read as eight
+// u32 lanes, holds the codes of columns 8j..8j+7 (nibble n = column 8j + n),
+// and vector n of the step is nibble n of every lane. A nibble u at mantissa
+// bits b..b+3 of an f32 whose exponent makes those bits units (an OR sets the
+// exponent field, an AND with a mask holding the nibble's bits and the
+// exponent clears the rest) is the exact f32 M_b + u, M_b = 2^(23-b); one FMA
+// with the segment scale s then gives the scaled weight:
+//   (M_b + u) * s + c_b, c_b = -(M_b + 8) * s,
+// whose exact value is (u - 8) * s, rounded once like the definition's
+// (u - 8) * s. c_b is exact in f32: M_b + 8 = 8 * (2^(20-b) + 1) has at most
+// 13 significant bits for b = 8, 12, s at most 8 (a bf16), and its lowest bit
+// is at least 8 times s's (>= 2^-130); rows with |s| > FLT_MAX / 2^16 take the
+// definition (kMaxScale), so c_b is finite. Nibbles 2k and 2k + 1 come from
+// the lanes shifted so that they sit at b = 8 and 12 (left by 8, none, right
+// by 8, right by 16): per step three shifts, four ORs, eight ANDs, and two
+// FMA-port operations per weight vector (this FMA and the product's). Its
+// zeros are +0 where the definition may give -0 (u = 8, or s = -0): an
+// accumulator of w*x started at +0 cannot tell them apart, and part_exact (a
+// subtract and a multiply) gives the definition's bits for the products that
+// add weights themselves.
+struct Int4Avx2Decoder {
+  static constexpr int64_t S = 8 * kN, V = 8, kStepBytes = S / 2;
+  static constexpr bool kScaled = true;
+  // Each row's step is decoded and used whole before the next row's
+  // (kernels/matmul_simd.cpp's run_steps), so a tile keeps one row's scale
+  // vectors in registers at a time.
+  static constexpr bool kRowByRow = true;
+  // Two accumulators per output (even and odd vectors of the step): a row's
+  // eight dependent FMAs per step were the longest chain of the matvec.
+  static constexpr int kAccs = 2;
+  static constexpr float kMaxScale = kFltMax / 65536.0f;
+  using Raw = hn::Vec<DU32>;
+  struct Sc {
+    VF s, c8, c12;  // the segment scale of each lane, and c_b for b = 8, 12
+  };
+  static constexpr int kParts = 4;  // part k: nibbles 2k (b = 8), 2k + 1 (b = 12)
+  static constexpr int64_t segment_of(int64_t p) { return (p % kN) / 4; }  // position p of a step
+  explicit Int4Avx2Decoder(const NibbleTables&) {}
+  HWY_INLINE Raw load(const uint8_t* row, int64_t s) const {
+    return hn::BitCast(DU32(), hn::LoadU(DU8(), row + s * (S / 2)));
+  }
+  static constexpr float magic(int b) { return float(1 << (23 - b)); }
+  HWY_INLINE Sc scale_of(const RowScales& rs, int64_t s, int64_t) const {
+    const DF df;
+    const VF v = lane_segment_scales(rs.scales + s * kBlocks);
+    return {v, hn::Mul(v, hn::Set(df, -(magic(8) + 8.0f))), hn::Mul(v, hn::Set(df, -(magic(12) + 8.0f)))};
+  }
+  // Nibbles 2k, 2k + 1 as the f32s M_8 + u and M_12 + u.
+  template <int k>
+  HWY_INLINE void biased(Raw b, VF* v) const {
+    const DU32 du;
+    Raw src = k == 0 ? hn::ShiftLeft<8>(b) : k == 1 ? b : k == 2 ? hn::ShiftRight<8>(b) : hn::ShiftRight<16>(b);
+    src = hn::Or(src, hn::Set(du, 0x7F800000u));
+    // One OR per source: g++ would otherwise fold it into both ANDs (an AND and
+    // an OR per vector).
+    asm("" : "+x"(src.raw));
+    v[0] = hn::BitCast(DF(), hn::And(src, hn::Set(du, (0xFu << 8) | (142u << 23))));
+    v[1] = hn::BitCast(DF(), hn::And(src, hn::Set(du, (0xFu << 12) | (138u << 23))));
+  }
+  template <int k>
+  HWY_INLINE void part_scaled(Raw b, const Sc& sc, VF* w) const {
+    VF v[2];
+    biased<k>(b, v);
+    w[0] = hn::MulAdd(v[0], sc.s, sc.c8);
+    w[1] = hn::MulAdd(v[1], sc.s, sc.c12);
+  }
+  // The definition's bits: (M_b + u) - (M_b + 8) = u - 8 exactly, then one multiply.
+  template <int k>
+  HWY_INLINE void part_exact(Raw b, const Sc& sc, VF* w) const {
+    const DF df;
+    VF v[2];
+    biased<k>(b, v);
+    w[0] = hn::Mul(hn::Sub(v[0], hn::Set(df, magic(8) + 8.0f)), sc.s);
+    w[1] = hn::Mul(hn::Sub(v[1], hn::Set(df, magic(12) + 8.0f)), sc.s);
+  }
+};
+#endif
+
+// The decode order of a step of a 4-bit decoder (NibbleDecoder: both formats,
+// one decoder, two tables; Int4Avx2Decoder). It is read off the decoder from
+// probe rows whose values, those of int4 (u - 8), name the column (low digit,
+// then high digit).
+template <class Dec>
+inline std::vector<int16_t> probe_nibble_perm() {
+  float probe_values[16];
+  for (int u = 0; u < 16; ++u) probe_values[u] = float(u - 8);
+  const Dec dec(nibble_tables(probe_values));
+  constexpr int64_t S = Dec::S;
+  std::vector<int16_t> p(size_t(S), 0);
+  for (int digit = 0; digit < 2; ++digit) {  // column = low digit + 16 * high digit, read back as u - 8
+    std::vector<uint8_t> row(size_t(S / 2), 0);
+    for (int64_t c = 0; c < S; ++c) row[size_t(c / 2)] |= uint8_t(((c >> (4 * digit)) & 15) << ((c & 1) * 4));
+    VF w[Dec::V];
+    const std::vector<float> unit_scales(size_t(S / 32 + kN), 1.0f);
+    RowScales rs;
+    rs.scales = unit_scales.data();
+    step_scaled(dec, row.data(), 0, dec.scale_of(rs, 0, 0), w);
+    std::vector<float> lanes(static_cast<size_t>(S));
+    for (int64_t v = 0; v < Dec::V; ++v) hn::StoreU(w[v], DF(), lanes.data() + v * kN);
+    for (int64_t q = 0; q < S; ++q) p[size_t(q)] = int16_t(p[size_t(q)] + (int(lanes[size_t(q)]) + 8) * (digit ? 16 : 1));
+  }
+  // Each position's scale is that of the segment the decoder says it lies in.
+  for (int64_t q = 0; q < S; ++q)
+    if (p[size_t(q)] / 32 != Dec::segment_of(q))
+      throw std::logic_error("nibble decode: lane outside its segment");
+  check_perm(p, "nibble");
+  return p;
+}
 inline const int16_t* nibble_perm() {
-  static const std::vector<int16_t> perm = [] {
-    float probe_values[16];
-    for (int u = 0; u < 16; ++u) probe_values[u] = float(u - 8);
-    const NibbleDecoder dec(nibble_tables(probe_values));
-    constexpr int64_t S = NibbleDecoder::S;
-    std::vector<int16_t> p(size_t(S), 0);
-    for (int digit = 0; digit < 2; ++digit) {  // column = low digit + 16 * high digit, read back as u - 8
-      std::vector<uint8_t> row(size_t(S / 2), 0);
-      for (int64_t c = 0; c < S; ++c) row[size_t(c / 2)] |= uint8_t(((c >> (4 * digit)) & 15) << ((c & 1) * 4));
-      VF w[NibbleDecoder::V];
-      const std::vector<float> unit_scales(size_t(S / 32 + kN), 1.0f);
-      RowScales rs;
-      rs.scales = unit_scales.data();
-      step_scaled(dec, row.data(), 0, dec.scale_of(rs, 0, 0), w);
-      std::vector<float> lanes(static_cast<size_t>(S));
-      for (int64_t v = 0; v < NibbleDecoder::V; ++v) hn::StoreU(w[v], DF(), lanes.data() + v * kN);
-      for (int64_t q = 0; q < S; ++q) p[size_t(q)] = int16_t(p[size_t(q)] + (int(lanes[size_t(q)]) + 8) * (digit ? 16 : 1));
-    }
-    // Each position's scale is that of the segment the decoder says it lies in.
-    for (int64_t q = 0; q < S; ++q)
-      if (p[size_t(q)] / 32 != NibbleDecoder::segment_of(q))
-        throw std::logic_error("nibble decode: lane outside its segment");
-    check_perm(p, "nibble");
-    return p;
-  }();
+  static const std::vector<int16_t> perm = probe_nibble_perm<NibbleDecoder>();
   return perm.data();
 }
 

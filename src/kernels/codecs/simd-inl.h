@@ -84,11 +84,36 @@ HWY_INLINE void step_scaled(const Fmt& dec, const uint8_t* row, int64_t s, const
   step_scaled_parts(dec, dec.load(row, s), sc, w);
 }
 
+// A scaled codec's step with the definition's bits, zero signs included, for
+// the products that add decoded weights themselves (kernels/matmul_simd.cpp's
+// transposed product): codecs whose part_scaled may give +0 where the
+// definition gives -0 (a difference no w*x accumulator can see) have
+// part_exact<k>; the others' part_scaled is exact already.
+template <class Fmt, int k = 0>
+HWY_INLINE void step_exact_parts(const Fmt& dec, const typename Fmt::Raw& raw, const typename Fmt::Sc& sc, VF* w) {
+  if constexpr (requires { dec.template part_exact<k>(raw, sc, w); })
+    dec.template part_exact<k>(raw, sc, w + k * (Fmt::V / Fmt::kParts));
+  else
+    dec.template part_scaled<k>(raw, sc, w + k * (Fmt::V / Fmt::kParts));
+  if constexpr (k + 1 < Fmt::kParts) step_exact_parts<Fmt, k + 1>(dec, raw, sc, w);
+}
+template <class Fmt>
+HWY_INLINE void step_exact(const Fmt& dec, const uint8_t* row, int64_t s, const typename Fmt::Sc& sc, VF* w) {
+  step_exact_parts(dec, dec.load(row, s), sc, w);
+}
+
 // Lane l of every vector lies in 32-column segment l / 4 of the step (one per
 // 128-bit block): the segment scales of a step, one per lane.
 HWY_INLINE VF lane_segment_scales(const float* seg) {
+#if HWY_TARGET == HWY_AVX2
+  // Two broadcast loads and a blend: no shuffle-port operation (vpermps costs
+  // about as much as a multiply beside the FMAs on Zen 3).
+  return VF{_mm256_castsi256_ps(_mm256_blend_epi32(_mm256_castps_si256(_mm256_broadcast_ss(seg)),
+                                                   _mm256_castps_si256(_mm256_broadcast_ss(seg + 1)), 0xF0))};
+#else
   alignas(64) static constexpr int32_t kIdx[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
   return hn::TableLookupLanes(hn::LoadU(DF(), seg), hn::SetTableIndices(DF(), kIdx));
+#endif
 }
 
 // bf16 patterns in both u16 halves of each 32-bit lane -> two f32 vectors: the
