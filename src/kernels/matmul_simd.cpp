@@ -12,21 +12,27 @@
 //    decode exactly into S/N f32 vectors in an order fixed per format and ISA;
 //    prepare_x permutes the activations into that order once.
 //  - formats with block scales (int4, mxfp4, fp8) decode the scaled weight, the
-//    value the scalar definition decodes, bit for bit. int4 and mxfp4: every
-//    decoded value takes the scale of its 32-column segment ((u - 8) * bf16
-//    scale and e2m1 * 2^k are exact in f32, so multiplying the value table
-//    (AVX-512) or the decoded vector (others) gives the same value); fp8: the
-//    step's 128-column block scale, carrying the 2^8 of the f16 trick
-//    (kernels/codecs/fp8_e4m3_block.h), so (e4m3 * 2^-8) * (scale * 2^8)
-//    rounds once, like the definition. The many-token product does this once
-//    per weight when it decodes a panel.
-//  - each output (row, token) has one accumulator vector, which adds w*x for
-//    every decoded vector w in turn (one FMA each); int8's row scale multiplies
-//    the final sum.
+//    value the scalar definition decodes, bit for bit (up to the sign of a
+//    zero, which no accumulator of w*x started at +0 can see). int4 and mxfp4:
+//    every decoded value takes the scale of its 32-column segment ((u - 8) *
+//    bf16 scale and e2m1 * 2^k are exact in f32, so multiplying the value
+//    table (AVX-512) or the decoded vector (NEON) gives the same value; on
+//    AVX2, int4 forms it with one FMA from an exactly biased value and mxfp4
+//    subtracts from the exponent of a bf16 pattern: kernels/codecs/
+//    nibble-inl.h); fp8: the step's 128-column block scale, carrying the 2^8
+//    of the f16 trick (kernels/codecs/fp8_e4m3_block.h), so (e4m3 * 2^-8) *
+//    (scale * 2^8) rounds once, like the definition. The many-token product
+//    does this once per weight when it decodes a panel.
+//  - each output (row, token) has A accumulator vectors (a codec's kAccs: 2
+//    for int4 and mxfp4 on AVX2, 1 otherwise); decoded vector v of the row
+//    (counted from its first) adds w*x to accumulator v % A (one FMA each),
+//    and the accumulators are added in order before the tail; int8's row
+//    scale multiplies the final sum.
 //  - columns past the last whole step are decoded by the scalar definition and
 //    added last; SumOfLanes gives the output.
-// Rows whose scales could make a decoded weight overflow (or are not finite) are
-// computed by the scalar definition instead, so inf/NaN follow the reference.
+// Rows whose scales could make a decoded weight overflow (or are not finite), or
+// that a decoder cannot take (mxfp4 on AVX2: subnormal products), are computed
+// by the scalar definition instead, so inf/NaN follow the reference.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -264,6 +270,13 @@ constexpr int accs() {
   return 1;
 }
 
+// Rows per register tile of the matvec (a codec's kMatvecRows; default 4).
+template <class Fmt>
+constexpr int matvec_rows() {
+  if constexpr (requires { Fmt::kMatvecRows; }) return Fmt::kMatvecRows;
+  return 4;
+}
+
 // The output's accumulators added in order: ((a0 + a1) + a2) ...
 template <int A>
 HWY_INLINE VF combine(const VF* a) {
@@ -272,19 +285,14 @@ HWY_INLINE VF combine(const VF* a) {
   return sum;
 }
 
-// Steps [s0, s1) of R rows x T tokens into accumulators acc[(i * T + t) * A + a]
-// (registers for the call). These loops are the canonical order described at
-// the top of the file.
-template <class Fmt, int R, int T, class Src>
+// Steps [s0, s1) of R rows x T tokens into the accumulators acc[i][t][a]
+// (registers). These loops are the canonical order described at the top of
+// the file.
+template <class Fmt, int R, int T, int A, class Src>
 HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64_t s1, int64_t F,
-                          const float* const* x, VF* accm) {
+                          const float* const* x, VF (&acc)[R][T][A]) {
   const DF df;
-  constexpr int A = accs<Fmt>();
-  static_assert(A == 1 || (Fmt::kScaled && Fmt::V % A == 0));
-  VF acc[R][T][A];
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t)
-      for (int a = 0; a < A; ++a) acc[i][t][a] = accm[(i * T + t) * A + a];
+  static_assert(A == accs<Fmt>() && (A == 1 || (Fmt::kScaled && Fmt::V % A == 0)));
   int64_t k = 0, unit = s0 / F;
   for (int64_t s = s0; s < s1; ++s) {
     src.prefetch(s);
@@ -304,9 +312,17 @@ HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64
         for (int i = 0; i < R; ++i) {
           VF w[Fmt::V];
           step_scaled_parts(src.dec, src.dec.load(src.rows[i], s), src.dec.scale_of(rs[i], s, unit), w);
-          for (int64_t v = 0; v < Fmt::V; ++v)
-            for (int t = 0; t < T; ++t)
-              acc[i][t][v % A] = hn::MulAdd(w[v], hn::LoadU(df, xo[t] + v * kN), acc[i][t][v % A]);
+          for (int t = 0; t < T; ++t) {
+            // Each row reads the activations itself (an FMA's memory operand):
+            // g++ would otherwise load them once per step and keep copies on
+            // the stack.
+            const float* xt = xo[t];
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+            asm volatile("" : "+r"(xt));
+#endif
+            for (int64_t v = 0; v < Fmt::V; ++v)
+              acc[i][t][v % A] = hn::MulAdd(w[v], hn::LoadU(df, xt + v * kN), acc[i][t][v % A]);
+          }
         }
       } else {
         typename Fmt::Raw raw[R];
@@ -323,9 +339,6 @@ HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64
       }
     }
   }
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t)
-      for (int a = 0; a < A; ++a) accm[(i * T + t) * A + a] = acc[i][t][a];
 }
 
 // Adds the tail vectors of one row to its accumulator and writes the output.
@@ -350,13 +363,14 @@ HWY_NOINLINE void tile_direct(const Fmt& dec, const QMatrix& W, const Layout& L,
     src.scale_bytes_per_step = (R * srb + L.steps - 1) / L.steps;
   }
   constexpr int A = accs<Fmt>();
-  VF accm[R * T * A];
-  for (auto& a : accm) a = hn::Zero(DF());
-  run_steps<Fmt, R, T>(src, rs, 0, L.steps, Fmt::kScaled ? Fmt::scale_steps(W) : 1, x, accm);
-  const int64_t tail_len = L.padded - L.full;
+  VF acc[R][T][A];
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t)
-      Y[t * ldy + r + i] = finish(L, tails + i * tail_len, x[t], rs[i], combine<A>(accm + (i * T + t) * A));
+      for (int a = 0; a < A; ++a) acc[i][t][a] = hn::Zero(DF());
+  run_steps<Fmt, R, T, A>(src, rs, 0, L.steps, Fmt::kScaled ? Fmt::scale_steps(W) : 1, x, acc);
+  const int64_t tail_len = L.padded - L.full;
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) Y[t * ldy + r + i] = finish(L, tails + i * tail_len, x[t], rs[i], combine<A>(acc[i][t]));
 }
 
 // The per-output sequence of run_steps over a panel decoded (and scaled) into
@@ -588,10 +602,11 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
 
   if (n <= 3) {
     // Few tokens (decode, short verification batches): decode in registers.
-    const int Rn = n == 1 ? 4 : n == 2 ? 2 : 1;
+    constexpr int MR = matvec_rows<Fmt>();
+    const int Rn = n == 1 ? MR : n == 2 ? 2 : 1;
     auto run = [&](int64_t r, int R, const RowScales* rsp) {
       if (n == 1) {
-        if (R == 4) return tile_direct<Fmt, 4, 1>(dec, W, L, rsp, tails, r, r1, x, Y, ldy);
+        if (R == MR) return tile_direct<Fmt, MR, 1>(dec, W, L, rsp, tails, r, r1, x, Y, ldy);
         return tile_direct<Fmt, 1, 1>(dec, W, L, rsp, tails, r, r1, x, Y, ldy);
       }
       if (n == 2) {

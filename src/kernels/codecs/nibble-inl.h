@@ -140,6 +140,9 @@ struct Int4Avx2Decoder {
   // Two accumulators per output (even and odd vectors of the step): a row's
   // eight dependent FMAs per step were the longest chain of the matvec.
   static constexpr int kAccs = 2;
+  // Three rows per matvec tile: six accumulators, the constants and one row's
+  // decode fit the 16 registers (four rows spilled accumulators every step).
+  static constexpr int kMatvecRows = 3;
   static constexpr float kMaxScale = kFltMax / 65536.0f;
   using Raw = hn::Vec<DU32>;
   struct Sc {
@@ -184,6 +187,64 @@ struct Int4Avx2Decoder {
     biased<k>(b, v);
     w[0] = hn::Mul(hn::Sub(v[0], hn::Set(df, magic(8) + 8.0f)), sc.s);
     w[1] = hn::Mul(hn::Sub(v[1], hn::Set(df, magic(12) + 8.0f)), sc.s);
+  }
+};
+#endif
+
+#if HWY_TARGET == HWY_AVX2
+// mxfp4 on AVX2: NibbleDecoder's lookups and zips, with the segment's 2^k
+// applied to the bf16 patterns by an integer subtract instead of a multiply
+// per f32 vector. The tables hold the values times 2^kBias (the codes of +-0:
+// 0), and p - ((kBias - k) << 7) is the pattern of value * 2^k for every
+// nonzero p while the exponent stays in range; max(p, bias) - bias keeps 0 at
+// 0 (u16 lanes: a negative pattern, >= 0x8000, is above every bias, so its
+// sign stays). Rows with a segment's e < 2 (a subnormal product) or e > 252
+// (one that may overflow: these took the definition already) take the
+// definition (Mxfp4Codec::row_scales). Two cheap integer operations per 16 patterns replace two
+// multiplies, which share the FMA ports. Its zero is +0 where the definition
+// gives -0 (code 8): part_exact (NibbleDecoder's multiply) keeps the
+// definition's bits. The column order is NibbleDecoder's (nibble_perm).
+struct Mxfp4Avx2Decoder {
+  static constexpr int64_t S = 8 * kN, V = 8, kStepBytes = S / 2;
+  static constexpr bool kScaled = true;
+  static constexpr bool kRowByRow = true;
+  static constexpr int kAccs = 2;  // as Int4Avx2Decoder
+  static constexpr int kMatvecRows = 3;
+  static constexpr int kBias = 125;  // 6 * 2^125 < FLT_MAX
+  using Raw = VU8;
+  struct Sc {
+    VF s;                 // the segment scale of each lane (part_exact)
+    hn::Vec<DU16> bias;  // (kBias - k) << 7 in the u16 lanes of each segment
+  };
+  static constexpr int kParts = 4;
+  static constexpr int64_t segment_of(int64_t p) { return NibbleDecoder::segment_of(p); }
+  static NibbleTables biased_tables(const float (&values)[16]) {
+    float v[16];
+    for (int u = 0; u < 16; ++u) v[u] = values[u] == 0.0f ? 0.0f : values[u] * 0x1p125f;
+    return nibble_tables(v);
+  }
+  NibbleDecoder exact, biased;
+  explicit Mxfp4Avx2Decoder(const float (&values)[16])
+      : exact(nibble_tables(values)), biased(biased_tables(values)) {}
+  HWY_INLINE Raw load(const uint8_t* row, int64_t s) const { return exact.load(row, s); }
+  HWY_INLINE Sc scale_of(const RowScales& rs, int64_t s, int64_t) const {
+    const VF b = lane_segment_scales(reinterpret_cast<const float*>(rs.aux) + s * kBlocks);
+    return {lane_segment_scales(rs.scales + s * kBlocks), hn::BitCast(DU16(), b)};
+  }
+  template <int k>
+  HWY_INLINE void part_scaled(Raw b, const Sc& sc, VF* w) const {
+    const DU8 d8;
+    const DU16 d16;
+    const VU8 nib = k < 2 ? hn::And(b, hn::Set(d8, 0x0F))
+                          : hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, b))), hn::Set(d8, 0x0F));
+    const VU8 t = hn::TableLookupBytes(biased.top, nib);
+    const VU8 m = hn::TableLookupBytes(biased.mid, nib);
+    const hn::Vec<DU16> p = k % 2 == 0 ? hn::ZipLower(d16, m, t) : hn::ZipUpper(d16, m, t);
+    bf16_halves_to_f32(hn::BitCast(DU32(), hn::Sub(hn::Max(p, sc.bias), sc.bias)), w);
+  }
+  template <int k>
+  HWY_INLINE void part_exact(Raw b, const Sc& sc, VF* w) const {
+    exact.part_scaled<k>(b, sc.s, w);
   }
 };
 #endif

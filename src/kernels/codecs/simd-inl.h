@@ -71,6 +71,7 @@ struct RowScales {
   bool simd_ok = true;
   float final_scale = 1.0f;  // int8 rows
   const float* scales = nullptr;  // nibble: one per 32-column segment; fp8: one per block (x 2^8)
+  const uint32_t* aux = nullptr;  // a decoder's own per-segment plan (mxfp4 on AVX2: exponent biases)
 };
 
 // A scaled codec's step, part by part in order.
