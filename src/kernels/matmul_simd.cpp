@@ -24,10 +24,11 @@
 //    (scale * 2^8) rounds once, like the definition. The many-token product
 //    does this once per weight when it decodes a panel.
 //  - each output (row, token) has A accumulator vectors (a codec's kAccs: 2
-//    for int4 and mxfp4 on AVX2, 1 otherwise); decoded vector v of the row
-//    (counted from its first) adds w*x to accumulator v % A (one FMA each),
-//    and the accumulators are added in order before the tail; int8's row
-//    scale multiplies the final sum.
+//    for int4 and mxfp4 on AVX2, 1 otherwise); decoded vector j of a step
+//    adds w*x to accumulator j / (V / A) (the step's first V / A vectors to
+//    the first, ...; one FMA each), step after step, and the accumulators are
+//    added in order before the tail; int8's row scale multiplies the final
+//    sum.
 //  - columns past the last whole step are decoded by the scalar definition and
 //    added last; SumOfLanes gives the output.
 // Rows whose scales could make a decoded weight overflow (or are not finite), or
@@ -246,7 +247,7 @@ HWY_INLINE void step_parts(const Fmt& dec, const typename Fmt::Raw* raw, const f
     const int64_t v = k * Vp + j;
     for (int t = 0; t < T; ++t) {
       const VF xv = hn::LoadU(DF(), xo[t] + v * kN);
-      for (int i = 0; i < R; ++i) acc[i][t][v % A] = hn::MulAdd(w[i][j], xv, acc[i][t][v % A]);
+      for (int i = 0; i < R; ++i) acc[i][t][v / (Fmt::V / A)] = hn::MulAdd(w[i][j], xv, acc[i][t][v / (Fmt::V / A)]);
     }
   }
   if constexpr (k + 1 < Fmt::kParts) step_parts<Fmt, R, T, A, k + 1>(dec, raw, xo, sc, acc);
@@ -260,10 +261,9 @@ constexpr bool row_by_row() {
   return false;
 }
 
-// Accumulators per output (its kAccs; default 1): decoded vector v of a row
-// (counted from the row's first) goes to accumulator v % accs(), which halves
-// each FMA chain where a step's decode leaves the FMA latency exposed. V and
-// the vectors of a panel block are multiples of it.
+// Accumulators per output (its kAccs; default 1): decoded vector j of a step
+// goes to accumulator j / (V / accs()), which halves each FMA chain where a
+// step's decode leaves the FMA latency exposed. V is a multiple of it.
 template <class Fmt>
 constexpr int accs() {
   if constexpr (requires { Fmt::kAccs; }) return Fmt::kAccs;
@@ -321,7 +321,8 @@ HWY_INLINE void run_steps(const Src& src, const RowScales* rs, int64_t s0, int64
             asm volatile("" : "+r"(xt));
 #endif
             for (int64_t v = 0; v < Fmt::V; ++v)
-              acc[i][t][v % A] = hn::MulAdd(w[v], hn::LoadU(df, xt + v * kN), acc[i][t][v % A]);
+              acc[i][t][v / (Fmt::V / A)] =
+                  hn::MulAdd(w[v], hn::LoadU(df, xt + v * kN), acc[i][t][v / (Fmt::V / A)]);
           }
         }
       } else {
@@ -388,23 +389,33 @@ HWY_NOINLINE void tile_buffered(const BufferSrc<Fmt>& src, int64_t s0, int64_t s
   const int64_t nv = (s1 - s0) * Fmt::V;
   if (nv <= 0) return;
   // With A accumulators per output, one pass per accumulator over the vectors
-  // that go to it (v % A == a; the block starts at a multiple of A).
+  // that go to it (vectors [a * Vp, (a + 1) * Vp) of every step).
   constexpr int A = accs<Fmt>();
+  constexpr int64_t Vp = Fmt::V / A;
   for (int a = 0; a < A; ++a) {
     VF acc[R][T];
     for (int i = 0; i < R; ++i)
       for (int t = 0; t < T; ++t) acc[i][t] = accm[(i * T + t) * A + a];
-    // A do-while (at least one vector): with a zero-trip path g++ keeps the
-    // accumulators in a stack copy at entry and exit of every call.
-    int64_t v = a;
-    do {
+    auto fmas = [&](int64_t v) HWY_ATTR {
       VF w[R];
       for (int i = 0; i < R; ++i) w[i] = pinned(hn::Load(df, wp + i * src.row_floats + v * kN));
       for (int t = 0; t < T; ++t) {
         const VF xv = pinned(hn::LoadU(df, x[t] + v * kN));
         for (int i = 0; i < R; ++i) acc[i][t] = hn::MulAdd(w[i], xv, acc[i][t]);
       }
-    } while ((v += A) < nv);
+    };
+    // A do-while (at least one vector): with a zero-trip path g++ keeps the
+    // accumulators in a stack copy at entry and exit of every call.
+    if constexpr (A == 1) {
+      int64_t v = 0;
+      do fmas(v);
+      while (++v < nv);
+    } else {
+      int64_t v = a * Vp;
+      do {
+        for (int64_t j = 0; j < Vp; ++j) fmas(v + j);
+      } while ((v += Fmt::V) < nv);
+    }
     for (int i = 0; i < R; ++i)
       for (int t = 0; t < T; ++t) accm[(i * T + t) * A + a] = acc[i][t];
   }
