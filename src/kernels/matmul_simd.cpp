@@ -12,13 +12,14 @@
 //    decode exactly into S/N f32 vectors in an order fixed per format and ISA;
 //    prepare_x permutes the activations into that order once.
 //  - formats with block scales (int4, mxfp4, fp8) decode the scaled weight, the
-//    value the scalar definition decodes, bit for bit (up to the sign of a
-//    zero, which no accumulator of w*x started at +0 can see). int4 and mxfp4:
+//    value the scalar definition decodes, bit for bit (int4 on AVX2: up to the
+//    sign of a zero, which no accumulator of w*x started at +0 can see; the
+//    transposed product decodes it with the definition's sign). int4 and mxfp4:
 //    every decoded value takes the scale of its 32-column segment ((u - 8) *
 //    bf16 scale and e2m1 * 2^k are exact in f32, so multiplying the value
 //    table (AVX-512) or the decoded vector (NEON) gives the same value; on
 //    AVX2, int4 forms it with one FMA from an exactly biased value and mxfp4
-//    subtracts from the exponent of a bf16 pattern: kernels/codecs/
+//    looks it up in byte tables of the scaled values: kernels/codecs/
 //    nibble-inl.h); fp8: the step's 128-column block scale, carrying the 2^8
 //    of the f16 trick (kernels/codecs/fp8_e4m3_block.h), so (e4m3 * 2^-8) *
 //    (scale * 2^8) rounds once, like the definition. The many-token product
@@ -31,9 +32,8 @@
 //    sum.
 //  - columns past the last whole step are decoded by the scalar definition and
 //    added last; SumOfLanes gives the output.
-// Rows whose scales could make a decoded weight overflow (or are not finite), or
-// that a decoder cannot take (mxfp4 on AVX2: subnormal products), are computed
-// by the scalar definition instead, so inf/NaN follow the reference.
+// Rows whose scales could make a decoded weight overflow (or are not finite) are
+// computed by the scalar definition instead, so inf/NaN follow the reference.
 #include <algorithm>
 #include <array>
 #include <cstring>

@@ -35,8 +35,8 @@ inline const NibbleTables& mxfp4_tables() {
   return t;
 }
 
-// AVX2 applies the scale's 2^k with integer operations (Mxfp4Avx2Decoder);
-// the other targets share NibbleDecoder with int4.
+// AVX2 looks up values already scaled (Mxfp4Avx2Decoder); the other targets
+// share NibbleDecoder with int4.
 #if HWY_TARGET == HWY_AVX2
 struct Mxfp4Codec : Mxfp4Avx2Decoder, Codec<codecs::Mxfp4> {
   Mxfp4Codec() : Mxfp4Avx2Decoder(kFp4Values) {}
@@ -48,53 +48,41 @@ struct Mxfp4Codec : NibbleDecoder, Codec<codecs::Mxfp4> {
   static int64_t scale_row_bytes(const QMatrix& W) { return W.scale_stride; }
   // Row r's scale per 32-column segment (room for segments + kN floats); false when a
   // decoded weight could overflow f32 (e >= 253: 6 * 2^(253-127) overflows; 255 is NaN).
-  // AVX2 also writes each segment's exponent bias (Mxfp4Avx2Decoder) after the
-  // scales' room (the scale plan's slot holds twice that and more), and sends
-  // rows with e < 2 to the definition too.
+  // AVX2's decoder reads the scale bytes themselves (rs.aux).
   static void row_scales(const QMatrix& W, int64_t r, int64_t full, float* out, RowScales& rs) {
     const int64_t segments = full / 32;
     const uint8_t* s = static_cast<const uint8_t*>(W.scale) + (W.row0 + r) * W.scale_stride;
-    const DF df;
+    rs.aux = s;
     const DU32 du;
     const hn::Rebind<uint8_t, DF> d8;
 #if HWY_TARGET == HWY_AVX2
-    constexpr uint32_t kMinE = 2;
-    uint32_t* biases = reinterpret_cast<uint32_t*>(out + segments + kN);
-    // (kBias - (e - 127)) << 7 in both u16 halves.
-    auto bias_of = [](uint32_t e) {
-      const uint32_t b = (uint32_t(kBias + 127) - e) << 7;
-      return b | (b << 16);
-    };
-#else
-    constexpr uint32_t kMinE = 0;
-#endif
+    // Only the check: the decoder's tables hold the scaled values.
     int64_t k = 0;
-    auto top = hn::Zero(du), low = hn::Set(du, 255u);
+    auto top = hn::Zero(du);
+    for (; k + kN <= segments; k += kN) top = hn::Max(top, hn::PromoteTo(du, hn::LoadU(d8, s + k)));
+    bool ok = hn::GetLane(hn::MaxOfLanes(du, top)) < 253;
+    for (; k < segments; ++k) ok &= s[k] < 253;
+    rs.simd_ok = ok;
+    rs.scales = out;
+#else
+    const DF df;
+    int64_t k = 0;
+    auto top = hn::Zero(du);
     for (; k + kN <= segments; k += kN) {
       const auto e = hn::PromoteTo(du, hn::LoadU(d8, s + k));
       top = hn::Max(top, e);
-      low = hn::Min(low, e);
       // 2^(e-127); e = 0 is the subnormal 2^-127. (e >= 253 rows take the definition.)
       const auto bits = hn::IfThenElse(hn::Eq(e, hn::Zero(du)), hn::Set(du, 0x00400000u), hn::ShiftLeft<23>(e));
       hn::StoreU(hn::BitCast(df, bits), df, out + k);
-#if HWY_TARGET == HWY_AVX2
-      const auto b = hn::ShiftLeft<7>(hn::Sub(hn::Set(du, uint32_t(kBias + 127)), hn::Min(e, hn::Set(du, 252u))));
-      hn::StoreU(hn::Or(b, hn::ShiftLeft<16>(b)), du, biases + k);
-#endif
     }
-    bool ok = hn::GetLane(hn::MaxOfLanes(du, top)) < 253 && hn::GetLane(hn::MinOfLanes(du, low)) >= kMinE;
+    bool ok = hn::GetLane(hn::MaxOfLanes(du, top)) < 253;
     for (; k < segments; ++k) {
-      ok &= s[k] < 253 && s[k] >= kMinE;
+      ok &= s[k] < 253;
       out[k] = e8m0_to_f32(s[k]);
-#if HWY_TARGET == HWY_AVX2
-      biases[k] = bias_of(std::min<uint32_t>(s[k], 252u));
-#endif
     }
     pad_segment_scales(out, segments);
     rs.simd_ok = ok;
     rs.scales = out;
-#if HWY_TARGET == HWY_AVX2
-    rs.aux = biases;
 #endif
   }
 };

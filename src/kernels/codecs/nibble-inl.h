@@ -192,44 +192,59 @@ struct Int4Avx2Decoder {
 #endif
 
 #if HWY_TARGET == HWY_AVX2
-// mxfp4 on AVX2: NibbleDecoder's lookups and zips, with the segment's 2^k
-// applied to the bf16 patterns by an integer subtract instead of a multiply
-// per f32 vector. The tables hold the values times 2^kBias (the codes of +-0:
-// 0), and p - ((kBias - k) << 7) is the pattern of value * 2^k for every
-// nonzero p while the exponent stays in range; max(p, bias) - bias keeps 0 at
-// 0 (u16 lanes: a negative pattern, >= 0x8000, is above every bias, so its
-// sign stays). Rows with a segment's e < 2 (a subnormal product) or e > 252
-// (one that may overflow: these took the definition already) take the
-// definition (Mxfp4Codec::row_scales). Two cheap integer operations per 16 patterns replace two
-// multiplies, which share the FMA ports. Its zero is +0 where the definition
-// gives -0 (code 8): part_exact (NibbleDecoder's multiply) keeps the
-// definition's bits. The column order is NibbleDecoder's (nibble_perm).
+// mxfp4 on AVX2: NibbleDecoder's lookups and zips, from tables that already
+// hold the scaled values. A scaled value e2m1 * 2^(e-127) has at most two
+// significant bits, so it is a bf16 for every scale byte e (subnormal,
+// overflowing to inf and NaN included): the top and second bytes of
+// kFp4Values[u] * e8m0_to_f32(e), the definition's own product, for each of
+// the 256 bytes e (8 KiB, built once), are exact tables. A step's two
+// segments take their scale byte's tables into the two 128-bit halves (a
+// load and an insert each), so a decoded vector costs no multiply at all:
+// the FMA ports only add w*x. The column order is NibbleDecoder's
+// (nibble_perm).
 struct Mxfp4Avx2Decoder {
   static constexpr int64_t S = 8 * kN, V = 8, kStepBytes = S / 2;
   static constexpr bool kScaled = true;
   static constexpr bool kRowByRow = true;
   static constexpr int kAccs = 2;  // as Int4Avx2Decoder
   static constexpr int kMatvecRows = 3;
-  static constexpr int kBias = 125;  // 6 * 2^125 < FLT_MAX
   using Raw = VU8;
   struct Sc {
-    VF s;                 // the segment scale of each lane (part_exact)
-    hn::Vec<DU16> bias;  // (kBias - k) << 7 in the u16 lanes of each segment
+    VU8 top, mid;  // byte tables of the scaled values, segment h in 128-bit half h
   };
   static constexpr int kParts = 4;
   static constexpr int64_t segment_of(int64_t p) { return NibbleDecoder::segment_of(p); }
-  static NibbleTables biased_tables(const float (&values)[16]) {
-    float v[16];
-    for (int u = 0; u < 16; ++u) v[u] = values[u] == 0.0f ? 0.0f : values[u] * 0x1p125f;
-    return nibble_tables(v);
+  struct Tables {
+    alignas(32) uint8_t rec[256][32];  // scale byte e: 16 top bytes, then 16 second bytes
+  };
+  static const Tables& tables() {
+    static const Tables t = [] {
+      Tables r{};
+      for (int e = 0; e < 256; ++e)
+        for (int u = 0; u < 16; ++u) {
+          const float f = kFp4Values[u] * e8m0_to_f32(uint8_t(e));
+          uint32_t bits;
+          std::memcpy(&bits, &f, 4);
+          if (bits & 0xffffu) throw std::logic_error("mxfp4: a scaled value is not a bf16");
+          r.rec[e][u] = uint8_t(bits >> 24);
+          r.rec[e][16 + u] = uint8_t(bits >> 16);
+        }
+      return r;
+    }();
+    return t;
   }
-  NibbleDecoder exact, biased;
-  explicit Mxfp4Avx2Decoder(const float (&values)[16])
-      : exact(nibble_tables(values)), biased(biased_tables(values)) {}
-  HWY_INLINE Raw load(const uint8_t* row, int64_t s) const { return exact.load(row, s); }
+  NibbleDecoder unscaled;  // the column-order probe's
+  const Tables* tabs;
+  explicit Mxfp4Avx2Decoder(const float (&values)[16]) : unscaled(nibble_tables(values)), tabs(&tables()) {}
+  HWY_INLINE Raw load(const uint8_t* row, int64_t s) const { return unscaled.load(row, s); }
+  // rs.aux: the row's scale bytes.
   HWY_INLINE Sc scale_of(const RowScales& rs, int64_t s, int64_t) const {
-    const VF b = lane_segment_scales(reinterpret_cast<const float*>(rs.aux) + s * kBlocks);
-    return {lane_segment_scales(rs.scales + s * kBlocks), hn::BitCast(DU16(), b)};
+    const uint8_t* e = static_cast<const uint8_t*>(rs.aux) + s * kBlocks;
+    const uint8_t* r0 = tabs->rec[e[0]];
+    const uint8_t* r1 = tabs->rec[e[1]];
+    const auto lo = [](const uint8_t* p) { return _mm_load_si128(reinterpret_cast<const __m128i*>(p)); };
+    return {VU8{_mm256_inserti128_si256(_mm256_castsi128_si256(lo(r0)), lo(r1), 1)},
+            VU8{_mm256_inserti128_si256(_mm256_castsi128_si256(lo(r0 + 16)), lo(r1 + 16), 1)}};
   }
   template <int k>
   HWY_INLINE void part_scaled(Raw b, const Sc& sc, VF* w) const {
@@ -237,14 +252,9 @@ struct Mxfp4Avx2Decoder {
     const DU16 d16;
     const VU8 nib = k < 2 ? hn::And(b, hn::Set(d8, 0x0F))
                           : hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, b))), hn::Set(d8, 0x0F));
-    const VU8 t = hn::TableLookupBytes(biased.top, nib);
-    const VU8 m = hn::TableLookupBytes(biased.mid, nib);
-    const hn::Vec<DU16> p = k % 2 == 0 ? hn::ZipLower(d16, m, t) : hn::ZipUpper(d16, m, t);
-    bf16_halves_to_f32(hn::BitCast(DU32(), hn::Sub(hn::Max(p, sc.bias), sc.bias)), w);
-  }
-  template <int k>
-  HWY_INLINE void part_exact(Raw b, const Sc& sc, VF* w) const {
-    exact.part_scaled<k>(b, sc.s, w);
+    const VU8 t = hn::TableLookupBytes(sc.top, nib);
+    const VU8 m = hn::TableLookupBytes(sc.mid, nib);
+    bf16_halves_to_f32(hn::BitCast(DU32(), k % 2 == 0 ? hn::ZipLower(d16, m, t) : hn::ZipUpper(d16, m, t)), w);
   }
 };
 #endif

@@ -24,6 +24,16 @@
 //   scale_row_bytes(W) bytes of one row's scales, for the software prefetch
 //   scale_steps(W)     steps per scale unit (scale_of's `unit`)
 //   tail(W, r, c)      a column past the whole steps, in accumulator units
+// and, in kernels/matmul_simd.cpp's matvec and many-token loops (the canonical
+// order; defaults in brackets):
+//   kAccs              accumulators per output [1]: vector j of a step goes to
+//                      accumulator j / (V / kAccs)
+//   kRowByRow          a register tile decodes and uses one row's step at a
+//                      time [false: part by part over its rows]
+//   kMatvecRows        rows per matvec register tile [4]
+//   part_exact<k>      as part_scaled, with the definition's zero signs where
+//                      part_scaled may give +0 for -0 (the transposed product
+//                      adds decoded weights themselves) [part_scaled]
 #if defined(SLUICE_KERNELS_CODECS_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef SLUICE_KERNELS_CODECS_SIMD_INL_H_
 #undef SLUICE_KERNELS_CODECS_SIMD_INL_H_
@@ -71,7 +81,7 @@ struct RowScales {
   bool simd_ok = true;
   float final_scale = 1.0f;  // int8 rows
   const float* scales = nullptr;  // nibble: one per 32-column segment; fp8: one per block (x 2^8)
-  const uint32_t* aux = nullptr;  // a decoder's own per-segment plan (mxfp4 on AVX2: exponent biases)
+  const void* aux = nullptr;  // a decoder's own (mxfp4 on AVX2: the row's scale bytes)
 };
 
 // A scaled codec's step, part by part in order.
