@@ -1,11 +1,13 @@
-// The SIMD decoder of 4-bit codes (low nibble = even column) that both 4-bit
-// formats share, each with its own value table (kernels/codecs/int4_group.h,
-// kernels/codecs/mxfp4.h): a step is 8 vectors, each decoded value times the
-// scale of its 32-column segment. Every value of both formats is an f32 whose
-// low 16 bits are zero (a bf16), so tables of its bytes build the exact f32
-// without any conversion; the scaled value is exact too ((u - 8) * bf16 scale
-// and e2m1 * 2^k are exact in f32), so scaling the table (AVX-512) or the
-// decoded vector (others) gives the same value. Compiled once per Highway target.
+// The SIMD decoders of 4-bit codes (low nibble = even column): NibbleDecoder,
+// which both 4-bit formats share on AVX-512 and NEON, each with its own value
+// table (kernels/codecs/int4_group.h, kernels/codecs/mxfp4.h), and on AVX2 one
+// decoder per format (Int4Avx2Decoder, Mxfp4Avx2Decoder). A step is 8
+// vectors, each decoded value times the scale of its 32-column segment. Every
+// value of both formats is an f32 whose low 16 bits are zero (a bf16), so
+// tables of its bytes build the exact f32 without any conversion; the scaled
+// value is exact too ((u - 8) * bf16 scale and e2m1 * 2^k are exact in f32),
+// so scaling the table (AVX-512, mxfp4 on AVX2) or the decoded vector (NEON)
+// gives the same value. Compiled once per Highway target.
 #if defined(SLUICE_KERNELS_CODECS_NIBBLE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef SLUICE_KERNELS_CODECS_NIBBLE_INL_H_
 #undef SLUICE_KERNELS_CODECS_NIBBLE_INL_H_
