@@ -172,7 +172,32 @@ static double time_ms(const QMatrix& W, const float* dX, int64_t n, float* dY, i
   return ms / reps;
 }
 
+// --profile FMT M K N: that one product, five times (for a profiler; SLUICE_CUDA_TC_LARGE picks the
+// large-n kernel), and its time.
+static int profile(int argc, char** argv) {
+  if (argc < 6) return 2;
+  WeightFormat f = WeightFormat::BF16;
+  for (WeightFormat c : {WeightFormat::BF16, WeightFormat::FP8_E4M3_BLOCK, WeightFormat::INT8_ROW,
+                         WeightFormat::INT4_GROUP, WeightFormat::MXFP4})
+    if (std::strcmp(argv[2], name(c)) == 0) f = c;
+  const int64_t M = std::atol(argv[3]), K = std::atol(argv[4]), n = std::atol(argv[5]);
+  std::mt19937 rng(7);
+  DevMatrix m = make_matrix(f, M, K, rng);
+  std::vector<float> x(size_t(n) * K);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : x) v = nd(rng);
+  float *dX, *dY;
+  CK(cudaMalloc(&dX, x.size() * 4));
+  CK(cudaMalloc(&dY, size_t(n) * M * 4));
+  CK(cudaMemcpy(dX, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  const double ms = time_ms(m.W, dX, n, dY, 2);
+  std::printf("%s %ldx%ld n=%ld variant %d: %.1f us %.1f TFLOP/s\n", name(f), long(M), long(K), long(n),
+              sc::large_products_variant(), ms * 1e3, 2.0 * M * K * n / (ms * 1e-3) / 1e12);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) return profile(argc, argv);
   const bool timing = !(argc > 1 && std::strcmp(argv[1], "--check") == 0);
   std::mt19937 rng(7);
   int failures = 0;

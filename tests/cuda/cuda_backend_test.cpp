@@ -478,7 +478,7 @@ TEST(CudaTensorCores, StreamingSmallKernelGivesTheRoundKernelsBits) {
 // The large-n kernels (the first, two barriers a stage; the pipelined one; the warpgroup-MMA one)
 // give the same bits for 9-100 activation rows (one, two and four token tiles per block, a partial
 // last block of rows and of tokens, a partial last slice), and each row equals the same token
-// alone. On a Hopper GPU with a build for sm_90a the warpgroup kernel is the one that runs.
+// alone. On a Hopper GPU with a build for sm_90a the warpgroup kernel can run.
 TEST(CudaTensorCores, LargeKernelVariantsGiveTheSameBits) {
   cuda::set_large_products_variant(2);
   const int wg = cuda::large_products_variant();
@@ -513,7 +513,7 @@ TEST(CudaTensorCores, LargeKernelVariantsGiveTheSameBits) {
         gpu().matmul(wm, xg.row_range(0, n), y);
         got[v] = values(gpu(), y);
       }
-      cuda::set_large_products_variant(2);  // the default
+      cuda::set_large_products_variant(1);  // the default
       Buffer y1(gpu(), 1, c.rows);
       gpu().matmul(wm, xg.row_range(n - 1, 1), y1);
       const auto one = values(gpu(), y1);
