@@ -172,7 +172,32 @@ static double time_ms(const QMatrix& W, const float* dX, int64_t n, float* dY, i
   return ms / reps;
 }
 
+// --profile FMT M K N: that one product, five times (for a profiler; SLUICE_CUDA_TC_LARGE picks the
+// large-n kernel), and its time.
+static int profile(int argc, char** argv) {
+  if (argc < 6) return 2;
+  WeightFormat f = WeightFormat::BF16;
+  for (WeightFormat c : {WeightFormat::BF16, WeightFormat::FP8_E4M3_BLOCK, WeightFormat::INT8_ROW,
+                         WeightFormat::INT4_GROUP, WeightFormat::MXFP4})
+    if (std::strcmp(argv[2], name(c)) == 0) f = c;
+  const int64_t M = std::atol(argv[3]), K = std::atol(argv[4]), n = std::atol(argv[5]);
+  std::mt19937 rng(7);
+  DevMatrix m = make_matrix(f, M, K, rng);
+  std::vector<float> x(size_t(n) * K);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : x) v = nd(rng);
+  float *dX, *dY;
+  CK(cudaMalloc(&dX, x.size() * 4));
+  CK(cudaMalloc(&dY, size_t(n) * M * 4));
+  CK(cudaMemcpy(dX, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  const double ms = time_ms(m.W, dX, n, dY, 2);
+  std::printf("%s %ldx%ld n=%ld variant %d: %.1f us %.1f TFLOP/s\n", name(f), long(M), long(K), long(n),
+              sc::large_products_variant(), ms * 1e3, 2.0 * M * K * n / (ms * 1e-3) / 1e12);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) return profile(argc, argv);
   const bool timing = !(argc > 1 && std::strcmp(argv[1], "--check") == 0);
   std::mt19937 rng(7);
   int failures = 0;
@@ -222,14 +247,14 @@ int main(int argc, char** argv) {
       CK(cudaMemcpy(dX, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
       // Bits: streaming vs round kernel, each row count; batch vs one row.
       std::vector<std::vector<float>> one(NMAX);
-      sc::set_streaming_small_products(true);
+      sc::set_streaming_small_products(1);
       for (int64_t t = 0; t < NMAX; ++t) one[t] = run(m.W, dX + t * sh.K, 1, dY);
       for (int64_t n = 1; n <= NMAX; ++n) {
-        sc::set_streaming_small_products(true);
+        sc::set_streaming_small_products(1);
         const std::vector<float> ys = run(m.W, dX, n, dY);
-        sc::set_streaming_small_products(false);
+        sc::set_streaming_small_products(0);
         const std::vector<float> yr = run(m.W, dX, n, dY);
-        sc::set_streaming_small_products(true);
+        sc::set_streaming_small_products(1);
         if (std::memcmp(ys.data(), yr.data(), ys.size() * 4) != 0) {
           size_t i = 0;
           while (std::memcmp(&ys[i], &yr[i], 4) == 0) ++i;
@@ -245,31 +270,73 @@ int main(int argc, char** argv) {
             break;
           }
       }
+      {  // Large n: every large-kernel variant gives the same bits, and a row equals that token alone.
+        const int64_t NL = 512;
+        std::vector<float> xl(size_t(NL) * sh.K);
+        for (size_t i = 0; i < xl.size(); ++i) xl[i] = nd(rng) * std::ldexp(1.0f, int(i % 11) - 5);
+        float *dXL, *dYL;
+        CK(cudaMalloc(&dXL, xl.size() * 4));
+        CK(cudaMalloc(&dYL, size_t(NL) * sh.M * 4));
+        CK(cudaMemcpy(dXL, xl.data(), xl.size() * 4, cudaMemcpyHostToDevice));
+        for (const int64_t n : {9, 20, 37, 64, 100, 512}) {
+          std::vector<float> got[3];
+          for (int v = 0; v < 3; ++v) {
+            sc::set_large_products_variant(v);
+            got[v] = run(m.W, dXL, n, dYL);
+          }
+          sc::set_large_products_variant(2);
+          if (sc::large_products_variant() != 2) {
+            std::printf("the warpgroup kernel cannot run here\n");
+            ++failures;
+          }
+          for (int v = 0; v < 2; ++v)
+            if (std::memcmp(got[v].data(), got[2].data(), got[2].size() * 4) != 0) {
+              size_t i = 0;
+              while (std::memcmp(&got[v][i], &got[2][i], 4) == 0) ++i;
+              std::printf("MISMATCH %s %ldx%ld n=%ld variant %d vs wgmma at [%zu] (token %zu row %zu): %.9g vs %.9g\n",
+                          name(f), long(sh.M), long(sh.K), long(n), v, i, i / size_t(sh.M), i % size_t(sh.M), got[v][i],
+                          got[2][i]);
+              ++failures;
+            }
+          for (const int64_t t : {int64_t(0), n / 2, n - 1}) {
+            const std::vector<float> alone = run(m.W, dXL + t * sh.K, 1, dYL);
+            if (std::memcmp(alone.data(), got[2].data() + t * sh.M, sh.M * 4) != 0) {
+              std::printf("MISMATCH %s %ldx%ld n=%ld token %ld vs alone\n", name(f), long(sh.M), long(sh.K), long(n),
+                          long(t));
+              ++failures;
+            }
+          }
+        }
+        if (timing) {  // TFLOP/s of the product (2 M K per row), each large variant
+          for (const int64_t n : {int64_t(64), NL}) {
+            double tv[3];
+            for (int v = 0; v < 3; ++v) {
+              sc::set_large_products_variant(v);
+              tv[v] = time_ms(m.W, dXL, n, dYL, 10);
+            }
+            sc::set_large_products_variant(2);
+            const double fl = 2.0 * sh.M * sh.K * n;
+            std::printf("%-6s %6ldx%-6ld n=%-3ld TFLOP/s first %6.1f pipelined %6.1f wgmma %6.1f (%8.1f us)\n", name(f),
+                        long(sh.M), long(sh.K), long(n), fl / (tv[0] * 1e-3) / 1e12, fl / (tv[1] * 1e-3) / 1e12,
+                        fl / (tv[2] * 1e-3) / 1e12, tv[2] * 1e3);
+          }
+        }
+        CK(cudaFree(dXL));
+        CK(cudaFree(dYL));
+      }
       if (timing) {
         const double bytes = double(m.bytes + m.scale_bytes);
-        {  // 512 rows: the large kernel, TFLOP/s of the product (2 M K per row)
-          const int64_t NL = 512;
-          std::vector<float> xl(size_t(NL) * sh.K);
-          for (size_t i = 0; i < xl.size(); ++i) xl[i] = nd(rng);
-          float *dXL, *dYL;
-          CK(cudaMalloc(&dXL, xl.size() * 4));
-          CK(cudaMalloc(&dYL, size_t(NL) * sh.M * 4));
-          CK(cudaMemcpy(dXL, xl.data(), xl.size() * 4, cudaMemcpyHostToDevice));
-          const double tl = time_ms(m.W, dXL, NL, dYL, 10);
-          std::printf("%-6s %6ldx%-6ld n=512 %8.1f us %6.1f TFLOP/s\n", name(f), long(sh.M), long(sh.K), tl * 1e3,
-                      2.0 * sh.M * sh.K * NL / (tl * 1e-3) / 1e12);
-          CK(cudaFree(dXL));
-          CK(cudaFree(dYL));
-        }
-        sc::set_streaming_small_products(true);
+        sc::set_streaming_small_products(1);
         const double ts = time_ms(m.W, dX, 1, dY, 50);
         const double ts8 = time_ms(m.W, dX, 8, dY, 50);
-        sc::set_streaming_small_products(false);
+        sc::set_streaming_small_products(0);
         const double tr = time_ms(m.W, dX, 1, dY, 50);
-        sc::set_streaming_small_products(true);
-        std::printf("%-6s %6ldx%-6ld n=1 stream %7.1f us %6.0f GB/s (%4.1f%% of copy) | round %7.1f us %6.0f GB/s | n=8 stream %7.1f us\n",
+        sc::set_streaming_small_products(2);
+        const double ta = time_ms(m.W, dX, 1, dY, 50);
+        std::printf("%-6s %6ldx%-6ld n=1 stream %7.1f us %6.0f GB/s (%4.1f%% of copy) | round %7.1f us %6.0f GB/s | auto %7.1f us (%4.1f%% of copy) | n=8 stream %7.1f us\n",
                     name(f), long(sh.M), long(sh.K), ts * 1e3, bytes / (ts * 1e-3) / 1e9,
-                    100.0 * bytes / (ts * 1e-3) / 1e9 / copy_gbs, tr * 1e3, bytes / (tr * 1e-3) / 1e9, ts8 * 1e3);
+                    100.0 * bytes / (ts * 1e-3) / 1e9 / copy_gbs, tr * 1e3, bytes / (tr * 1e-3) / 1e9, ta * 1e3,
+                    100.0 * bytes / (ta * 1e-3) / 1e9 / copy_gbs, ts8 * 1e3);
       }
       CK(cudaFree(dX));
       CK(cudaFree(dY));

@@ -466,7 +466,7 @@ TEST(CudaTensorCores, StreamingSmallKernelGivesTheRoundKernelsBits) {
         gpu().matmul(wg, xg.row_range(8, n), y);
         got[k] = values(gpu(), y);
       }
-      cuda::set_streaming_small_products(true);  // the default (later tests run with it)
+      cuda::set_streaming_small_products(2);  // the default (later tests run with it)
       cuda::set_streaming_small_tiles(0);
       for (int k = 0; k < 4; ++k)
         EXPECT_EQ(0, std::memcmp(got[k].data(), all.data() + 8 * c.rows, got[k].size() * 4))
@@ -475,10 +475,18 @@ TEST(CudaTensorCores, StreamingSmallKernelGivesTheRoundKernelsBits) {
   }
 }
 
-// The large-n kernels (the first, two barriers a stage; the pipelined one) give the same bits for
-// 9-100 activation rows (one, two and four token tiles per block, a partial last block of rows and
-// of tokens, a partial last slice), and each row equals the same token alone.
+// The large-n kernels (the first, two barriers a stage; the pipelined one; the warpgroup-MMA one)
+// give the same bits for 9-100 activation rows (one, two and four token tiles per block, a partial
+// last block of rows and of tokens, a partial last slice), and each row equals the same token
+// alone. On a Hopper GPU with a build for sm_90a the warpgroup kernel can run.
 TEST(CudaTensorCores, LargeKernelVariantsGiveTheSameBits) {
+  cuda::set_large_products_variant(2);
+  const int wg = cuda::large_products_variant();
+  cuda::set_large_products_variant(1);
+#if defined(SLUICE_CUDA_SM90A)
+  if (cuda::compute_capability() == 90) ASSERT_EQ(2, wg) << "the warpgroup-MMA kernel does not run on this Hopper GPU";
+#endif
+  std::printf("large-n variants compared: 0, 1%s\n", wg == 2 ? ", 2 (wgmma)" : " (no wgmma kernel here)");
   struct Case {
     WeightFormat f;
     int64_t rows, cols;
@@ -495,22 +503,23 @@ TEST(CudaTensorCores, LargeKernelVariantsGiveTheSameBits) {
     HostMatrix hm = random_matrix(c.f, c.rows, c.cols, c.group);
     ASSERT_TRUE(cuda::tc_eligible(hm.q));
     auto x = randn(N * c.cols);
-    Matrix wg = gpu().matrix(hm.q);
+    Matrix wm = gpu().matrix(hm.q);
     Buffer xg = on(gpu(), x, N, c.cols);
     for (const int64_t n : {9, 20, 37, 64, 100}) {
-      std::vector<float> got[2];
-      for (int v = 0; v < 2; ++v) {
+      std::vector<float> got[3];
+      for (int v = 0; v < 3; ++v) {
         cuda::set_large_products_variant(v);
         Buffer y(gpu(), n, c.rows);
-        gpu().matmul(wg, xg.row_range(0, n), y);
+        gpu().matmul(wm, xg.row_range(0, n), y);
         got[v] = values(gpu(), y);
       }
       cuda::set_large_products_variant(1);  // the default
       Buffer y1(gpu(), 1, c.rows);
-      gpu().matmul(wg, xg.row_range(n - 1, 1), y1);
+      gpu().matmul(wm, xg.row_range(n - 1, 1), y1);
       const auto one = values(gpu(), y1);
       EXPECT_EQ(0, std::memcmp(got[1].data(), got[0].data(), got[0].size() * 4)) << n << " rows: pipelined vs first";
-      EXPECT_EQ(0, std::memcmp(one.data(), got[1].data() + (n - 1) * c.rows, one.size() * 4))
+      EXPECT_EQ(0, std::memcmp(got[2].data(), got[0].data(), got[0].size() * 4)) << n << " rows: wgmma vs first";
+      EXPECT_EQ(0, std::memcmp(one.data(), got[2].data() + (n - 1) * c.rows, one.size() * 4))
           << n << " rows: last alone";
     }
   }

@@ -7,7 +7,9 @@ if(SLUICE_CUDA)
   target_link_libraries(sluice_cuda_tests PRIVATE sluice_core GTest::gtest)
   target_compile_definitions(sluice_cuda_tests PRIVATE
     SLUICE_FIXTURES="${CMAKE_CURRENT_LIST_DIR}/../fixtures"
-    SLUICE_BINARY="$<TARGET_FILE:sluice>")
+    SLUICE_BINARY="$<TARGET_FILE:sluice>"
+    # the tensor-core products were built for sm_90a (their wgmma kernel must run on a Hopper GPU)
+    $<$<TARGET_EXISTS:sluice_cuda_tc>:SLUICE_CUDA_SM90A=1>)
   add_dependencies(sluice_cuda_tests sluice)
   gtest_discover_tests(sluice_cuda_tests DISCOVERY_TIMEOUT 60 PROPERTIES LABELS cuda SKIP_RETURN_CODE 77)
 endif()

@@ -56,14 +56,20 @@ bool tc_eligible(const QMatrix& W);
 // compare the two paths. Products before and after a switch are not bit-comparable.
 void set_tensor_core_products(bool on);
 // Whether products of 1-8 activation rows on the tensor cores stream the weights through shared
-// memory (the default) or take them round by round (SLUICE_CUDA_STREAM_SMALL=0 starts with
-// that): the same bits either way, for the tests and benchmarks that compare them.
-void set_streaming_small_products(bool on);
+// memory (1) or take them round by round (0), or choose by the matrix's rows (2, the default;
+// grouped calls then stream); SLUICE_CUDA_STREAM_SMALL=0 or 1 starts with one forced. The same
+// bits either way, for the tests and benchmarks that compare them.
+void set_streaming_small_products(int mode);
 // 16-row tiles per streaming block: 1 or 2 forces it, 0 the format's default (the same bits).
 void set_streaming_small_tiles(int rt);
-// The large-n (9+ rows) kernel: 1 pipelined (the default), 0 the first one (two barriers a
-// stage). The same bits (tests).
+// The large-n (9+ rows) kernel: 1 pipelined on mma.sync (the default), 2 on the warpgroup MMAs
+// (a Hopper GPU and a build for sm_90a), 0 the first one (two barriers a stage). The same bits
+// (tests). Asking for 2 where it cannot run gives 1.
 void set_large_products_variant(int v);
+// The variant that runs now (after that fallback).
+int large_products_variant();
+// The current device's compute capability, major * 10 + minor (90: Hopper), 0 on failure.
+int compute_capability();
 int tc_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s);
 int tc_grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols,
                       int64_t max_n, Stream s);

@@ -38,6 +38,7 @@
 #include "compute/cuda/cuda_async_copy.cuh"
 #include "compute/cuda/cuda_device_decode.cuh"
 #include "compute/cuda/cuda_kernels.h"
+#include "compute/cuda/cuda_wgmma.cuh"
 
 namespace sluice::cuda {
 
@@ -956,6 +957,265 @@ __device__ __forceinline__ void large_tile_db(const QMatrix& W, const float* __r
       }
 }
 
+// ---- the large kernel on the warpgroup MMAs (sm_90a; the default on Hopper where it is built)
+//
+// The same products in the same order as large_tile_db (chunk chains from 0 on the tensor cores,
+// one FMA of the chunk scale per part sum, slice values (a2 + a1) + a0 added in slice order), on
+// wgmma instead of mma.sync: a warpgroup takes 64 rows (each warp 16, its A fragments decoded in
+// registers exactly as the mma.sync kernels do) against all 3 T (part, token) columns of the
+// block at once, B read by the tensor cores from shared memory. A k16 step of wgmma and one of
+// mma.sync give the same bits (the tests compare every large-n result with the one-token one).
+// Two warpgroups (128 rows) per block; T = 16, 32 or 64 tokens per block.
+// The parts tile is laid out as wgmma's canonical K-major blocks without swizzle: 8 (part, token)
+// rows x 8 k slots of 16 bytes each, 128-byte blocks, the next block along k 128 bytes on (the
+// descriptor's leading byte offset), the next 8 rows kBK / 8 blocks on (its stride byte offset).
+// The split writes each activation part at the k slot where the mma.sync kernels' B fragment
+// puts it (pair 2m + h of thread tig: slots 2 tig + e + 8 h of k16 step m; see Tc).
+template <WeightFormat F, int T>
+struct LargeWg {
+  using L = Large<F, 1>;
+  static constexpr int N = 3 * T;                     // wgmma columns: part p, token t at p T + t
+  static constexpr int threads = 256;                 // two warpgroups
+  static constexpr int a_bytes = kBM * L::a_stride;   // a stage's weights (padded rows, as Large)
+  static constexpr int x_stride = kBK * 4 + 16;       // a token's stage of activations (f32), padded
+  static constexpr int x_bytes = T * x_stride;
+  static constexpr int stage_bytes = a_bytes + x_bytes;
+  static constexpr int b_bytes = N * kBK * 2;         // one parts tile
+  static constexpr int y_bytes = (T / 2) * threads * 4;  // the slice sums so far
+  static constexpr int stages = 4 * stage_bytes + 2 * b_bytes + y_bytes <= 227 * 1024 ? 4 : 3;
+  static constexpr int smem = stages * stage_bytes + 2 * b_bytes + y_bytes;
+  static_assert(stage_bytes % 128 == 0 || (stage_bytes % 16 == 0), "alignment");
+  static_assert(smem <= 227 * 1024, "shared memory");
+};
+
+// Matrix descriptor of a K-major bf16 tile without swizzle (see LargeWg).
+__device__ __forceinline__ uint64_t wg_desc(const void* p) {
+  const uint64_t a = uint64_t(__cvta_generic_to_shared(p));
+  return ((a & 0x3FFFF) >> 4) | (uint64_t(128 >> 4) << 16) | (uint64_t((kBK / 8) * 128 >> 4) << 32);
+}
+
+template <WeightFormat F, int T>
+__device__ __forceinline__ void large_tile_wg(const QMatrix& W, const float* __restrict__ X, int64_t n, int64_t ldx,
+                                              float* __restrict__ Y, int64_t ldy, bool xvec, int64_t m0, int64_t t0,
+                                              uint8_t* smem) {
+  using TC = Tc<F>;
+  using L = Large<F, 1>;
+  using D = LargeWg<F, T>;
+  constexpr int N = D::N, NT = D::threads, ST = D::stages, ND = N / 2, QN = kBK / TC::KC;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+  const int64_t K = W.cols, M = W.rows;
+  const int KT = int((K + kBK - 1) / kBK);
+  uint8_t* const bsm0 = smem + ST * D::stage_bytes;
+  float* const ysm = reinterpret_cast<float*>(bsm0 + 2 * D::b_bytes);  // [T / 2][threads]
+  const int wrow = warp * 16;  // the warp's 16 rows in the block (warpgroup warp / 4: rows 64 (warp / 4) ..)
+
+  auto issue_a = [&](int kt) {
+    uint8_t* as = smem + (kt % ST) * D::stage_bytes;
+    const int64_t k0 = int64_t(kt) * kBK;
+    constexpr int pieces_a = L::a_row / 16;
+    constexpr int cols_per_piece = kBK / pieces_a;
+#pragma unroll
+    for (int i = tid; i < kBM * pieces_a; i += NT) {
+      const int r = i / pieces_a, pc = i % pieces_a;
+      const int64_t row = m0 + r < M ? m0 + r : M - 1;
+      const uint8_t* src = W.data + row * W.row_bytes;
+      const bool in = k0 + pc * cols_per_piece < K;
+      cp_async16(as + r * L::a_stride + pc * 16, in ? src + (k0 / kBK) * L::a_row + pc * 16 : src, in ? 16 : 0);
+    }
+  };
+  auto issue_x = [&](int kt) {
+    uint8_t* xs = smem + (kt % ST) * D::stage_bytes + D::a_bytes;
+    const int64_t k0 = int64_t(kt) * kBK;
+#pragma unroll
+    for (int i = tid; i < T * 16; i += NT) {
+      const int t = i >> 4, pc = i & 15;
+      const int64_t tok = t0 + t, col = k0 + pc * 4;
+      const bool in = tok < n && col < K;
+      uint8_t* dst = xs + t * D::x_stride + pc * 16;
+      if (xvec) {
+        cp_async16(dst, in ? X + tok * ldx + col : X, in ? 16 : 0);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) cp_async4(dst + 4 * e, in ? X + tok * ldx + col + e : X, in ? 4 : 0);
+      }
+    }
+  };
+  // Stage kt's activations -> the three parts, at their k slots, in parts tile kt & 1. A (part,
+  // token) row's 16 k slots of chunk q, k16 step m (two 8-slot blocks h = 0, 1: 2 tig + e + 8 h
+  // holds pair 2 m + h, element e, of thread tig's columns) come from 8 float2 loads (4-bit: the
+  // pair's columns i, i + 4) or 4 float4 loads (the others: columns 2 i, 2 i + 1). Neighbouring
+  // lanes take neighbouring tokens, so each quarter warp's 16-byte stores fill one 128-byte block
+  // (no bank conflicts) and its float4 loads fall in distinct banks (rows 68 words apart).
+  auto split = [&](int kt) {
+    const float* xs = reinterpret_cast<const float*>(smem + (kt % ST) * D::stage_bytes + D::a_bytes);
+    uint8_t* bsm = bsm0 + (kt & 1) * D::b_bytes;
+    constexpr int per_t = QN * TC::MMAS;
+#pragma unroll
+    for (int i = tid; i < T * per_t; i += NT) {
+      const int t = i % T, qm = i / T, q = qm / TC::MMAS, m = qm % TC::MMAS;
+      const float* xt = xs + t * (D::x_stride / 4) + q * TC::KC;
+      float v[2][8];  // [h][slot]
+      if constexpr (TC::nibble) {
+#pragma unroll
+        for (int tg = 0; tg < 4; ++tg)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float2 f = *reinterpret_cast<const float2*>(xt + tg * TC::V + 2 * m + 4 * e);
+            v[0][2 * tg + e] = f.x, v[1][2 * tg + e] = f.y;
+          }
+      } else {
+#pragma unroll
+        for (int tg = 0; tg < 4; ++tg) {
+          const float4 f = *reinterpret_cast<const float4*>(xt + tg * TC::V + 4 * m);
+          v[0][2 * tg] = f.x, v[0][2 * tg + 1] = f.y, v[1][2 * tg] = f.z, v[1][2 * tg + 1] = f.w;
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float p0[8], p1[8], p2[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) split3(v[h][k], p0[k], p1[k], p2[k]);
+        const float* ps[3] = {p0, p1, p2};
+        const int u = (q * TC::KC + 16 * m + 8 * h) / 8;
+#pragma unroll
+        for (int p = 0; p < 3; ++p) {
+          const int row = p * T + t;
+          const uint4 o = make_uint4(bf16x2_bits(ps[p][0], ps[p][1]), bf16x2_bits(ps[p][2], ps[p][3]),
+                                     bf16x2_bits(ps[p][4], ps[p][5]), bf16x2_bits(ps[p][6], ps[p][7]));
+          *reinterpret_cast<uint4*>(bsm + (row >> 3) * ((kBK / 8) * 128) + u * 128 + (row & 7) * 16) = o;
+        }
+      }
+    }
+    // The tensor cores read the tile through the async proxy.
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  };
+
+  float acc[ND];
+#pragma unroll
+  for (int i = 0; i < ND; ++i) acc[i] = 0.0f;
+  auto ys = [&](int j, int r) -> float& { return ysm[(j * 4 + r) * NT + tid]; };
+  int64_t arow[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t r = m0 + wrow + g + 8 * h;
+    arow[h] = W.row0 + (r < M ? r : M - 1);
+  }
+
+  // Groups: X(0); then per stage s: A(s), X(s + 1).
+  issue_x(0);
+  cp_async_commit();
+#pragma unroll
+  for (int s = 0; s < ST - 1; ++s) {
+    if (s < KT) issue_a(s);
+    if (s + 1 < KT) issue_x(s + 1);
+    cp_async_commit();
+  }
+  cp_async_wait<ST - 1>();
+  __syncthreads();
+  split(0);
+  for (int kt = 0; kt < KT; ++kt) {
+    cp_async_wait<ST - 2>();
+    __syncthreads();
+    if (kt + ST - 1 < KT) issue_a(kt + ST - 1);
+    if (kt + ST < KT) issue_x(kt + ST);
+    cp_async_commit();
+    const uint8_t* as = smem + (kt % ST) * D::stage_bytes;
+    const uint8_t* bsm = bsm0 + (kt & 1) * D::b_bytes;
+    const int64_t k0 = int64_t(kt) * kBK;
+    float sc[QN][2];
+#pragma unroll
+    for (int q = 0; q < QN; ++q)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) sc[q][h] = k0 + q * TC::KC < K ? chunk_scale<F>(W, arow[h], k0 + q * TC::KC) : 0.0f;
+    // Chunk q: its A fragments, then its MMAs (asynchronous; the first step starts the chain from
+    // zero), the next stage's split while the tensor cores work (after chunk 0's), then the wait
+    // and the scale FMAs.
+#pragma unroll
+    for (int q = 0; q < QN; ++q) {
+      if (k0 + q * TC::KC >= K) {
+        if (q == 0 && kt + 1 < KT) split(kt + 1);
+        break;
+      }
+      uint32_t ra[2][TC::R];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* p = as + (wrow + g + 8 * h) * L::a_stride + q * TC::chunk_bytes + tig * TC::TB;
+        uint32_t w[TC::TW];
+        if constexpr (TC::TB == 16) {
+          const uint4 v = *reinterpret_cast<const uint4*>(p);
+          w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+        } else {
+          w[0] = *reinterpret_cast<const uint32_t*>(p);
+        }
+        decode_a<F>(w, ra[h]);
+      }
+      float t[ND];
+#pragma unroll
+      for (int i = 0; i < ND; ++i) wgmma_hold(t[i]);
+      wgmma_fence();
+#pragma unroll
+      for (int m = 0; m < TC::MMAS; ++m)
+        Wgmma<N>::run(t, ra[0][2 * m], ra[1][2 * m], ra[0][2 * m + 1], ra[1][2 * m + 1],
+                      wg_desc(bsm + (q * TC::KC + 16 * m) / 8 * 128), m > 0);
+      wgmma_commit();
+      if (q == 0 && kt + 1 < KT) split(kt + 1);
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < ND; ++i) wgmma_hold(t[i]);
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) {
+        acc[4 * j + 0] = fmaf(sc[q][0], t[4 * j + 0], acc[4 * j + 0]);
+        acc[4 * j + 1] = fmaf(sc[q][0], t[4 * j + 1], acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(sc[q][1], t[4 * j + 2], acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(sc[q][1], t[4 * j + 3], acc[4 * j + 3]);
+      }
+    }
+    if ((k0 + kBK) % kSliceCols == 0 || k0 + kBK >= K) {  // a slice ends with this stage
+      const bool first = k0 < kSliceCols;
+#pragma unroll
+      for (int j = 0; j < T / 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          // part p of token tile j is n8 tile p T / 8 + j
+          const float v = slice_value(acc[4 * j + r], acc[4 * (T / 8 + j) + r], acc[4 * (2 * T / 8 + j) + r]);
+          ys(j, r) = first ? v : ys(j, r) + v;
+        }
+#pragma unroll
+      for (int i = 0; i < ND; ++i) acc[i] = 0.0f;
+    }
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int j = 0; j < T / 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int64_t row = m0 + wrow + g + (r >= 2 ? 8 : 0);
+      const int64_t tok = t0 + j * 8 + 2 * tig + (r & 1);
+      if (row < M && tok < n) {
+        float v = ys(j, r);
+        if constexpr (F == WeightFormat::INT8_ROW) v = v * row_scale<F>(W, row);
+        Y[tok * ldy + row] = v;
+      }
+    }
+}
+
+template <WeightFormat F, int T>
+__global__ void __launch_bounds__(256, 1)
+    large_wg_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
+                    bool xvec) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  large_tile_wg<F, T>(W, X, n, ldx, Y, ldy, xvec, int64_t(blockIdx.x) * kBM, int64_t(blockIdx.y) * T, smem);
+}
+
+template <WeightFormat F, int T>
+__global__ void __launch_bounds__(256, 1) grouped_large_wg_kernel(const MatmulProblem* __restrict__ problems) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const MatmulProblem p = problems[blockIdx.z];
+  const int64_t m0 = int64_t(blockIdx.x) * kBM, t0 = int64_t(blockIdx.y) * T;
+  if (m0 >= p.W.rows || t0 >= p.n) return;  // whole block: uniform
+  large_tile_wg<F, T>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, m0, t0, smem);
+}
+
 template <WeightFormat F, int TT, bool DB>
 __global__ void __launch_bounds__(DB ? LargeDb<F, TT>::threads : kLargeThreads, 1)
     large_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
@@ -988,22 +1248,59 @@ bool tensor_cores_on = [] {
   return !(e && std::strcmp(e, "0") == 0);
 }();
 
-// The streaming small-n kernel for 1-8 rows (SLUICE_CUDA_STREAM_SMALL=0: the round-by-round
-// one; the tests compare their bits, the benchmark their rates). Measured on an H100 (2026-12-05,
-// bench --kernels --device cuda): matvec GB/s streaming vs round-by-round bf16 2049/1751, fp8
-// 1448/1269, int8 1491/1245, mxfp4 654/615, int4 696/715 (within noise); same bits.
-bool stream_small_on = [] {
+// The small-n kernel for 1-8 rows: 1 streaming, 0 round by round, 2 (the default) chosen by the
+// matrix's shape; SLUICE_CUDA_STREAM_SMALL=0/1 starts with one forced. The same bits either way
+// (the tests compare them, the benchmark their rates). Measured on an H100 (2026-12-05, bench
+// --kernels --device cuda, 7168 x 16384): matvec GB/s streaming vs round-by-round bf16 2049/1751,
+// fp8 1448/1269, int8 1491/1245, mxfp4 654/615, int4 696/715. The streaming kernel gives each
+// block 16 or 32 rows and all the columns, so fewer rows leave SMs idle: at 2048-4096 rows the
+// round kernel (which also splits the columns) took 16-33% less time (bench/cuda_tc_harness.cu,
+// H100, 2026-12-07), at 7168 rows it was even or slower. Auto streams from 3 x 16 rows per SM.
+int stream_small_mode = [] {
   const char* e = std::getenv("SLUICE_CUDA_STREAM_SMALL");
-  return !(e && std::strcmp(e, "0") == 0);
+  return e && std::strcmp(e, "0") == 0 ? 0 : e && std::strcmp(e, "1") == 0 ? 1 : 2;
 }();
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
+      return 0;
+    return sms;
+  }();
+  return n;
+}
+bool stream_small_for(int64_t rows) {
+  return stream_small_mode == 2 ? rows >= int64_t(48) * sm_count() : stream_small_mode == 1;
+}
 
 // The large-n kernel: 1 the pipelined large_tile_db (the default), SLUICE_CUDA_TC_LARGE=0 the
 // first one, large_tile (two barriers a stage, 8 warps). The tests compare their bits, the
 // benchmark their rates.
-int large_variant = [] {
+// Whether the warpgroup-MMA kernel can run: built for sm_90a (SLUICE_CUDA_SM90A) and the device
+// is a Hopper (compute capability 9.0), checked once per process.
+bool wg_available() {
+#if defined(SLUICE_CUDA_SM90A)
+  static const bool ok = compute_capability() == 90;
+  return ok;
+#else
+  return false;
+#endif
+}
+
+// 1: the pipelined mma.sync kernel (the default), 2: the warpgroup-MMA one (where wg_available(),
+// else 1), 0: the first. SLUICE_CUDA_TC_LARGE=0/1/2 starts with that one. The warpgroup kernel
+// gives the same bits but is not the default: its first version ran 0.83-0.87x the pipelined one
+// on an H100 (bench/cuda_tc_harness.cu, 512 tokens, 2026-12-07: int4 7168 x 16384 39.2 against
+// 45.7 TFLOP/s, fp8 42.9 / 50.2, bf16 37.9 / 45.8); the present one (no bank conflicts in the
+// split, the split under the MMAs) is not measured yet.
+int large_variant_asked = [] {
   const char* e = std::getenv("SLUICE_CUDA_TC_LARGE");
-  return e && std::strcmp(e, "0") == 0 ? 0 : 1;
+  return e ? std::atoi(e) : 1;
 }();
+int large_variant() {
+  const int v = large_variant_asked;
+  return v == 0 ? 0 : v == 1 || !wg_available() ? 1 : 2;
+}
 
 bool x_aligned(const float* X, int64_t n, int64_t ldx) {
   return reinterpret_cast<uintptr_t>(X) % 16 == 0 && (n == 1 || ldx % 4 == 0);
@@ -1041,7 +1338,7 @@ bool launch_stream(const QMatrix& W, const float* X, int64_t n, int64_t ldx, flo
 // round-by-round one: the same bits either way.
 template <WeightFormat F, int NT>
 void launch_small(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
-  if (stream_small_on && (stream_rt<F>() == 2 ? launch_stream<F, NT, 2>(W, X, n, ldx, Y, ldy, s)
+  if (stream_small_for(W.rows) && (stream_rt<F>() == 2 ? launch_stream<F, NT, 2>(W, X, n, ldx, Y, ldy, s)
                                               : launch_stream<F, NT, 1>(W, X, n, ldx, Y, ldy, s)))
     return;
   const int64_t tiles = (W.rows + 15) / 16, per_block = kSmallWarps / small_warps_per_tile(W.cols);
@@ -1060,10 +1357,23 @@ int launch_large_as(const QMatrix& W, const float* X, int64_t n, int64_t ldx, fl
   return 0;
 }
 
+template <WeightFormat F, int T>
+int launch_large_wg(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
+  constexpr int bytes = LargeWg<F, T>::smem;
+  static const int attr = prepare_smem(large_wg_kernel<F, T>, bytes);
+  if (attr) return attr;
+  const dim3 grid(unsigned((W.rows + kBM - 1) / kBM), unsigned((n + T - 1) / T));
+  large_wg_kernel<F, T><<<grid, LargeWg<F, T>::threads, bytes, s>>>(W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx));
+  return 0;
+}
+
 template <WeightFormat F, int TT>
 int launch_large(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
-  return large_variant == 0 ? launch_large_as<F, TT, false>(W, X, n, ldx, Y, ldy, s)
-                            : launch_large_as<F, TT, true>(W, X, n, ldx, Y, ldy, s);
+  switch (large_variant()) {
+    case 0: return launch_large_as<F, TT, false>(W, X, n, ldx, Y, ldy, s);
+    case 1: return launch_large_as<F, TT, true>(W, X, n, ldx, Y, ldy, s);
+    default: return launch_large_wg<F, 16 * TT>(W, X, n, ldx, Y, ldy, s);
+  }
 }
 
 template <WeightFormat F>
@@ -1098,7 +1408,7 @@ bool launch_grouped_stream(const MatmulProblem* dev, int count, int64_t max_rows
 template <WeightFormat F, int NT>
 void launch_grouped_small(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, int64_t max_n,
                           cudaStream_t s) {
-  if (stream_small_on && (stream_rt<F>() == 2 ? launch_grouped_stream<F, NT, 2>(dev, count, max_rows, cols, max_n, s)
+  if (stream_small_mode != 0 && (stream_rt<F>() == 2 ? launch_grouped_stream<F, NT, 2>(dev, count, max_rows, cols, max_n, s)
                                               : launch_grouped_stream<F, NT, 1>(dev, count, max_rows, cols, max_n, s)))
     return;
   const int64_t tiles = (max_rows + 15) / 16, per_block = kSmallWarps / small_warps_per_tile(cols);
@@ -1118,10 +1428,23 @@ int launch_grouped_large_as(const MatmulProblem* dev, int count, int64_t max_row
   return 0;
 }
 
+template <WeightFormat F, int T>
+int launch_grouped_large_wg(const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, cudaStream_t s) {
+  constexpr int bytes = LargeWg<F, T>::smem;
+  static const int attr = prepare_smem(grouped_large_wg_kernel<F, T>, bytes);
+  if (attr) return attr;
+  const dim3 grid(unsigned((max_rows + kBM - 1) / kBM), unsigned((max_n + T - 1) / T), unsigned(count));
+  grouped_large_wg_kernel<F, T><<<grid, LargeWg<F, T>::threads, bytes, s>>>(dev);
+  return 0;
+}
+
 template <WeightFormat F, int TT>
 int launch_grouped_large(const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, cudaStream_t s) {
-  return large_variant == 0 ? launch_grouped_large_as<F, TT, false>(dev, count, max_rows, max_n, s)
-                            : launch_grouped_large_as<F, TT, true>(dev, count, max_rows, max_n, s);
+  switch (large_variant()) {
+    case 0: return launch_grouped_large_as<F, TT, false>(dev, count, max_rows, max_n, s);
+    case 1: return launch_grouped_large_as<F, TT, true>(dev, count, max_rows, max_n, s);
+    default: return launch_grouped_large_wg<F, 16 * TT>(dev, count, max_rows, max_n, s);
+  }
 }
 
 template <WeightFormat F>
@@ -1194,11 +1517,13 @@ bool tc_eligible(const QMatrix& W) {
 
 void set_tensor_core_products(bool on) { tensor_cores_on = on; }
 
-void set_streaming_small_products(bool on) { stream_small_on = on; }
+void set_streaming_small_products(int mode) { stream_small_mode = mode; }
 
 void set_streaming_small_tiles(int rt) { stream_rt_forced = rt; }
 
-void set_large_products_variant(int v) { large_variant = v == 0 ? 0 : 1; }
+void set_large_products_variant(int v) { large_variant_asked = v; }
+
+int large_products_variant() { return large_variant(); }
 
 int tc_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s) {
   if (n <= 0 || W.rows <= 0) return 0;
@@ -1228,6 +1553,14 @@ int tc_grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int
     case WeightFormat::MXFP4: return launch_grouped_tc<WeightFormat::MXFP4>(dev, count, max_rows, cols, max_n, st);
     default: return int(cudaErrorInvalidValue);
   }
+}
+
+int compute_capability() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev))
+    return 0;
+  return major * 10 + minor;
 }
 
 int mma_probe(const uint16_t* A, const uint16_t* B, const float* C, float* D, int count) {
