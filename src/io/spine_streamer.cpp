@@ -16,9 +16,27 @@ uint64_t page_down(uint64_t v) { return v & ~(kDirectAlign - 1); }
 uint64_t page_up(uint64_t v) { return (v + kDirectAlign - 1) & ~(kDirectAlign - 1); }
 }  // namespace
 
+// A layer streams only the pages its spine bytes fill completely. A page it
+// shares with anything else (another layer's tensors, the embedding table, a
+// routed expert) is read once with the resident part and never dropped: a read
+// or a drop of it would land under another layer's compute (harmless while
+// every read writes the file's bytes, but a read's buffer is the reader's to
+// scribble on until it completes).
 std::vector<std::vector<SpineStreamer::Range>> SpineStreamer::ranges_of(const SpineLayout& layout, int64_t n,
                                                                         const std::vector<ExpertExtent>& on_demand) {
   std::vector<std::vector<Range>> ranges(size_t(n) + 1);  // index n: everything outside layers
+  // Appends [a, b), merged with the last range when they touch (ranges come in order).
+  const auto add = [](std::vector<Range>& v, int32_t file, uint64_t a, uint64_t b) {
+    if (a >= b) return;
+    if (!v.empty() && v.back().file == file && a <= v.back().offset + v.back().length)
+      v.back().length = std::max(v.back().offset + v.back().length, b) - v.back().offset;
+    else
+      v.push_back({file, a, b - a});
+  };
+  std::vector<Range> resident;  // in no order: merged at the end
+  const auto keep = [&](int32_t file, uint64_t a, uint64_t b) {
+    if (a < b) resident.push_back({file, a, b - a});
+  };
   for (int64_t l = 0; l <= n; ++l) {
     for (const auto& whole : layout.layer_extents(l == n ? -1 : l)) {
       // Subtract the on-demand ranges.
@@ -38,14 +56,21 @@ std::vector<std::vector<SpineStreamer::Range>> SpineStreamer::ranges_of(const Sp
       }
       for (const auto& e : parts) {
         const uint64_t a = page_down(e.offset), b = page_up(e.offset + e.length);
-        auto& v = ranges[size_t(l)];
-        if (!v.empty() && v.back().file == e.file && a <= v.back().offset + v.back().length)
-          v.back().length = std::max(v.back().offset + v.back().length, b) - v.back().offset;
-        else
-          v.push_back({e.file, a, b - a});
+        const uint64_t ia = page_up(e.offset), ib = page_down(e.offset + e.length);  // pages e fills
+        if (l == n || ia >= ib) {
+          keep(e.file, a, b);
+          continue;
+        }
+        keep(e.file, a, ia);
+        add(ranges[size_t(l)], e.file, ia, ib);
+        keep(e.file, ib, b);
       }
     }
   }
+  std::sort(resident.begin(), resident.end(), [](const Range& x, const Range& y) {
+    return x.file != y.file ? x.file < y.file : x.offset < y.offset;
+  });
+  for (const auto& r : resident) add(ranges[size_t(n)], r.file, r.offset, r.offset + r.length);
   return ranges;
 }
 
@@ -156,7 +181,12 @@ void SpineStreamer::drain(bool block) {
   std::vector<ReadCompletion> done;
   queue_->reap(done, block);
   for (const auto& c : done) {
-    if (c.result < 0) fail("spine read of layer {} failed: {}", c.tag, std::strerror(int(-c.result)));
+    if (c.result < 0) {
+      if (int64_t(c.tag) == n_)
+        fail("spine read of the resident part (outside the layers, and pages layers share) failed: {}",
+             std::strerror(int(-c.result)));
+      fail("spine read of layer {} failed: {}", c.tag, std::strerror(int(-c.result)));
+    }
     --pending_[size_t(c.tag)];
   }
 }

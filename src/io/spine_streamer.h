@@ -43,6 +43,15 @@ class SpineStreamer {
   // The smallest budget streaming can work in: everything outside the layers plus the largest layer.
   static uint64_t min_budget(const SpineLayout& layout, int64_t n_layers, const std::vector<ExpertExtent>& on_demand);
 
+  // The page-aligned ranges each layer streams (index n_layers: the resident
+  // part, read once). A page is a layer's only if that layer's bytes fill it.
+  struct Range {
+    int32_t file;
+    uint64_t offset, length;  // page-aligned
+  };
+  static std::vector<std::vector<Range>> ranges_of(const SpineLayout& layout, int64_t n,
+                                                   const std::vector<ExpertExtent>& on_demand);
+
   void before_layer(int64_t l);  // waits until layer l's spine is in memory; reads ahead
   void after_layer(int64_t l);   // drops layer l if it is streamed
   SpineStreamStats stats() const { return stats_; }
@@ -53,12 +62,6 @@ class SpineStreamer {
   void drain(bool block);
   int64_t next_streamed(int64_t after) const;  // cyclic
 
-  struct Range {
-    int32_t file;
-    uint64_t offset, length;  // page-aligned
-  };
-  static std::vector<std::vector<Range>> ranges_of(const SpineLayout& layout, int64_t n,
-                                                   const std::vector<ExpertExtent>& on_demand);
   const Checkpoint& ckpt_;
   int64_t n_, window_;
   uint32_t chunk_;

@@ -10,6 +10,11 @@
 
 #include "experts/streaming_experts.h"
 #include "engine/engine.h"
+#include "format/checkpoint.h"
+#include "format/config.h"
+#include "format/expert_index.h"
+#include "io/spine_layout.h"
+#include "io/spine_streamer.h"
 #include "runtime/session.h"
 #include "support/golden_logits.h"
 #include "support/test_support.h"
@@ -236,6 +241,58 @@ TEST(SpineStreaming, BitwiseEqualToResident) {
       EXPECT_GT(st.streamed_layers, 0) << name;
       EXPECT_GT(st.bytes_read, 0u) << name;
     }
+  }
+}
+
+// A streamed layer reads and drops only pages its own spine bytes fill: a page
+// it shares with another layer, the embedding table or an expert is resident,
+// so no read or drop lands under another layer's compute. Every spine byte is
+// in its layer's pages or the resident ones. (The tiny models interleave the
+// layers' small f32 tensors within a few pages.)
+TEST(SpineStreaming, AStreamedPageHoldsOnlyItsLayersBytes) {
+  for (const char* name : {"kimi_k3_tiny", "deepseek_v3_tiny_fp8", "gpt_oss_tiny"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = test::fixture(std::string("golden/") + name);
+    const Checkpoint ck(dir);
+    const ExpertIndex index(Config::load(dir), ck);
+    const SpineLayout layout(ck, index.spine());
+    const int64_t n = layout.max_layer() + 1;
+    const TensorView embed = ck.get(index.layout().prefix + "model.embed_tokens.weight");
+    const ExpertExtent on_demand{ck.file_index(index.layout().prefix + "model.embed_tokens.weight"),
+                                 embed.file_offset, embed.nbytes()};
+    const auto ranges = SpineStreamer::ranges_of(layout, n, {on_demand});
+    ASSERT_EQ(ranges.size(), size_t(n) + 1);
+    // Bytes of [a, b) in file f covered by layer l's extents.
+    auto covered = [&](int64_t l, int32_t f, uint64_t a, uint64_t b) {
+      uint64_t c = 0;
+      for (const auto& e : layout.layer_extents(l))
+        if (const uint64_t lo = std::max(a, e.offset), hi = std::min(b, e.offset + e.length); e.file == f && hi > lo)
+          c += hi - lo;
+      return c;
+    };
+    // In the pages of layer l's ranges (or the resident ones: l = n).
+    auto in_pages = [&](int64_t l, int32_t f, uint64_t at) {
+      for (const auto& r : ranges[size_t(l)])
+        if (r.file == f && at >= r.offset && at < r.offset + r.length) return true;
+      return false;
+    };
+    int64_t streamed_pages = 0;
+    for (int64_t l = 0; l < n; ++l) {
+      for (const auto& r : ranges[size_t(l)]) {
+        ASSERT_EQ(r.offset % 4096, 0u);
+        ASSERT_EQ(r.length % 4096, 0u);
+        for (uint64_t p = r.offset; p < r.offset + r.length; p += 4096, ++streamed_pages)
+          EXPECT_EQ(covered(l, r.file, p, p + 4096), 4096u) << "layer " << l << " page at " << p;
+      }
+      for (const auto& e : layout.layer_extents(l))
+        for (uint64_t at = e.offset; at < e.offset + e.length; at += 64) {
+          const bool lazy = e.file == on_demand.file && at >= on_demand.offset &&
+                            at < on_demand.offset + on_demand.length;
+          EXPECT_TRUE(lazy || in_pages(l, e.file, at) || in_pages(n, e.file, at))
+              << "layer " << l << " byte " << at << " is in no pages read";
+        }
+    }
+    EXPECT_GT(streamed_pages, 0);
   }
 }
 
