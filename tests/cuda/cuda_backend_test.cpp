@@ -480,11 +480,15 @@ TEST(CudaTensorCores, StreamingSmallKernelGivesTheRoundKernelsBits) {
 // last block of rows and of tokens, a partial last slice), and each row equals the same token
 // alone. On a Hopper GPU with a build for sm_90a the warpgroup kernel can run.
 TEST(CudaTensorCores, LargeKernelVariantsGiveTheSameBits) {
+  const int by_default = cuda::large_products_variant();
   cuda::set_large_products_variant(2);
   const int wg = cuda::large_products_variant();
-  cuda::set_large_products_variant(1);
+  cuda::set_large_products_variant(by_default);
 #if defined(SLUICE_CUDA_SM90A)
-  if (cuda::compute_capability() == 90) ASSERT_EQ(2, wg) << "the warpgroup-MMA kernel does not run on this Hopper GPU";
+  if (cuda::compute_capability() == 90) {
+    ASSERT_EQ(2, wg) << "the warpgroup-MMA kernel does not run on this Hopper GPU";
+    EXPECT_EQ(2, by_default) << "the warpgroup-MMA kernel is the default on a Hopper GPU";
+  }
 #endif
   std::printf("large-n variants compared: 0, 1%s\n", wg == 2 ? ", 2 (wgmma)" : " (no wgmma kernel here)");
   struct Case {
@@ -513,7 +517,7 @@ TEST(CudaTensorCores, LargeKernelVariantsGiveTheSameBits) {
         gpu().matmul(wm, xg.row_range(0, n), y);
         got[v] = values(gpu(), y);
       }
-      cuda::set_large_products_variant(1);  // the default
+      cuda::set_large_products_variant(by_default);
       Buffer y1(gpu(), 1, c.rows);
       gpu().matmul(wm, xg.row_range(n - 1, 1), y1);
       const auto one = values(gpu(), y1);

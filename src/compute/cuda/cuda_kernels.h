@@ -62,9 +62,9 @@ void set_tensor_core_products(bool on);
 void set_streaming_small_products(int mode);
 // 16-row tiles per streaming block: 1 or 2 forces it, 0 the format's default (the same bits).
 void set_streaming_small_tiles(int rt);
-// The large-n (9+ rows) kernel: 1 pipelined on mma.sync (the default), 2 on the warpgroup MMAs
-// (a Hopper GPU and a build for sm_90a), 0 the first one (two barriers a stage). The same bits
-// (tests). Asking for 2 where it cannot run gives 1.
+// The large-n (9+ rows) kernel: 2 on the warpgroup MMAs (a Hopper GPU and a build for sm_90a; the
+// default), 1 pipelined on mma.sync (the default elsewhere), 0 the first one (two barriers a
+// stage). The same bits (tests). Asking for 2 where it cannot run gives 1.
 void set_large_products_variant(int v);
 // The variant that runs now (after that fallback).
 int large_products_variant();

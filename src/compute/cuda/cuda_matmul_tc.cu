@@ -719,8 +719,8 @@ __device__ __forceinline__ void large_tile(const QMatrix& W, const float* __rest
       }
 }
 
-// The large kernel, pipelined (the default; SLUICE_CUDA_TC_LARGE=0 keeps large_tile above, for
-// comparisons): the same products in the same order from the same shared-memory tiles (128 rows x
+// The large kernel, pipelined (the default where the warpgroup kernel cannot run;
+// SLUICE_CUDA_TC_LARGE=0 keeps large_tile above, for comparisons): the same products in the same order from the same shared-memory tiles (128 rows x
 // BN tokens, 64 columns a stage), with more warps and one block barrier per stage instead of two.
 // - 16 warps for BN >= 32 (4 x 4: 32 rows x BN / 4 tokens each, at most 128 registers), 8 for
 //   BN = 16 (4 x 2: 32 x 8).
@@ -1273,9 +1273,9 @@ bool stream_small_for(int64_t rows) {
   return stream_small_mode == 2 ? rows >= int64_t(48) * sm_count() : stream_small_mode == 1;
 }
 
-// The large-n kernel: 1 the pipelined large_tile_db (the default), SLUICE_CUDA_TC_LARGE=0 the
-// first one, large_tile (two barriers a stage, 8 warps). The tests compare their bits, the
-// benchmark their rates.
+// The large-n kernel: 2 the warpgroup-MMA large_tile_wg (the default where it can run), 1 the
+// pipelined large_tile_db (elsewhere), SLUICE_CUDA_TC_LARGE=0 the first one, large_tile (two
+// barriers a stage, 8 warps). The tests compare their bits, the benchmark their rates.
 // Whether the warpgroup-MMA kernel can run: built for sm_90a (SLUICE_CUDA_SM90A) and the device
 // is a Hopper (compute capability 9.0), checked once per process.
 bool wg_available() {
@@ -1287,15 +1287,15 @@ bool wg_available() {
 #endif
 }
 
-// 1: the pipelined mma.sync kernel (the default), 2: the warpgroup-MMA one (where wg_available(),
-// else 1), 0: the first. SLUICE_CUDA_TC_LARGE=0/1/2 starts with that one. The warpgroup kernel
-// gives the same bits but is not the default: its first version ran 0.83-0.87x the pipelined one
-// on an H100 (bench/cuda_tc_harness.cu, 512 tokens, 2026-12-07: int4 7168 x 16384 39.2 against
-// 45.7 TFLOP/s, fp8 42.9 / 50.2, bf16 37.9 / 45.8); the present one (no bank conflicts in the
-// split, the split under the MMAs) is not measured yet.
+// 2: the warpgroup-MMA kernel where wg_available() (the default), 1: the pipelined mma.sync one
+// (the default elsewhere), 0: the first. SLUICE_CUDA_TC_LARGE=0/1/2 starts with that one. All give
+// the same bits. Measured on an H100 (bench/cuda_tc_harness.cu, 512 tokens, 2026-12-07, TFLOP/s,
+// pipelined / warpgroup): int4 7168 x 16384 45.4 / 53.3, 4096 x 18432 52.4 / 61.6; mxfp4 7168 x
+// 16384 43.2 / 54.3; fp8 50.1 / 62.0; int8 50.3 / 67.7; bf16 4096 x 18432 52.4 / 70.2 (its first
+// version, with bank conflicts in the split, had run 0.83-0.87x the pipelined one).
 int large_variant_asked = [] {
   const char* e = std::getenv("SLUICE_CUDA_TC_LARGE");
-  return e ? std::atoi(e) : 1;
+  return e ? std::atoi(e) : 2;
 }();
 int large_variant() {
   const int v = large_variant_asked;
