@@ -74,6 +74,20 @@ struct NibbleDecoder {
   }
 };
 #else
+// Part k of a step (parts 0, 1: the low nibbles, zip lower and upper; 2, 3: the
+// high ones) looked up in the byte tables `top` and `mid` (the top and second
+// byte of each value, per 128-bit block): the values' bf16 patterns, widened.
+template <int k>
+HWY_INLINE void lookup_part(VU8 b, VU8 top, VU8 mid, VF* w) {
+  const DU8 d8;
+  const DU16 d16;
+  const VU8 nib = k < 2 ? hn::And(b, hn::Set(d8, 0x0F))
+                        : hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, b))), hn::Set(d8, 0x0F));
+  const VU8 t = hn::TableLookupBytes(top, nib);
+  const VU8 m = hn::TableLookupBytes(mid, nib);
+  // bf16 patterns of the values (mid byte low).
+  bf16_halves_to_f32(hn::BitCast(DU32(), k % 2 == 0 ? hn::ZipLower(d16, m, t) : hn::ZipUpper(d16, m, t)), w);
+}
 // Two byte tables (the top and second byte of each value) and two zips build
 // the exact f32 without any conversion.
 struct NibbleDecoder {
@@ -88,17 +102,7 @@ struct NibbleDecoder {
       : top(hn::LoadDup128(DU8(), t.top)), mid(hn::LoadDup128(DU8(), t.mid)) {}
   HWY_INLINE Raw load(const uint8_t* row, int64_t s) const { return hn::LoadU(DU8(), row + s * (S / 2)); }
   template <int k>
-  HWY_INLINE void part(Raw b, VF* w) const {
-    const DU8 d8;
-    const DU16 d16;
-    const DU32 d32;
-    const VU8 nib = k < 2 ? hn::And(b, hn::Set(d8, 0x0F))
-                          : hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, b))), hn::Set(d8, 0x0F));
-    const VU8 t = hn::TableLookupBytes(top, nib);
-    const VU8 m = hn::TableLookupBytes(mid, nib);
-    // bf16 patterns of the values (mid byte low).
-    bf16_halves_to_f32(hn::BitCast(d32, k % 2 == 0 ? hn::ZipLower(d16, m, t) : hn::ZipUpper(d16, m, t)), w);
-  }
+  HWY_INLINE void part(Raw b, VF* w) const { lookup_part<k>(b, top, mid, w); }
   HWY_INLINE Sc scale_of(const RowScales& rs, int64_t s, int64_t) const {
     return lane_segment_scales(rs.scales + s * kBlocks);
   }
@@ -249,15 +253,7 @@ struct Mxfp4Avx2Decoder {
             VU8{_mm256_inserti128_si256(_mm256_castsi128_si256(lo(r0 + 16)), lo(r1 + 16), 1)}};
   }
   template <int k>
-  HWY_INLINE void part_scaled(Raw b, const Sc& sc, VF* w) const {
-    const DU8 d8;
-    const DU16 d16;
-    const VU8 nib = k < 2 ? hn::And(b, hn::Set(d8, 0x0F))
-                          : hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, b))), hn::Set(d8, 0x0F));
-    const VU8 t = hn::TableLookupBytes(sc.top, nib);
-    const VU8 m = hn::TableLookupBytes(sc.mid, nib);
-    bf16_halves_to_f32(hn::BitCast(DU32(), k % 2 == 0 ? hn::ZipLower(d16, m, t) : hn::ZipUpper(d16, m, t)), w);
-  }
+  HWY_INLINE void part_scaled(Raw b, const Sc& sc, VF* w) const { lookup_part<k>(b, sc.top, sc.mid, w); }
 };
 #endif
 
