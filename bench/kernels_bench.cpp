@@ -1,8 +1,9 @@
 // Matrix-vector throughput per weight format (GB/s of weight bytes streamed) for
 // every ISA this CPU runs: 192 x 7168 (in L2 for the 4-bit formats: the decode's
 // compute rate alone), 2048 x 7168 (a Kimi K2 expert projection, mostly in
-// cache) and 32768 x 7168 (streamed from DRAM). `sluice bench --kernels` is the
-// fuller measurement (DRAM bandwidth, batched products, peak GFLOP/s).
+// cache) and 32768 x 7168 (streamed from DRAM); and the many-token products
+// (16 and 64 tokens, 2048 x 7168: GFLOP/s, 2 per weight and token). `sluice bench
+// --kernels` is the fuller measurement (DRAM bandwidth, peak GFLOP/s).
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -34,6 +35,27 @@ void BM_Matvec(benchmark::State& state, WeightFormat fmt, std::string isa, int t
   state.SetLabel(std::string(weight_format_name(fmt)) + " " + isa + " threads=" + std::to_string(threads));
 }
 
+void BM_Product(benchmark::State& state, WeightFormat fmt, std::string isa, int threads) {
+  const int64_t n = state.range(0), rows = 2048, cols = 7168;
+  OwnedQMatrix w = make_random_qmatrix(fmt, rows, cols, 1);
+  std::vector<float> x(size_t(n * cols)), y(static_cast<size_t>(n * rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) * 0.125f;
+  const std::string prev(kernels::active_isa().name);
+  kernels::set_active_isa(isa);
+  const kernels::IsaKernels& k = kernels::active_isa();
+  ThreadPool pool(threads);
+  std::vector<float> xp(size_t(n * k.padded_cols(w.m)));
+  k.prepare_x(w.m, x.data(), n, cols, xp.data());
+  for (auto _ : state) {
+    pool.parallel_for(rows, 16, [&](int64_t b, int64_t e) { k.rows(w.m, b, e, xp.data(), n, y.data(), rows); });
+    benchmark::DoNotOptimize(y.data());
+  }
+  kernels::set_active_isa(prev);
+  state.counters["GFLOP"] =
+      benchmark::Counter(2e-9 * double(rows) * double(cols) * double(n), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(weight_format_name(fmt)) + " " + isa + " threads=" + std::to_string(threads));
+}
+
 void register_all() {
   for (const auto& isa : kernels::compiled_isas()) {
     if (!kernels::cpu_supports(isa)) continue;
@@ -47,6 +69,10 @@ void register_all() {
       for (int threads : {1, 2})
         benchmark::RegisterBenchmark((n + "/t" + std::to_string(threads)).c_str(), BM_Matvec, f, std::string(isa.name),
                                      threads)->UseRealTime()->Arg(192)->Arg(2048)->Arg(32768);
+      const std::string p = "product_2048x7168/" + std::string(weight_format_name(f)) + "/" + std::string(isa.name);
+      for (int threads : {1, 2})
+        benchmark::RegisterBenchmark((p + "/t" + std::to_string(threads)).c_str(), BM_Product, f, std::string(isa.name),
+                                     threads)->UseRealTime()->Arg(16)->Arg(64);
     }
   }
 }
