@@ -566,6 +566,27 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
     }
 }
 
+// Up to how many tokens a product runs its register tiles straight from the
+// packed weights (tile_direct, one pass over the rows per token tile) instead of
+// decoding panels into a buffer first (a codec's kDirectTokens; default 3: the
+// decode-sized products). Where decoding a vector costs one or two operations,
+// decoding it again per token tile is cheaper than the panel's store and reload
+// at 16 tokens. Each output's sequence is the same either way.
+template <class Fmt>
+constexpr int64_t direct_tokens() {
+  if constexpr (requires { Fmt::kDirectTokens; }) return Fmt::kDirectTokens;
+  return 3;
+}
+template <class Fmt, int R, int T>
+HWY_INLINE void tile_direct_n(int tt, const Fmt& dec, const QMatrix& W, const Layout& L, const RowScales* rs,
+                              const float* tails, int64_t r, int64_t r_end, const float* const* x, float* Y,
+                              int64_t ldy) {
+  if constexpr (T > 1) {
+    if (tt < T) return tile_direct_n<Fmt, R, T - 1>(tt, dec, W, L, rs, tails, r, r_end, x, Y, ldy);
+  }
+  tile_direct<Fmt, R, T>(dec, W, L, rs, tails, r, r_end, x, Y, ldy);
+}
+
 // Tokens per pass over a row range: a long prompt's products run 64 tokens at a
 // time, so a panel's accumulators and the activations of one column block stay
 // in L2 (512 tokens at once spill both); each output's sequence is unchanged.
@@ -611,6 +632,22 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
     run(r, R, rs);
   };
 
+  if (n > 3 && n <= direct_tokens<Fmt>()) {
+    constexpr int TR = kTileRows, TT = tile_tokens<Fmt>();
+    auto run = [&](int64_t r, int R, const RowScales* rsp) {
+      for (int64_t t0 = 0; t0 < n; t0 += TT) {
+        const int tt = int(std::min<int64_t>(TT, n - t0));
+        const float* xt[TT];
+        for (int t = 0; t < tt; ++t) xt[t] = XP + (t0 + t) * L.padded;
+        if (R == TR) tile_direct_n<Fmt, TR, TT>(tt, dec, W, L, rsp, tails, r, r1, xt, Y + t0 * ldy, ldy);
+        else tile_direct_n<Fmt, 1, TT>(tt, dec, W, L, rsp, tails, r, r1, xt, Y + t0 * ldy, ldy);
+      }
+    };
+    int64_t r = r0;
+    for (; r + TR <= r1; r += TR) group(r, TR, run);
+    for (; r < r1; ++r) group(r, 1, run);
+    return;
+  }
   if (n <= 3) {
     // Few tokens (decode, short verification batches): decode in registers.
     constexpr int MR = matvec_rows<Fmt>();

@@ -27,6 +27,10 @@ namespace HWY_NAMESPACE {
 struct Bf16Codec : Codec<codecs::Bf16> {
   static constexpr int64_t S = kN, V = 1, kStepBytes = 2 * S;
   static constexpr bool kScaled = false;
+  // Products of up to 16 tokens from register tiles straight from the weights
+  // (kernels/matmul_simd.cpp's direct_tokens; measured on AVX2 only, Zen 3,
+  // 2048 x 7168 x 16 tokens, 2 threads: 1.23-1.31x the panels).
+  static constexpr int64_t kDirectTokens = HWY_TARGET == HWY_AVX2 ? 16 : 3;
   static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
     const hn::Rebind<uint16_t, DF> d16;
     const auto h = hn::LoadU(d16, reinterpret_cast<const uint16_t*>(row) + s * S);

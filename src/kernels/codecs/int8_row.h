@@ -32,6 +32,10 @@ namespace HWY_NAMESPACE {
 struct Int8RowCodec : Codec<codecs::Int8Row> {
   static constexpr int64_t S = kN, V = 1, kStepBytes = S;
   static constexpr bool kScaled = false, kRowScale = true;
+  // Products of up to 16 tokens from register tiles straight from the weights
+  // (kernels/matmul_simd.cpp's direct_tokens; measured on AVX2 only, Zen 3,
+  // 2048 x 7168 x 16 tokens, 2 threads: 1.23-1.31x the panels).
+  static constexpr int64_t kDirectTokens = HWY_TARGET == HWY_AVX2 ? 16 : 3;
   static HWY_INLINE void step(const uint8_t* row, int64_t s, VF* w) {
     const hn::Rebind<int8_t, DF> d8;
     const auto q = hn::LoadU(d8, reinterpret_cast<const int8_t*>(row) + s * S);

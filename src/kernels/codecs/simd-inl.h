@@ -31,6 +31,8 @@
 //   kRowByRow          a register tile decodes and uses one row's step at a
 //                      time [false: part by part over its rows]
 //   kMatvecRows        rows per matvec register tile [4]
+//   kDirectTokens      products of up to this many tokens run register tiles
+//                      straight from the weights, not from decoded panels [3]
 //   part_exact<k>      as part_scaled, with the definition's zero signs where
 //                      part_scaled may give +0 for -0 (the transposed product
 //                      adds decoded weights themselves) [part_scaled]
