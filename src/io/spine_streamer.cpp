@@ -24,18 +24,10 @@ uint64_t page_up(uint64_t v) { return (v + kDirectAlign - 1) & ~(kDirectAlign - 
 // scribble on until it completes).
 std::vector<std::vector<SpineStreamer::Range>> SpineStreamer::ranges_of(const SpineLayout& layout, int64_t n,
                                                                         const std::vector<ExpertExtent>& on_demand) {
-  std::vector<std::vector<Range>> ranges(size_t(n) + 1);  // index n: everything outside layers
-  // Appends [a, b), merged with the last range when they touch (ranges come in order).
-  const auto add = [](std::vector<Range>& v, int32_t file, uint64_t a, uint64_t b) {
-    if (a >= b) return;
-    if (!v.empty() && v.back().file == file && a <= v.back().offset + v.back().length)
-      v.back().length = std::max(v.back().offset + v.back().length, b) - v.back().offset;
-    else
-      v.push_back({file, a, b - a});
-  };
-  std::vector<Range> resident;  // in no order: merged at the end
-  const auto keep = [&](int32_t file, uint64_t a, uint64_t b) {
-    if (a < b) resident.push_back({file, a, b - a});
+  // Page ranges per layer, index n: the resident part (everything outside layers, and shared pages).
+  std::vector<std::vector<Range>> ranges(size_t(n) + 1);
+  const auto add = [&](int64_t l, int32_t file, uint64_t a, uint64_t b) {
+    if (a < b) ranges[size_t(l)].push_back({file, a, b - a});
   };
   for (int64_t l = 0; l <= n; ++l) {
     for (const auto& whole : layout.layer_extents(l == n ? -1 : l)) {
@@ -58,19 +50,16 @@ std::vector<std::vector<SpineStreamer::Range>> SpineStreamer::ranges_of(const Sp
         const uint64_t a = page_down(e.offset), b = page_up(e.offset + e.length);
         const uint64_t ia = page_up(e.offset), ib = page_down(e.offset + e.length);  // pages e fills
         if (l == n || ia >= ib) {
-          keep(e.file, a, b);
+          add(n, e.file, a, b);
           continue;
         }
-        keep(e.file, a, ia);
-        add(ranges[size_t(l)], e.file, ia, ib);
-        keep(e.file, ib, b);
+        add(n, e.file, a, ia);
+        add(l, e.file, ia, ib);
+        add(n, e.file, ib, b);
       }
     }
   }
-  std::sort(resident.begin(), resident.end(), [](const Range& x, const Range& y) {
-    return x.file != y.file ? x.file < y.file : x.offset < y.offset;
-  });
-  for (const auto& r : resident) add(ranges[size_t(n)], r.file, r.offset, r.offset + r.length);
+  for (auto& v : ranges) v = merge_extents(std::move(v));
   return ranges;
 }
 

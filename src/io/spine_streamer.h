@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "format/extent.h"
 #include "io/read_queue.h"
 #include "io/spine_layout.h"
 
@@ -45,10 +46,7 @@ class SpineStreamer {
 
   // The page-aligned ranges each layer streams (index n_layers: the resident
   // part, read once). A page is a layer's only if that layer's bytes fill it.
-  struct Range {
-    int32_t file;
-    uint64_t offset, length;  // page-aligned
-  };
+  using Range = ExpertExtent;  // page-aligned
   static std::vector<std::vector<Range>> ranges_of(const SpineLayout& layout, int64_t n,
                                                    const std::vector<ExpertExtent>& on_demand);
 
