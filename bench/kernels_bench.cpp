@@ -16,27 +16,11 @@
 namespace sluice {
 namespace {
 
-void BM_Matvec(benchmark::State& state, WeightFormat fmt, std::string isa, int threads) {
-  const int64_t rows = state.range(0), cols = 7168;
-  OwnedQMatrix w = make_random_qmatrix(fmt, rows, cols, 1);
-  std::vector<float> x(size_t(cols), 0.5f), y(static_cast<size_t>(rows));
-  const std::string prev(kernels::active_isa().name);
-  kernels::set_active_isa(isa);
-  const kernels::IsaKernels& k = kernels::active_isa();
-  ThreadPool pool(threads);
-  std::vector<float> xp(size_t(k.padded_cols(w.m)));
-  k.prepare_x(w.m, x.data(), 1, cols, xp.data());
-  for (auto _ : state) {
-    pool.parallel_for(rows, 16, [&](int64_t b, int64_t e) { k.rows(w.m, b, e, xp.data(), 1, y.data(), rows); });
-    benchmark::DoNotOptimize(y.data());
-  }
-  kernels::set_active_isa(prev);
-  state.SetBytesProcessed(int64_t(state.iterations()) * (int64_t(w.data.size()) + int64_t(w.scale.size())));
-  state.SetLabel(std::string(weight_format_name(fmt)) + " " + isa + " threads=" + std::to_string(threads));
-}
-
-void BM_Product(benchmark::State& state, WeightFormat fmt, std::string isa, int threads) {
-  const int64_t n = state.range(0), rows = 2048, cols = 7168;
+// Times Y = X W^T for n activation rows on `threads` threads of ISA `isa`
+// (random weights of `fmt`, rows x 7168); the weight bytes of W.
+int64_t time_rows(benchmark::State& state, WeightFormat fmt, const std::string& isa, int threads, int64_t rows,
+                  int64_t n) {
+  const int64_t cols = 7168;
   OwnedQMatrix w = make_random_qmatrix(fmt, rows, cols, 1);
   std::vector<float> x(size_t(n * cols)), y(static_cast<size_t>(n * rows));
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) * 0.125f;
@@ -51,9 +35,20 @@ void BM_Product(benchmark::State& state, WeightFormat fmt, std::string isa, int 
     benchmark::DoNotOptimize(y.data());
   }
   kernels::set_active_isa(prev);
-  state.counters["GFLOP"] =
-      benchmark::Counter(2e-9 * double(rows) * double(cols) * double(n), benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(weight_format_name(fmt)) + " " + isa + " threads=" + std::to_string(threads));
+  return int64_t(w.data.size()) + int64_t(w.scale.size());
+}
+
+void BM_Matvec(benchmark::State& state, WeightFormat fmt, std::string isa, int threads) {
+  const int64_t bytes = time_rows(state, fmt, isa, threads, state.range(0), 1);
+  state.SetBytesProcessed(int64_t(state.iterations()) * bytes);
+}
+
+void BM_Product(benchmark::State& state, WeightFormat fmt, std::string isa, int threads) {
+  const int64_t rows = 2048, n = state.range(0);
+  time_rows(state, fmt, isa, threads, rows, n);
+  state.counters["GFLOP"] =
+      benchmark::Counter(2e-9 * double(rows) * 7168.0 * double(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void register_all() {
