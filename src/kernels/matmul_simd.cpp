@@ -421,14 +421,15 @@ HWY_NOINLINE void tile_buffered(const BufferSrc<Fmt>& src, int64_t s0, int64_t s
   }
 }
 
-// tile_buffered with the token count tt <= T chosen at run time.
-template <class Fmt, int R, int T>
-HWY_INLINE void tile_buffered_n(int tt, const BufferSrc<Fmt>& src, int64_t s0, int64_t s1, const float* const* x,
-                                VF* accm) {
+// Calls f.template operator()<t>() with the template token count t = tt (1 <= tt <= T)
+// chosen at run time: the register tiles take their token count as a template
+// argument.
+template <int T, class F>
+HWY_INLINE void with_tokens(int tt, F&& f) {
   if constexpr (T > 1) {
-    if (tt < T) return tile_buffered_n<Fmt, R, T - 1>(tt, src, s0, s1, x, accm);
+    if (tt < T) return with_tokens<T - 1>(tt, f);
   }
-  tile_buffered<Fmt, R, T>(src, s0, s1, x, accm);
+  f.template operator()<T>();
 }
 
 // Rows per register tile of the many-token product: 3 x 4 (16 registers) on
@@ -547,7 +548,8 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
       for (int64_t g = 0; g < groups; ++g) {
         const BufferSrc<Fmt> src{wbuf + g * R * row_floats, row_floats};
         pf.issue(pf_per_call);
-        tile_buffered_n<Fmt, R, TT>(tt, src, s0, s1, x, accm + (g * ntiles + ti) * R * TT * A);
+        VF* acc = accm + (g * ntiles + ti) * R * TT * A;
+        with_tokens<TT>(tt, [&]<int T>() HWY_ATTR { tile_buffered<Fmt, R, T>(src, s0, s1, x, acc); });
       }
     }
   }
@@ -566,25 +568,19 @@ void panel_buffered(const Fmt& dec, const QMatrix& W, const Layout& L, const Row
     }
 }
 
+// Products of up to this many tokens (decode, short verification batches) decode
+// in registers, with tiles shaped by the token count.
+constexpr int64_t kFewTokens = 3;
 // Up to how many tokens a product runs its register tiles straight from the
 // packed weights (tile_direct, one pass over the rows per token tile) instead of
-// decoding panels into a buffer first (a codec's kDirectTokens; default 3: the
-// decode-sized products). Where decoding a vector costs one or two operations,
-// decoding it again per token tile is cheaper than the panel's store and reload
-// at 16 tokens. Each output's sequence is the same either way.
+// decoding panels into a buffer first (a codec's kDirectTokens; default
+// kFewTokens: only the decode-sized products). Where decoding a vector costs one
+// or two operations, decoding it again per token tile is cheaper than the
+// panel's store and reload at 16 tokens. Each output's sequence is the same either way.
 template <class Fmt>
 constexpr int64_t direct_tokens() {
   if constexpr (requires { Fmt::kDirectTokens; }) return Fmt::kDirectTokens;
-  return 3;
-}
-template <class Fmt, int R, int T>
-HWY_INLINE void tile_direct_n(int tt, const Fmt& dec, const QMatrix& W, const Layout& L, const RowScales* rs,
-                              const float* tails, int64_t r, int64_t r_end, const float* const* x, float* Y,
-                              int64_t ldy) {
-  if constexpr (T > 1) {
-    if (tt < T) return tile_direct_n<Fmt, R, T - 1>(tt, dec, W, L, rs, tails, r, r_end, x, Y, ldy);
-  }
-  tile_direct<Fmt, R, T>(dec, W, L, rs, tails, r, r_end, x, Y, ldy);
+  return kFewTokens;
 }
 
 // Tokens per pass over a row range: a long prompt's products run 64 tokens at a
@@ -632,15 +628,18 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
     run(r, R, rs);
   };
 
-  if (n > 3 && n <= direct_tokens<Fmt>()) {
+  if (n > kFewTokens && n <= direct_tokens<Fmt>()) {
     constexpr int TR = kTileRows, TT = tile_tokens<Fmt>();
     auto run = [&](int64_t r, int R, const RowScales* rsp) {
       for (int64_t t0 = 0; t0 < n; t0 += TT) {
         const int tt = int(std::min<int64_t>(TT, n - t0));
         const float* xt[TT];
         for (int t = 0; t < tt; ++t) xt[t] = XP + (t0 + t) * L.padded;
-        if (R == TR) tile_direct_n<Fmt, TR, TT>(tt, dec, W, L, rsp, tails, r, r1, xt, Y + t0 * ldy, ldy);
-        else tile_direct_n<Fmt, 1, TT>(tt, dec, W, L, rsp, tails, r, r1, xt, Y + t0 * ldy, ldy);
+        float* Yt = Y + t0 * ldy;
+        with_tokens<TT>(tt, [&]<int T>() HWY_ATTR {
+          if (R == TR) tile_direct<Fmt, TR, T>(dec, W, L, rsp, tails, r, r1, xt, Yt, ldy);
+          else tile_direct<Fmt, 1, T>(dec, W, L, rsp, tails, r, r1, xt, Yt, ldy);
+        });
       }
     };
     int64_t r = r0;
@@ -648,7 +647,7 @@ void rows_fmt(const Fmt& dec, const QMatrix& W, int64_t r0, int64_t r1, const fl
     for (; r < r1; ++r) group(r, 1, run);
     return;
   }
-  if (n <= 3) {
+  if (n <= kFewTokens) {
     // Few tokens (decode, short verification batches): decode in registers.
     constexpr int MR = matvec_rows<Fmt>();
     const int Rn = n == 1 ? MR : n == 2 ? 2 : 1;
