@@ -475,22 +475,23 @@ TEST(CudaTensorCores, StreamingSmallKernelGivesTheRoundKernelsBits) {
   }
 }
 
-// The large-n kernels (the first, two barriers a stage; the pipelined one; the warpgroup-MMA one)
-// give the same bits for 9-100 activation rows (one, two and four token tiles per block, a partial
-// last block of rows and of tokens, a partial last slice), and each row equals the same token
-// alone. On a Hopper GPU with a build for sm_90a the warpgroup kernel can run.
+// The large-n kernels (the first, two barriers a stage; the pipelined one; the warpgroup-MMA one,
+// splitting the activations in each block or once per product) give the same bits for 9-100
+// activation rows (one, two and four token tiles per block, a partial last block of rows and of
+// tokens, a partial last slice), and each row equals the same token alone. On a Hopper GPU with a
+// build for sm_90a the warpgroup kernels can run, the one splitting in each block by default.
 TEST(CudaTensorCores, LargeKernelVariantsGiveTheSameBits) {
   const int by_default = cuda::large_products_variant();
-  cuda::set_large_products_variant(2);
+  cuda::set_large_products_variant(3);
   const int wg = cuda::large_products_variant();
   cuda::set_large_products_variant(by_default);
 #if defined(SLUICE_CUDA_SM90A)
   if (cuda::compute_capability() == 90) {
-    ASSERT_EQ(2, wg) << "the warpgroup-MMA kernel does not run on this Hopper GPU";
+    ASSERT_EQ(3, wg) << "the warpgroup-MMA kernel does not run on this Hopper GPU";
     EXPECT_EQ(2, by_default) << "the warpgroup-MMA kernel is the default on a Hopper GPU";
   }
 #endif
-  std::printf("large-n variants compared: 0, 1%s\n", wg == 2 ? ", 2 (wgmma)" : " (no wgmma kernel here)");
+  std::printf("large-n variants compared: 0, 1%s\n", wg == 3 ? ", 2 and 3 (wgmma)" : " (no wgmma kernel here)");
   struct Case {
     WeightFormat f;
     int64_t rows, cols;
@@ -510,8 +511,8 @@ TEST(CudaTensorCores, LargeKernelVariantsGiveTheSameBits) {
     Matrix wm = gpu().matrix(hm.q);
     Buffer xg = on(gpu(), x, N, c.cols);
     for (const int64_t n : {9, 20, 37, 64, 100}) {
-      std::vector<float> got[3];
-      for (int v = 0; v < 3; ++v) {
+      std::vector<float> got[4];
+      for (int v = 0; v < 4; ++v) {
         cuda::set_large_products_variant(v);
         Buffer y(gpu(), n, c.rows);
         gpu().matmul(wm, xg.row_range(0, n), y);
@@ -523,7 +524,9 @@ TEST(CudaTensorCores, LargeKernelVariantsGiveTheSameBits) {
       const auto one = values(gpu(), y1);
       EXPECT_EQ(0, std::memcmp(got[1].data(), got[0].data(), got[0].size() * 4)) << n << " rows: pipelined vs first";
       EXPECT_EQ(0, std::memcmp(got[2].data(), got[0].data(), got[0].size() * 4)) << n << " rows: wgmma vs first";
-      EXPECT_EQ(0, std::memcmp(one.data(), got[2].data() + (n - 1) * c.rows, one.size() * 4))
+      EXPECT_EQ(0, std::memcmp(got[3].data(), got[0].data(), got[0].size() * 4))
+          << n << " rows: wgmma on pre-split parts vs first";
+      EXPECT_EQ(0, std::memcmp(one.data(), got[3].data() + (n - 1) * c.rows, one.size() * 4))
           << n << " rows: last alone";
     }
   }

@@ -741,7 +741,9 @@ void CudaBackend::expert_ffns(std::span<const ExpertWeights* const> experts, std
         [](CudaBackend& b, void* p) { b.impl_->stream_free(p); }, m));
     return views.back()->q();
   };
-  auto run = [&](const std::vector<cuda::MatmulProblem>& ps, WeightFormat fmt, int64_t max_rows, const char* what) {
+  // `rows`: the activation matrix whose rows the products take (runs of it, one per expert).
+  auto run = [&](const std::vector<cuda::MatmulProblem>& ps, WeightFormat fmt, int64_t max_rows,
+                 const cuda::SharedRows& rows, const char* what) {
     // One launch when every matrix takes the same product path (tensor cores or not), which
     // matrices of one layout do; else each product alone (same bits either way).
     const bool tc = cuda::tc_eligible(ps[0].W);
@@ -756,7 +758,7 @@ void CudaBackend::expert_ffns(std::span<const ExpertWeights* const> experts, std
     int64_t max_n = 0;
     for (const auto& p : ps) max_n = std::max(max_n, p.n);
     impl_->launched(
-        cuda::grouped_matmul(fmt, tc, d, int(ps.size()), max_rows, ps[0].W.cols, max_n, impl_->stream), what,
+        cuda::grouped_matmul(fmt, tc, d, int(ps.size()), max_rows, ps[0].W.cols, max_n, impl_->stream, rows), what,
         impl_->product_name(what, fmt, max_rows, ps[0].W.cols, max_n));
     impl_->stream_free(d);
   };
@@ -773,6 +775,7 @@ void CudaBackend::expert_ffns(std::span<const ExpertWeights* const> experts, std
   };
   std::vector<cuda::MatmulProblem> first, second;
   const float* xd = x.data();
+  const cuda::SharedRows xrows{xd + r0 * x.ld(), N, x.ld()};
   if (e0.gate_up_interleaved) {
     const int64_t I2 = e0.gate.rows(), I = I2 / 2;
     Buffer gu(*this, N, I2), h(*this, N, I);
@@ -783,9 +786,9 @@ void CudaBackend::expert_ffns(std::span<const ExpertWeights* const> experts, std
                               I2));
       second.push_back(problem(view(experts[i]->down), h.view().data() + o * I, n, I, yi, y.ld()));
     }
-    run(first, e0.gate.q.fmt, I2, "grouped expert gate/up products");
+    run(first, e0.gate.q.fmt, I2, xrows, "grouped expert gate/up products");
     gated_interleaved(act, gu, h);
-    run(second, e0.down.q.fmt, e0.down.rows(), "grouped expert down products");
+    run(second, e0.down.q.fmt, e0.down.rows(), {h.view().data(), N, I}, "grouped expert down products");
   } else {
     const int64_t I = e0.gate.rows();
     Buffer g(*this, N, I), u(*this, N, I);
@@ -796,9 +799,9 @@ void CudaBackend::expert_ffns(std::span<const ExpertWeights* const> experts, std
       float* yi = y.data() + offsets[i] * y.ld();
       second.push_back(problem(view(experts[i]->down), g.view().data() + o * I, n, I, yi, y.ld()));
     }
-    run(first, e0.gate.q.fmt, I, "grouped expert gate/up products");
+    run(first, e0.gate.q.fmt, I, xrows, "grouped expert gate/up products");
     gated(act, g, u, g);
-    run(second, e0.down.q.fmt, e0.down.rows(), "grouped expert down products");
+    run(second, e0.down.q.fmt, e0.down.rows(), {g.view().data(), N, I}, "grouped expert down products");
   }
 }
 

@@ -39,6 +39,14 @@ struct MatmulProblem {
   int64_t n = 0, ldx = 0, ldy = 0;
   bool aligned = false, xvec = false;  // set by prepare_problem
 };
+// Where every problem of a grouped call takes its X as a run of whole rows of one matrix (the
+// experts' slices of one activation matrix): its address, row count and row stride (each problem's
+// ldx). The tensor-core kernels then split those rows into their bf16 parts once for all the
+// problems. Empty (base null): each block splits its own.
+struct SharedRows {
+  const float* base = nullptr;
+  int64_t rows = 0, ld = 0;
+};
 // Fills in the problem's load widths (host side, before the problems are copied to the device).
 void prepare_problem(MatmulProblem& p);
 // Every problem (`dev`: `count` of them in device memory, all weights in format `fmt` with `cols`
@@ -46,7 +54,7 @@ void prepare_problem(MatmulProblem& p);
 // rows, none over more than max_n activation rows) in one launch; each output row bit-identical
 // to matmul() of its problem.
 int grouped_matmul(WeightFormat fmt, bool tensor_cores, const MatmulProblem* dev, int count, int64_t max_rows,
-                   int64_t cols, int64_t max_n, Stream s);
+                   int64_t cols, int64_t max_n, Stream s, const SharedRows& x = {});
 
 // Tensor-core products (cuda_matmul_tc.cu). Whether W's products run on the tensor cores: a
 // property of the matrix alone (format, columns, group, row stride), so every call with it
@@ -62,9 +70,11 @@ void set_tensor_core_products(bool on);
 void set_streaming_small_products(int mode);
 // 16-row tiles per streaming block: 1 or 2 forces it, 0 the format's default (the same bits).
 void set_streaming_small_tiles(int rt);
-// The large-n (9+ rows) kernel: 2 on the warpgroup MMAs (a Hopper GPU and a build for sm_90a; the
-// default), 1 pipelined on mma.sync (the default elsewhere), 0 the first one (two barriers a
-// stage). The same bits (tests). Asking for 2 where it cannot run gives 1.
+// The large-n (9+ rows) kernel: 2 on the warpgroup MMAs, each block splitting the activations into
+// their parts (a Hopper GPU and a build for sm_90a; the default), 3 the same kernel on parts split
+// once per product (not yet measured on a GPU), 1 pipelined on mma.sync (the default elsewhere), 0
+// the first one (two barriers a stage). The same bits (tests). Asking for 2 or 3 where they cannot
+// run gives 1.
 void set_large_products_variant(int v);
 // The variant that runs now (after that fallback).
 int large_products_variant();
@@ -72,7 +82,7 @@ int large_products_variant();
 int compute_capability();
 int tc_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, Stream s);
 int tc_grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols,
-                      int64_t max_n, Stream s);
+                      int64_t max_n, Stream s, const SharedRows& x = {});
 // D = A B + C for `count` m16n8k16 problems by one mma.sync each (A [16][16] row-major, B [8][16]
 // column by column, both bf16 bits; C, D [16][8] f32), for checking what the products assume.
 // Synchronous: waits for the whole device before and after.

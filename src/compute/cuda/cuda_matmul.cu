@@ -377,10 +377,10 @@ void prepare_problem(MatmulProblem& p) {
 }
 
 int grouped_matmul(WeightFormat fmt, bool tensor_cores, const MatmulProblem* dev, int count, int64_t max_rows,
-                   int64_t cols, int64_t max_n, Stream s) {
+                   int64_t cols, int64_t max_n, Stream s, const SharedRows& x) {
   if (count <= 0 || max_rows <= 0) return 0;
   if (count > 65535) return int(cudaErrorInvalidValue);
-  if (tensor_cores) return tc_grouped_matmul(fmt, dev, count, max_rows, cols, max_n, s);
+  if (tensor_cores) return tc_grouped_matmul(fmt, dev, count, max_rows, cols, max_n, s, x);
   switch (fmt) {
     case WeightFormat::F32: return launch_grouped<WeightFormat::F32>(dev, count, max_rows, max_n, s);
     case WeightFormat::BF16: return launch_grouped<WeightFormat::BF16>(dev, count, max_rows, max_n, s);

@@ -971,22 +971,89 @@ __device__ __forceinline__ void large_tile_db(const QMatrix& W, const float* __r
 // descriptor's leading byte offset), the next 8 rows kBK / 8 blocks on (its stride byte offset).
 // The split writes each activation part at the k slot where the mma.sync kernels' B fragment
 // puts it (pair 2m + h of thread tig: slots 2 tig + e + 8 h of k16 step m; see Tc).
-template <WeightFormat F, int T>
+template <WeightFormat F, int T, bool PRE, int B = 1>
 struct LargeWg {
   using L = Large<F, 1>;
   static constexpr int N = 3 * T;                     // wgmma columns: part p, token t at p T + t
   static constexpr int threads = 256;                 // two warpgroups
   static constexpr int a_bytes = kBM * L::a_stride;   // a stage's weights (padded rows, as Large)
   static constexpr int x_stride = kBK * 4 + 16;       // a token's stage of activations (f32), padded
-  static constexpr int x_bytes = T * x_stride;
-  static constexpr int stage_bytes = a_bytes + x_bytes;
   static constexpr int b_bytes = N * kBK * 2;         // one parts tile
+  // PRE: a stage holds the weights and the parts tile (copied from the pre-split parts); else the
+  // weights and the f32 activations, split into one of two parts tiles one stage ahead.
+  static constexpr int x_bytes = PRE ? b_bytes : T * x_stride;
+  static constexpr int stage_bytes = a_bytes + x_bytes;
+  static constexpr int parts_bytes = PRE ? 0 : 2 * b_bytes;
   static constexpr int y_bytes = (T / 2) * threads * 4;  // the slice sums so far
-  static constexpr int stages = 4 * stage_bytes + 2 * b_bytes + y_bytes <= 227 * 1024 ? 4 : 3;
-  static constexpr int smem = stages * stage_bytes + 2 * b_bytes + y_bytes;
-  static_assert(stage_bytes % 128 == 0 || (stage_bytes % 16 == 0), "alignment");
-  static_assert(smem <= 227 * 1024, "shared memory");
+  // B blocks per SM share its 227 KB (1 KB of each block's is the system's).
+  static constexpr int limit = 228 * 1024 / B - 1024;
+  static constexpr int stages = 4 * stage_bytes + parts_bytes + y_bytes <= limit   ? 4
+                                : 3 * stage_bytes + parts_bytes + y_bytes <= limit ? 3
+                                                                                   : 2;
+  static constexpr int smem = stages * stage_bytes + parts_bytes + y_bytes;
+  static_assert(stage_bytes % 16 == 0, "alignment");
+  static_assert(smem <= limit, "shared memory");
 };
+
+// ---- the activations' parts split once per product (pre-split; the warpgroup kernel's input)
+//
+// Every (16-row tile, 128 rows) block of the warpgroup kernel used to split the same activations
+// into their parts (56 times over for 7168 rows). The pre-split writes each activation row's parts
+// once, per stage of kBK columns, as the three 128-byte part rows of the kernel's parts tile (k
+// slot order, 16-byte blocks of 8 slots): token r's stage kt at r * KT * kPartsRow + kt * kPartsRow,
+// part p at p * 128 on. The kernel copies them into shared memory as they are; the values and
+// their k slots are the split's own, so the bits are the same.
+constexpr int kPartsRow = 3 * kBK * 2;
+
+// Column (in its chunk) of the value at k slot `slot` of half h of k16 step m of a split item: the
+// mma.sync B fragment's pairs (see Tc): pair 2 m + h, element e of thread tg is slot 2 tg + e.
+template <WeightFormat F>
+__device__ __forceinline__ int item_col(int m, int h, int slot) {
+  const int tg = slot >> 1, e = slot & 1;
+  if constexpr (Tc<F>::nibble)
+    return tg * Tc<F>::V + 2 * m + 4 * e + h;  // pair i: columns (i, i + 4)
+  else
+    return tg * Tc<F>::V + 4 * m + 2 * h + e;  // pair i: columns (2 i, 2 i + 1)
+}
+
+// Eight values' three parts as one 16-byte block of each part row.
+__device__ __forceinline__ void item_parts(const float* v, uint4* o) {
+  float p0[8], p1[8], p2[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) split3(v[k], p0[k], p1[k], p2[k]);
+  const float* ps[3] = {p0, p1, p2};
+#pragma unroll
+  for (int p = 0; p < 3; ++p)
+    o[p] = make_uint4(bf16x2_bits(ps[p][0], ps[p][1]), bf16x2_bits(ps[p][2], ps[p][3]),
+                      bf16x2_bits(ps[p][4], ps[p][5]), bf16x2_bits(ps[p][6], ps[p][7]));
+}
+
+// Rows 0 .. n - 1 of X (K columns) -> their parts at P. Thread (token, item): the item's 16
+// values (k16 step m of chunk q), as the kernel's own split takes them.
+template <WeightFormat F>
+__global__ void __launch_bounds__(256) split_parts_kernel(const float* __restrict__ X, int64_t n, int64_t ldx,
+                                                          int64_t K, uint8_t* __restrict__ P) {
+  using TC = Tc<F>;
+  constexpr int per_t = (kBK / TC::KC) * TC::MMAS;
+  const int KT = int((K + kBK - 1) / kBK), kt = int(blockIdx.x);
+  const int64_t i = int64_t(blockIdx.y) * 256 + threadIdx.x, r = i / per_t;
+  if (r >= n) return;
+  const int qm = int(i % per_t), q = qm / TC::MMAS, m = qm % TC::MMAS;
+  const int64_t c0 = int64_t(kt) * kBK + q * TC::KC;  // the chunk lies all inside K or all past it
+  const float* x = X + r * ldx + c0;
+  uint8_t* dst = P + (r * KT + kt) * kPartsRow;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = c0 < K ? x[item_col<F>(m, h, k)] : 0.0f;
+    uint4 o[3];
+    item_parts(v, o);
+    const int u = (q * TC::KC + 16 * m + 8 * h) / 8;
+#pragma unroll
+    for (int p = 0; p < 3; ++p) *reinterpret_cast<uint4*>(dst + p * (kBK * 2) + u * 16) = o[p];
+  }
+}
 
 // Matrix descriptor of a K-major bf16 tile without swizzle (see LargeWg).
 __device__ __forceinline__ uint64_t wg_desc(const void* p) {
@@ -994,19 +1061,21 @@ __device__ __forceinline__ uint64_t wg_desc(const void* p) {
   return ((a & 0x3FFFF) >> 4) | (uint64_t(128 >> 4) << 16) | (uint64_t((kBK / 8) * 128 >> 4) << 32);
 }
 
-template <WeightFormat F, int T>
+// PRE: the activations come as their parts (`parts`: the pre-split of the rows X points at), else
+// as f32 values the block splits itself.
+template <WeightFormat F, int T, bool PRE, int B>
 __device__ __forceinline__ void large_tile_wg(const QMatrix& W, const float* __restrict__ X, int64_t n, int64_t ldx,
                                               float* __restrict__ Y, int64_t ldy, bool xvec, int64_t m0, int64_t t0,
-                                              uint8_t* smem) {
+                                              const uint8_t* __restrict__ parts, uint8_t* smem) {
   using TC = Tc<F>;
   using L = Large<F, 1>;
-  using D = LargeWg<F, T>;
+  using D = LargeWg<F, T, PRE, B>;
   constexpr int N = D::N, NT = D::threads, ST = D::stages, ND = N / 2, QN = kBK / TC::KC;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
   const int64_t K = W.cols, M = W.rows;
   const int KT = int((K + kBK - 1) / kBK);
   uint8_t* const bsm0 = smem + ST * D::stage_bytes;
-  float* const ysm = reinterpret_cast<float*>(bsm0 + 2 * D::b_bytes);  // [T / 2][threads]
+  float* const ysm = reinterpret_cast<float*>(bsm0 + D::parts_bytes);  // [T / 2][threads]
   const int wrow = warp * 16;  // the warp's 16 rows in the block (warpgroup warp / 4: rows 64 (warp / 4) ..)
 
   auto issue_a = [&](int kt) {
@@ -1025,6 +1094,20 @@ __device__ __forceinline__ void large_tile_wg(const QMatrix& W, const float* __r
   };
   auto issue_x = [&](int kt) {
     uint8_t* xs = smem + (kt % ST) * D::stage_bytes + D::a_bytes;
+    if constexpr (PRE) {
+      // The stage's parts tile: 16-byte block u of part row p of token t goes to tile row p T + t.
+      // A quarter warp takes 8 tokens' same block (distinct banks), a warp 4 blocks of them (64
+      // bytes of each token's part row in global memory).
+#pragma unroll
+      for (int i = tid; i < 24 * T; i += NT) {
+        const int tl = i & 7, ul = (i >> 3) & 3, rest = i >> 5, uh = rest & 1, p = (rest >> 1) % 3;
+        const int t = ((rest >> 1) / 3) * 8 + tl, u = uh * 4 + ul, row = p * T + t;
+        const bool in = t0 + t < n;
+        const uint8_t* src = parts + ((t0 + t) * KT + kt) * int64_t(kPartsRow) + p * (kBK * 2) + u * 16;
+        cp_async16(xs + (row >> 3) * ((kBK / 8) * 128) + u * 128 + (row & 7) * 16, in ? src : parts, in ? 16 : 0);
+      }
+      return;
+    }
     const int64_t k0 = int64_t(kt) * kBK;
 #pragma unroll
     for (int i = tid; i < T * 16; i += NT) {
@@ -1072,17 +1155,13 @@ __device__ __forceinline__ void large_tile_wg(const QMatrix& W, const float* __r
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float p0[8], p1[8], p2[8];
-#pragma unroll
-        for (int k = 0; k < 8; ++k) split3(v[h][k], p0[k], p1[k], p2[k]);
-        const float* ps[3] = {p0, p1, p2};
+        uint4 o[3];
+        item_parts(v[h], o);
         const int u = (q * TC::KC + 16 * m + 8 * h) / 8;
 #pragma unroll
         for (int p = 0; p < 3; ++p) {
           const int row = p * T + t;
-          const uint4 o = make_uint4(bf16x2_bits(ps[p][0], ps[p][1]), bf16x2_bits(ps[p][2], ps[p][3]),
-                                     bf16x2_bits(ps[p][4], ps[p][5]), bf16x2_bits(ps[p][6], ps[p][7]));
-          *reinterpret_cast<uint4*>(bsm + (row >> 3) * ((kBK / 8) * 128) + u * 128 + (row & 7) * 16) = o;
+          *reinterpret_cast<uint4*>(bsm + (row >> 3) * ((kBK / 8) * 128) + u * 128 + (row & 7) * 16) = o[p];
         }
       }
     }
@@ -1101,26 +1180,40 @@ __device__ __forceinline__ void large_tile_wg(const QMatrix& W, const float* __r
     arow[h] = W.row0 + (r < M ? r : M - 1);
   }
 
-  // Groups: X(0); then per stage s: A(s), X(s + 1).
-  issue_x(0);
-  cp_async_commit();
+  // Groups: PRE: per stage s: A(s) and its parts. Else X(0), then per stage s: A(s), X(s + 1).
+  if constexpr (PRE) {
 #pragma unroll
-  for (int s = 0; s < ST - 1; ++s) {
-    if (s < KT) issue_a(s);
-    if (s + 1 < KT) issue_x(s + 1);
+    for (int s = 0; s < ST - 1; ++s) {
+      if (s < KT) issue_a(s), issue_x(s);
+      cp_async_commit();
+    }
+  } else {
+    issue_x(0);
     cp_async_commit();
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s) {
+      if (s < KT) issue_a(s);
+      if (s + 1 < KT) issue_x(s + 1);
+      cp_async_commit();
+    }
+    cp_async_wait<ST - 1>();
+    __syncthreads();
+    split(0);
   }
-  cp_async_wait<ST - 1>();
-  __syncthreads();
-  split(0);
   for (int kt = 0; kt < KT; ++kt) {
     cp_async_wait<ST - 2>();
+    // PRE: the tensor cores read the copied parts tile through the async proxy.
+    if constexpr (PRE) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
-    if (kt + ST - 1 < KT) issue_a(kt + ST - 1);
-    if (kt + ST < KT) issue_x(kt + ST);
+    if constexpr (PRE) {
+      if (kt + ST - 1 < KT) issue_a(kt + ST - 1), issue_x(kt + ST - 1);
+    } else {
+      if (kt + ST - 1 < KT) issue_a(kt + ST - 1);
+      if (kt + ST < KT) issue_x(kt + ST);
+    }
     cp_async_commit();
     const uint8_t* as = smem + (kt % ST) * D::stage_bytes;
-    const uint8_t* bsm = bsm0 + (kt & 1) * D::b_bytes;
+    const uint8_t* bsm = PRE ? as + D::a_bytes : bsm0 + (kt & 1) * D::b_bytes;
     const int64_t k0 = int64_t(kt) * kBK;
     float sc[QN][2];
 #pragma unroll
@@ -1133,7 +1226,7 @@ __device__ __forceinline__ void large_tile_wg(const QMatrix& W, const float* __r
 #pragma unroll
     for (int q = 0; q < QN; ++q) {
       if (k0 + q * TC::KC >= K) {
-        if (q == 0 && kt + 1 < KT) split(kt + 1);
+        if (!PRE && q == 0 && kt + 1 < KT) split(kt + 1);
         break;
       }
       uint32_t ra[2][TC::R];
@@ -1158,7 +1251,7 @@ __device__ __forceinline__ void large_tile_wg(const QMatrix& W, const float* __r
         Wgmma<N>::run(t, ra[0][2 * m], ra[1][2 * m], ra[0][2 * m + 1], ra[1][2 * m + 1],
                       wg_desc(bsm + (q * TC::KC + 16 * m) / 8 * 128), m > 0);
       wgmma_commit();
-      if (q == 0 && kt + 1 < KT) split(kt + 1);
+      if (!PRE && q == 0 && kt + 1 < KT) split(kt + 1);
       wgmma_wait<0>();
 #pragma unroll
       for (int i = 0; i < ND; ++i) wgmma_hold(t[i]);
@@ -1199,21 +1292,26 @@ __device__ __forceinline__ void large_tile_wg(const QMatrix& W, const float* __r
     }
 }
 
-template <WeightFormat F, int T>
-__global__ void __launch_bounds__(256, 1)
+template <WeightFormat F, int T, bool PRE, int B>
+__global__ void __launch_bounds__(256, B)
     large_wg_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
-                    bool xvec) {
+                    bool xvec, const uint8_t* __restrict__ parts) {
   extern __shared__ __align__(16) uint8_t smem[];
-  large_tile_wg<F, T>(W, X, n, ldx, Y, ldy, xvec, int64_t(blockIdx.x) * kBM, int64_t(blockIdx.y) * T, smem);
+  large_tile_wg<F, T, PRE, B>(W, X, n, ldx, Y, ldy, xvec, int64_t(blockIdx.x) * kBM, int64_t(blockIdx.y) * T, parts, smem);
 }
 
-template <WeightFormat F, int T>
-__global__ void __launch_bounds__(256, 1) grouped_large_wg_kernel(const MatmulProblem* __restrict__ problems) {
+// PRE: every problem's X is a run of rows of the matrix at x_base (row stride: the problem's ldx),
+// whose parts (row for row) are at `parts`.
+template <WeightFormat F, int T, bool PRE>
+__global__ void __launch_bounds__(256, 1) grouped_large_wg_kernel(const MatmulProblem* __restrict__ problems,
+                                                                  const float* x_base, const uint8_t* parts) {
   extern __shared__ __align__(16) uint8_t smem[];
   const MatmulProblem p = problems[blockIdx.z];
   const int64_t m0 = int64_t(blockIdx.x) * kBM, t0 = int64_t(blockIdx.y) * T;
   if (m0 >= p.W.rows || t0 >= p.n) return;  // whole block: uniform
-  large_tile_wg<F, T>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, m0, t0, smem);
+  const uint8_t* pp = nullptr;
+  if constexpr (PRE) pp = parts + ((p.X - x_base) / p.ldx) * ((p.W.cols + kBK - 1) / kBK) * kPartsRow;
+  large_tile_wg<F, T, PRE, 1>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, m0, t0, pp, smem);
 }
 
 template <WeightFormat F, int TT, bool DB>
@@ -1287,8 +1385,9 @@ bool wg_available() {
 #endif
 }
 
-// 2: the warpgroup-MMA kernel where wg_available() (the default), 1: the pipelined mma.sync one
-// (the default elsewhere), 0: the first. SLUICE_CUDA_TC_LARGE=0/1/2 starts with that one. All give
+// 2: the warpgroup-MMA kernel where wg_available() (the default), 3: the same on activations split
+// once per product (split_parts_kernel; where no memory is left for the parts, 2), 1: the pipelined
+// mma.sync one (the default elsewhere), 0: the first. SLUICE_CUDA_TC_LARGE=0..3 starts with that one. All give
 // the same bits. Measured on an H100 (bench/cuda_tc_harness.cu, 512 tokens, 2026-12-07, TFLOP/s,
 // pipelined / warpgroup): int4 7168 x 16384 45.4 / 53.3, 4096 x 18432 52.4 / 61.6; mxfp4 7168 x
 // 16384 43.2 / 54.3; fp8 50.1 / 62.0; int8 50.3 / 67.7; bf16 4096 x 18432 52.4 / 70.2 (its first
@@ -1299,7 +1398,7 @@ int large_variant_asked = [] {
 }();
 int large_variant() {
   const int v = large_variant_asked;
-  return v == 0 ? 0 : v == 1 || !wg_available() ? 1 : 2;
+  return v == 0 ? 0 : v == 1 || !wg_available() ? 1 : v == 2 ? 2 : 3;
 }
 
 bool x_aligned(const float* X, int64_t n, int64_t ldx) {
@@ -1357,14 +1456,42 @@ int launch_large_as(const QMatrix& W, const float* X, int64_t n, int64_t ldx, fl
   return 0;
 }
 
-template <WeightFormat F, int T>
-int launch_large_wg(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, cudaStream_t s) {
-  constexpr int bytes = LargeWg<F, T>::smem;
-  static const int attr = prepare_smem(large_wg_kernel<F, T>, bytes);
+// The parts of X's n rows (K columns) in memory from the stream's pool (nullptr where it has none
+// to give: the caller then splits in the kernel), freed in stream order after the product.
+template <WeightFormat F>
+uint8_t* presplit(const float* X, int64_t n, int64_t ldx, int64_t K, cudaStream_t s) {
+  const int64_t KT = (K + kBK - 1) / kBK;
+  void* p = nullptr;
+  if (cudaMallocAsync(&p, size_t(n * KT * kPartsRow), s) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: the product goes on without it
+    return nullptr;
+  }
+  constexpr int per_t = (kBK / Tc<F>::KC) * Tc<F>::MMAS;
+  split_parts_kernel<F><<<dim3(unsigned(KT), unsigned((n * per_t + 255) / 256)), 256, 0, s>>>(
+      X, n, ldx, K, static_cast<uint8_t*>(p));
+  return static_cast<uint8_t*>(p);
+}
+
+template <WeightFormat F, int T, bool PRE, int B>
+int launch_large_wg_as(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy,
+                       const uint8_t* parts, cudaStream_t s) {
+  constexpr int bytes = LargeWg<F, T, PRE, B>::smem;
+  static const int attr = prepare_smem(large_wg_kernel<F, T, PRE, B>, bytes);
   if (attr) return attr;
   const dim3 grid(unsigned((W.rows + kBM - 1) / kBM), unsigned((n + T - 1) / T));
-  large_wg_kernel<F, T><<<grid, LargeWg<F, T>::threads, bytes, s>>>(W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx));
+  large_wg_kernel<F, T, PRE, B>
+      <<<grid, LargeWg<F, T, PRE, B>::threads, bytes, s>>>(W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx), parts);
   return 0;
+}
+
+template <WeightFormat F, int T, int B = 1>
+int launch_large_wg(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, bool pre,
+                    cudaStream_t s) {
+  uint8_t* parts = pre ? presplit<F>(X, n, ldx, W.cols, s) : nullptr;
+  if (!parts) return launch_large_wg_as<F, T, false, 1>(W, X, n, ldx, Y, ldy, nullptr, s);
+  const int e = launch_large_wg_as<F, T, true, B>(W, X, n, ldx, Y, ldy, parts, s);
+  cudaFreeAsync(parts, s);
+  return e;
 }
 
 template <WeightFormat F, int TT>
@@ -1372,7 +1499,8 @@ int launch_large(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float
   switch (large_variant()) {
     case 0: return launch_large_as<F, TT, false>(W, X, n, ldx, Y, ldy, s);
     case 1: return launch_large_as<F, TT, true>(W, X, n, ldx, Y, ldy, s);
-    default: return launch_large_wg<F, 16 * TT>(W, X, n, ldx, Y, ldy, s);
+    case 2: return launch_large_wg<F, 16 * TT>(W, X, n, ldx, Y, ldy, false, s);
+    default: return launch_large_wg<F, 16 * TT>(W, X, n, ldx, Y, ldy, true, s);
   }
 }
 
@@ -1428,28 +1556,41 @@ int launch_grouped_large_as(const MatmulProblem* dev, int count, int64_t max_row
   return 0;
 }
 
-template <WeightFormat F, int T>
-int launch_grouped_large_wg(const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, cudaStream_t s) {
-  constexpr int bytes = LargeWg<F, T>::smem;
-  static const int attr = prepare_smem(grouped_large_wg_kernel<F, T>, bytes);
+template <WeightFormat F, int T, bool PRE>
+int launch_grouped_large_wg_as(const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n,
+                               const float* x_base, const uint8_t* parts, cudaStream_t s) {
+  constexpr int bytes = LargeWg<F, T, PRE, 1>::smem;
+  static const int attr = prepare_smem(grouped_large_wg_kernel<F, T, PRE>, bytes);
   if (attr) return attr;
   const dim3 grid(unsigned((max_rows + kBM - 1) / kBM), unsigned((max_n + T - 1) / T), unsigned(count));
-  grouped_large_wg_kernel<F, T><<<grid, LargeWg<F, T>::threads, bytes, s>>>(dev);
+  grouped_large_wg_kernel<F, T, PRE><<<grid, LargeWg<F, T, PRE, 1>::threads, bytes, s>>>(dev, x_base, parts);
   return 0;
 }
 
+template <WeightFormat F, int T>
+int launch_grouped_large_wg(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, int64_t max_n,
+                            const SharedRows& x, bool pre, cudaStream_t s) {
+  uint8_t* parts = pre && x.base ? presplit<F>(x.base, x.rows, x.ld, cols, s) : nullptr;
+  if (!parts) return launch_grouped_large_wg_as<F, T, false>(dev, count, max_rows, max_n, nullptr, nullptr, s);
+  const int e = launch_grouped_large_wg_as<F, T, true>(dev, count, max_rows, max_n, x.base, parts, s);
+  cudaFreeAsync(parts, s);
+  return e;
+}
+
 template <WeightFormat F, int TT>
-int launch_grouped_large(const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n, cudaStream_t s) {
+int launch_grouped_large(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, int64_t max_n,
+                         const SharedRows& x, cudaStream_t s) {
   switch (large_variant()) {
     case 0: return launch_grouped_large_as<F, TT, false>(dev, count, max_rows, max_n, s);
     case 1: return launch_grouped_large_as<F, TT, true>(dev, count, max_rows, max_n, s);
-    default: return launch_grouped_large_wg<F, 16 * TT>(dev, count, max_rows, max_n, s);
+    case 2: return launch_grouped_large_wg<F, 16 * TT>(dev, count, max_rows, cols, max_n, x, false, s);
+    default: return launch_grouped_large_wg<F, 16 * TT>(dev, count, max_rows, cols, max_n, x, true, s);
   }
 }
 
 template <WeightFormat F>
 int launch_grouped_tc(const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols, int64_t max_n,
-                      cudaStream_t s) {
+                      const SharedRows& x, cudaStream_t s) {
   int e = 0;
   if (max_n <= 2)
     launch_grouped_small<F, 1>(dev, count, max_rows, cols, max_n, s);
@@ -1458,11 +1599,11 @@ int launch_grouped_tc(const MatmulProblem* dev, int count, int64_t max_rows, int
   else if (max_n <= 8)
     launch_grouped_small<F, 3>(dev, count, max_rows, cols, max_n, s);
   else if (max_n <= 16)
-    e = launch_grouped_large<F, 1>(dev, count, max_rows, max_n, s);
+    e = launch_grouped_large<F, 1>(dev, count, max_rows, cols, max_n, x, s);
   else if (max_n <= 32)
-    e = launch_grouped_large<F, 2>(dev, count, max_rows, max_n, s);
+    e = launch_grouped_large<F, 2>(dev, count, max_rows, cols, max_n, x, s);
   else
-    e = launch_grouped_large<F, 4>(dev, count, max_rows, max_n, s);
+    e = launch_grouped_large<F, 4>(dev, count, max_rows, cols, max_n, x, s);
   return e ? e : int(cudaGetLastError());
 }
 
@@ -1540,17 +1681,17 @@ int tc_matmul(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y
 }
 
 int tc_grouped_matmul(WeightFormat fmt, const MatmulProblem* dev, int count, int64_t max_rows, int64_t cols,
-                      int64_t max_n, Stream s) {
+                      int64_t max_n, Stream s, const SharedRows& x) {
   if (count <= 0 || max_rows <= 0 || max_n <= 0) return 0;
   const cudaStream_t st = cudaStream_t(s);
   switch (fmt) {
-    case WeightFormat::BF16: return launch_grouped_tc<WeightFormat::BF16>(dev, count, max_rows, cols, max_n, st);
+    case WeightFormat::BF16: return launch_grouped_tc<WeightFormat::BF16>(dev, count, max_rows, cols, max_n, x, st);
     case WeightFormat::FP8_E4M3_BLOCK:
-      return launch_grouped_tc<WeightFormat::FP8_E4M3_BLOCK>(dev, count, max_rows, cols, max_n, st);
-    case WeightFormat::INT8_ROW: return launch_grouped_tc<WeightFormat::INT8_ROW>(dev, count, max_rows, cols, max_n, st);
+      return launch_grouped_tc<WeightFormat::FP8_E4M3_BLOCK>(dev, count, max_rows, cols, max_n, x, st);
+    case WeightFormat::INT8_ROW: return launch_grouped_tc<WeightFormat::INT8_ROW>(dev, count, max_rows, cols, max_n, x, st);
     case WeightFormat::INT4_GROUP:
-      return launch_grouped_tc<WeightFormat::INT4_GROUP>(dev, count, max_rows, cols, max_n, st);
-    case WeightFormat::MXFP4: return launch_grouped_tc<WeightFormat::MXFP4>(dev, count, max_rows, cols, max_n, st);
+      return launch_grouped_tc<WeightFormat::INT4_GROUP>(dev, count, max_rows, cols, max_n, x, st);
+    case WeightFormat::MXFP4: return launch_grouped_tc<WeightFormat::MXFP4>(dev, count, max_rows, cols, max_n, x, st);
     default: return int(cudaErrorInvalidValue);
   }
 }
