@@ -549,6 +549,45 @@ struct Large {
   static constexpr int smem = kStages * stage_bytes + 3 * BN * b_stride + y_bytes;
 };
 
+// Stage kt's weights of rows m0 .. m0 + kBM - 1 into `as` (rows L::a_stride bytes apart; past M
+// the last row again, past K zeros), by threads tid, tid + NT, ...: the large kernels' weight copy
+// (L: the kernel's Large layout).
+template <class L, int NT>
+__device__ __forceinline__ void copy_weight_stage(const QMatrix& W, int64_t m0, int kt, int tid, uint8_t* as) {
+  const int64_t k0 = int64_t(kt) * kBK, K = W.cols, M = W.rows;
+  constexpr int pieces_a = L::a_row / 16;  // 16-byte pieces of a row's stage
+  constexpr int cols_per_piece = kBK / pieces_a;
+#pragma unroll
+  for (int i = tid; i < kBM * pieces_a; i += NT) {
+    const int r = i / pieces_a, pc = i % pieces_a;
+    const int64_t row = m0 + r < M ? m0 + r : M - 1;
+    const uint8_t* src = W.data + row * W.row_bytes;
+    const bool in = k0 + pc * cols_per_piece < K;
+    cp_async16(as + r * L::a_stride + pc * 16, in ? src + (k0 / kBK) * L::a_row + pc * 16 : src, in ? 16 : 0);
+  }
+}
+
+// Stage kt's f32 activations of tokens t0 .. t0 + BN - 1 into `xs` (tokens x_stride bytes apart;
+// zeros past n and K), 16-byte copies where xvec holds, else 4-byte ones.
+template <int BN, int NT>
+__device__ __forceinline__ void copy_act_stage(const float* __restrict__ X, int64_t n, int64_t ldx, int64_t K, bool xvec,
+                                               int64_t t0, int kt, int tid, uint8_t* xs, int x_stride) {
+  const int64_t k0 = int64_t(kt) * kBK;
+#pragma unroll
+  for (int i = tid; i < BN * 16; i += NT) {
+    const int t = i >> 4, pc = i & 15;
+    const int64_t tok = t0 + t, col = k0 + pc * 4;
+    const bool in = tok < n && col < K;
+    uint8_t* dst = xs + t * x_stride + pc * 16;
+    if (xvec) {
+      cp_async16(dst, in ? X + tok * ldx + col : X, in ? 16 : 0);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) cp_async4(dst + 4 * e, in ? X + tok * ldx + col + e : X, in ? 4 : 0);
+    }
+  }
+}
+
 // Rows m0 .. m0 + 127, activation rows t0 .. t0 + BN - 1. Warp (wm, wn): rows 32 wm .. + 31 (two
 // 16-row tiles), tokens 8 TT wn .. + 8 TT - 1; its n8 tiles are (token tile tt, part p): 3 tt + p.
 // The part sums of the current slice live in registers, the sum of the slices before it in
@@ -570,29 +609,8 @@ __device__ __forceinline__ void large_tile(const QMatrix& W, const float* __rest
   // Enqueues stage kt's weights and activations (zeros past the columns, rows and tokens).
   auto issue = [&](int kt) {
     uint8_t* as = smem + (kt % kStages) * L::stage_bytes;
-    uint8_t* xs = as + L::a_bytes;
-    const int64_t k0 = int64_t(kt) * kBK;
-    constexpr int pieces_a = L::a_row / 16;  // 16-byte pieces of a row's stage
-    constexpr int cols_per_piece = kBK / pieces_a;
-    for (int i = tid; i < kBM * pieces_a; i += kLargeThreads) {
-      const int r = i / pieces_a, pc = i % pieces_a;
-      const int64_t row = m0 + r < M ? m0 + r : M - 1;
-      const uint8_t* src = W.data + row * W.row_bytes;
-      const bool in = k0 + pc * cols_per_piece < K;
-      cp_async16(as + r * L::a_stride + pc * 16, in ? src + (k0 / kBK) * L::a_row + pc * 16 : src, in ? 16 : 0);
-    }
-    for (int i = tid; i < BN * 16; i += kLargeThreads) {
-      const int t = i >> 4, pc = i & 15;
-      const int64_t tok = t0 + t, col = k0 + pc * 4;
-      const bool in = tok < n && col < K;
-      uint8_t* dst = xs + t * L::x_stride + pc * 16;
-      if (xvec) {
-        cp_async16(dst, in ? X + tok * ldx + col : X, in ? 16 : 0);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) cp_async4(dst + 4 * e, in ? X + tok * ldx + col + e : X, in ? 4 : 0);
-      }
-    }
+    copy_weight_stage<L, kLargeThreads>(W, m0, kt, tid, as);
+    copy_act_stage<BN, kLargeThreads>(X, n, ldx, K, xvec, t0, kt, tid, as + L::a_bytes, L::x_stride);
   };
 
   float acc[2][NTILE][4];
@@ -770,37 +788,11 @@ __device__ __forceinline__ void large_tile_db(const QMatrix& W, const float* __r
   float* const ysm = reinterpret_cast<float*>(bsm0 + 2 * D::b_bytes);  // [MT TTW 4][threads]
 
   // Stage kt's weights into slot kt % kStages.
-  auto issue_a = [&](int kt) {
-    uint8_t* as = smem + (kt % kStages) * L::stage_bytes;
-    const int64_t k0 = int64_t(kt) * kBK;
-    constexpr int pieces_a = L::a_row / 16;
-    constexpr int cols_per_piece = kBK / pieces_a;
-#pragma unroll
-    for (int i = tid; i < kBM * pieces_a; i += NT) {
-      const int r = i / pieces_a, pc = i % pieces_a;
-      const int64_t row = m0 + r < M ? m0 + r : M - 1;
-      const uint8_t* src = W.data + row * W.row_bytes;
-      const bool in = k0 + pc * cols_per_piece < K;
-      cp_async16(as + r * L::a_stride + pc * 16, in ? src + (k0 / kBK) * L::a_row + pc * 16 : src, in ? 16 : 0);
-    }
-  };
+  auto issue_a = [&](int kt) { copy_weight_stage<L, NT>(W, m0, kt, tid, smem + (kt % kStages) * L::stage_bytes); };
   // Stage kt's activations into slot kt % kStages (zeros past the columns and tokens).
   auto issue_x = [&](int kt) {
-    uint8_t* xs = smem + (kt % kStages) * L::stage_bytes + L::a_bytes;
-    const int64_t k0 = int64_t(kt) * kBK;
-#pragma unroll
-    for (int i = tid; i < BN * 16; i += NT) {
-      const int t = i >> 4, pc = i & 15;
-      const int64_t tok = t0 + t, col = k0 + pc * 4;
-      const bool in = tok < n && col < K;
-      uint8_t* dst = xs + t * L::x_stride + pc * 16;
-      if (xvec) {
-        cp_async16(dst, in ? X + tok * ldx + col : X, in ? 16 : 0);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) cp_async4(dst + 4 * e, in ? X + tok * ldx + col + e : X, in ? 4 : 0);
-      }
-    }
+    copy_act_stage<BN, NT>(X, n, ldx, K, xvec, t0, kt, tid, smem + (kt % kStages) * L::stage_bytes + L::a_bytes,
+                           L::x_stride);
   };
   // Stage kt's activations (slot kt % kStages) -> three bf16 parts in parts tile kt & 1.
   auto split = [&](int kt) {
@@ -1078,20 +1070,7 @@ __device__ __forceinline__ void large_tile_wg(const QMatrix& W, const float* __r
   float* const ysm = reinterpret_cast<float*>(bsm0 + D::parts_bytes);  // [T / 2][threads]
   const int wrow = warp * 16;  // the warp's 16 rows in the block (warpgroup warp / 4: rows 64 (warp / 4) ..)
 
-  auto issue_a = [&](int kt) {
-    uint8_t* as = smem + (kt % ST) * D::stage_bytes;
-    const int64_t k0 = int64_t(kt) * kBK;
-    constexpr int pieces_a = L::a_row / 16;
-    constexpr int cols_per_piece = kBK / pieces_a;
-#pragma unroll
-    for (int i = tid; i < kBM * pieces_a; i += NT) {
-      const int r = i / pieces_a, pc = i % pieces_a;
-      const int64_t row = m0 + r < M ? m0 + r : M - 1;
-      const uint8_t* src = W.data + row * W.row_bytes;
-      const bool in = k0 + pc * cols_per_piece < K;
-      cp_async16(as + r * L::a_stride + pc * 16, in ? src + (k0 / kBK) * L::a_row + pc * 16 : src, in ? 16 : 0);
-    }
-  };
+  auto issue_a = [&](int kt) { copy_weight_stage<L, NT>(W, m0, kt, tid, smem + (kt % ST) * D::stage_bytes); };
   auto issue_x = [&](int kt) {
     uint8_t* xs = smem + (kt % ST) * D::stage_bytes + D::a_bytes;
     if constexpr (PRE) {
@@ -1106,21 +1085,8 @@ __device__ __forceinline__ void large_tile_wg(const QMatrix& W, const float* __r
         const uint8_t* src = parts + ((t0 + t) * KT + kt) * int64_t(kPartsRow) + p * (kBK * 2) + u * 16;
         cp_async16(xs + (row >> 3) * ((kBK / 8) * 128) + u * 128 + (row & 7) * 16, in ? src : parts, in ? 16 : 0);
       }
-      return;
-    }
-    const int64_t k0 = int64_t(kt) * kBK;
-#pragma unroll
-    for (int i = tid; i < T * 16; i += NT) {
-      const int t = i >> 4, pc = i & 15;
-      const int64_t tok = t0 + t, col = k0 + pc * 4;
-      const bool in = tok < n && col < K;
-      uint8_t* dst = xs + t * D::x_stride + pc * 16;
-      if (xvec) {
-        cp_async16(dst, in ? X + tok * ldx + col : X, in ? 16 : 0);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) cp_async4(dst + 4 * e, in ? X + tok * ldx + col + e : X, in ? 4 : 0);
-      }
+    } else {
+      copy_act_stage<T, NT>(X, n, ldx, K, xvec, t0, kt, tid, xs, D::x_stride);
     }
   };
   // Stage kt's activations -> the three parts, at their k slots, in parts tile kt & 1. A (part,
