@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -80,6 +81,7 @@ SpineStreamer::SpineStreamer(const Checkpoint& ckpt, const SpineLayout& layout, 
     : ckpt_(ckpt), n_(n_layers), window_(std::max<int64_t>(0, window)), chunk_(chunk) {
   ranges_ = ranges_of(layout, n_, on_demand);
   streamed_.assign(size_t(n_), false);
+  anonymous_.assign(size_t(n_) + 1, false);
   pending_.assign(size_t(n_), -1);
   // Bytes each layer takes in memory: its pages.
   std::vector<uint64_t> bytes(size_t(n_) + 1, 0);
@@ -126,8 +128,8 @@ SpineStreamer::SpineStreamer(const Checkpoint& ckpt, const SpineLayout& layout, 
     fds_.push_back(open_for_reads(f->path(), true, &d));
   }
   queue_ = ReadQueue::create(ReadQueue::Kind::Auto, depth);
-  // The resident part is read once into private pages: anonymous memory that a
-  // cgroup's reclaim cannot drop and re-read, unlike page cache.
+  // The resident part is read once into private pages: anonymous memory (see
+  // make_anonymous) that a cgroup's reclaim cannot drop and re-read, unlike page cache.
   pending_.push_back(-1);
   issue(n_);
   for (int64_t l = 0; l < n_; ++l)
@@ -150,8 +152,31 @@ int64_t SpineStreamer::next_streamed(int64_t after) const {
   return -1;
 }
 
+// The checkpoint is mapped private and file-backed (format/safetensors.cpp). A direct read's first
+// write into an untouched page of such a mapping is a copy-on-write fault: the kernel reads the page
+// through the page cache and copies it, and the read then writes the same bytes again (the spine
+// read twice, once buffered; a streamed layer again on every pass, since MADV_DONTNEED gives the
+// file's page back). The pages of a layer's ranges become anonymous before its first reads
+// (MAP_FIXED over them, at the same addresses): a first write is then a zero fill. Only whole
+// system pages are replaced; a range's ends off the system page size keep the copy-on-write.
+void SpineStreamer::make_anonymous(int64_t l) {
+  if (anonymous_[size_t(l)]) return;
+  anonymous_[size_t(l)] = true;
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  for (const auto& r : ranges_[size_t(l)]) {
+    uint8_t* base = const_cast<uint8_t*>(ckpt_.files()[size_t(r.file)]->map_base());
+    const uint64_t a = (r.offset + page - 1) / page * page, b = (r.offset + r.length) / page * page;
+    if (a >= b) continue;
+    if (mmap(base + a, b - a, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+             0) == MAP_FAILED)
+      fail("spine: cannot map {} bytes of anonymous memory at offset {} of {}: {}", b - a, a,
+           ckpt_.files()[size_t(r.file)]->path(), std::strerror(errno));
+  }
+}
+
 void SpineStreamer::issue(int64_t l) {
   if (l < 0 || pending_[size_t(l)] >= 0) return;
+  make_anonymous(l);
   int32_t n = 0;
   for (const auto& r : ranges_[size_t(l)]) {
     uint8_t* base = const_cast<uint8_t*>(ckpt_.files()[size_t(r.file)]->map_base());

@@ -57,6 +57,7 @@ class SpineStreamer {
 
  private:
   void issue(int64_t l);
+  void make_anonymous(int64_t l);
   void drain(bool block);
   int64_t next_streamed(int64_t after) const;  // cyclic
 
@@ -65,6 +66,7 @@ class SpineStreamer {
   uint32_t chunk_;
   std::vector<std::vector<Range>> ranges_;
   std::vector<bool> streamed_;
+  std::vector<bool> anonymous_;  // per layer, index n_ = outside layers: its pages made anonymous
   std::vector<int32_t> pending_;  // outstanding reads per layer, index n_ = outside layers (-1: not issued)
   std::vector<int> fds_;
   std::unique_ptr<ReadQueue> queue_;

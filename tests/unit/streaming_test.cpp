@@ -3,7 +3,11 @@
 // force evictions; corrupt data and bad sizes are reported naming the expert.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -293,6 +297,57 @@ TEST(SpineStreaming, AStreamedPageHoldsOnlyItsLayersBytes) {
         }
     }
     EXPECT_GT(streamed_pages, 0);
+  }
+}
+
+// The spine's pages are read with O_DIRECT into the checkpoint's private file mapping; they are
+// made anonymous first, so a read's first write is a zero fill, not a copy-on-write fault that reads
+// the page through the page cache and copies it (the bytes read twice). After loading, every
+// resident range lies in anonymous memory (no file in /proc/self/maps) and holds the file's bytes.
+TEST(SpineStreaming, ResidentPagesAreAnonymousAndHoldTheFilesBytes) {
+  // The mapping (/proc/self/maps) that holds address a: its inode and path ("" for anonymous memory).
+  auto mapping_of = [](uintptr_t a) {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+      unsigned long lo = 0, hi = 0, inode = 0;
+      char path[512] = {0};
+      if (std::sscanf(line.c_str(), "%lx-%lx %*s %*s %*s %lu %511s", &lo, &hi, &inode, path) < 3) continue;
+      if (a >= lo && a < hi) return std::make_pair(inode, std::string(path));
+    }
+    return std::make_pair(~0ul, std::string("(unmapped)"));
+  };
+  for (const char* name : {"kimi_k3_tiny", "deepseek_v3_tiny_fp8"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = test::fixture(std::string("golden/") + name);
+    const Checkpoint ck(dir);
+    const ExpertIndex index(Config::load(dir), ck);
+    const SpineLayout layout(ck, index.spine());
+    const int64_t n = layout.max_layer() + 1;
+    const auto ranges = SpineStreamer::ranges_of(layout, n, {});
+    const SpineStreamer streamer(ck, layout, n, ~0ull >> 1, {});
+    ASSERT_EQ(streamer.stats().streamed_layers, 0);
+    const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+    int64_t checked = 0;
+    for (const auto& layer : ranges)
+      for (const auto& r : layer) {
+        const uint64_t a = (r.offset + page - 1) / page * page, b = (r.offset + r.length) / page * page;
+        if (a >= b) continue;
+        const uint8_t* base = ck.files()[size_t(r.file)]->map_base();
+        const auto [inode, path] = mapping_of(reinterpret_cast<uintptr_t>(base + a));
+        EXPECT_EQ(inode, 0ul) << "offset " << a << " of " << ck.files()[size_t(r.file)]->path() << " is mapped from "
+                              << path;
+        // The file's bytes (the last page may run past its end: zeros there, as the file mapping had).
+        const std::string& file = ck.files()[size_t(r.file)]->path();
+        const uint64_t size = std::filesystem::file_size(file);
+        std::vector<char> want(size_t(b - a), 0);
+        std::ifstream f(file, std::ios::binary);
+        f.seekg(std::streamoff(a));
+        ASSERT_TRUE(f.read(want.data(), std::streamsize(std::min(b, size) - a)));
+        EXPECT_EQ(0, std::memcmp(want.data(), base + a, want.size())) << "offset " << a;
+        ++checked;
+      }
+    EXPECT_GT(checked, 0);
   }
 }
 
