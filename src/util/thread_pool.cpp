@@ -6,6 +6,18 @@
 
 namespace sluice {
 
+namespace {
+// Set while this thread runs a share of some pool's job: a parallel_for from inside one (a kernel
+// called by a parallel caller) runs on the calling thread instead of taking the pool again.
+thread_local bool t_in_job = false;
+
+struct InJob {
+  bool was = t_in_job;
+  InJob() { t_in_job = true; }
+  ~InJob() { t_in_job = was; }
+};
+}  // namespace
+
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -23,7 +35,10 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::run_share(int index) {
   int64_t b = int64_t(index) * job_chunk_;
   int64_t e = std::min(job_n_, b + job_chunk_);
-  if (b < e) (*job_)(b, e);
+  if (b < e) {
+    const InJob in_job;
+    (*job_)(b, e);
+  }
 }
 
 void ThreadPool::worker_loop(int index) {
@@ -48,7 +63,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   int threads = size();
   grain = std::max<int64_t>(1, grain);
   int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
-  if (chunks <= 1) {
+  if (chunks <= 1 || t_in_job) {
     fn(0, n);
     return;
   }

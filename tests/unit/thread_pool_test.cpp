@@ -54,6 +54,32 @@ TEST(ThreadPool, ManyJobsBackToBack) {
   EXPECT_EQ(total, 2000 * 666);
 }
 
+// A parallel_for called from inside a job's share (attention split over heads calling a product
+// that splits its rows) runs that inner loop on the calling thread: every inner index once, the
+// outer job unharmed, no deadlock on the pool's single job slot.
+TEST(ThreadPool, ANestedLoopRunsOnTheCallingThread) {
+  ThreadPool pool(3);
+  const int64_t outer = 9, inner = 50;
+  std::vector<std::atomic<int>> hits(size_t(outer * inner));
+  std::atomic<int> inline_calls{0}, inner_calls{0};
+  pool.parallel_for(outer, 1, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      const std::thread::id me = std::this_thread::get_id();
+      bool same_thread = true;
+      pool.parallel_for(inner, 1, [&](int64_t ib, int64_t ie) {
+        ++inner_calls;
+        if (std::this_thread::get_id() != me) same_thread = false;
+        for (int64_t i = ib; i < ie; ++i) hits[size_t(o * inner + i)].fetch_add(1);
+      });
+      if (same_thread) ++inline_calls;
+    }
+  });
+  for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 1) << "index " << i;
+  EXPECT_EQ(inline_calls.load(), outer);
+  EXPECT_EQ(inner_calls.load(), outer);  // one call each: [0, inner) at once
+  expect_each_index_once(pool, 1000, 1);  // the pool still works afterwards
+}
+
 // Separate pools driven from separate threads at the same time.
 TEST(ThreadPool, PoolsOnSeveralThreads) {
   std::vector<std::thread> ts;

@@ -8,56 +8,64 @@
 #include "compute/cpu/cpu_backend.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "util/thread_pool.h"
 
 namespace sluice {
 
+// The heads are split over the pool's threads (each thread all the tokens of its heads, so the
+// causal rows' growing cost is shared evenly); every (token, head) is computed as before, alone.
 void CpuBackend::mla_attend(const MlaShape& s, const Matrix& kv_b, Tensor q, Tensor cache, int64_t pos, Tensor o) {
   const int64_t H = s.n_heads, C = s.kv_lora, R = s.rope_dim, N = s.nope, V = s.v_dim, qh = N + R;
   const int64_t T = q.rows();
-  std::vector<float> qabs(static_cast<size_t>(C)), ctx(static_cast<size_t>(C)), p;
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t n = pos + t + 1;
-    for (int64_t h = 0; h < H; ++h) {
-      const float* qn = q.data() + t * q.ld() + h * qh;
-      const float* qpe = qn + N;
-      // q_abs = W_UK[h]^T q_nope: the query expressed against the latent.
-      std::fill(qabs.begin(), qabs.end(), 0.0f);
-      matvec_transposed_acc(kv_b.q.slice_rows(h * (N + V), N), qn, qabs.data());
-      p.resize(static_cast<size_t>(n));
-      for (int64_t j = 0; j < n; ++j) {
-        const float* cj = cache.data() + j * cache.ld();
-        p[size_t(j)] = (ops::dot(qabs.data(), cj, C) + ops::dot(qpe, cj + C, R)) * s.scale;
+  ThreadPool::global().parallel_for(H, 1, [&](int64_t h0, int64_t h1) {
+    std::vector<float> qabs(static_cast<size_t>(C)), ctx(static_cast<size_t>(C)), p;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t n = pos + t + 1;
+      for (int64_t h = h0; h < h1; ++h) {
+        const float* qn = q.data() + t * q.ld() + h * qh;
+        const float* qpe = qn + N;
+        // q_abs = W_UK[h]^T q_nope: the query expressed against the latent.
+        std::fill(qabs.begin(), qabs.end(), 0.0f);
+        matvec_transposed_acc(kv_b.q.slice_rows(h * (N + V), N), qn, qabs.data());
+        p.resize(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) {
+          const float* cj = cache.data() + j * cache.ld();
+          p[size_t(j)] = (ops::dot(qabs.data(), cj, C) + ops::dot(qpe, cj + C, R)) * s.scale;
+        }
+        ops::softmax(p.data(), n);
+        std::fill(ctx.begin(), ctx.end(), 0.0f);
+        for (int64_t j = 0; j < n; ++j) ops::axpy(p[size_t(j)], cache.data() + j * cache.ld(), ctx.data(), C);
+        matvec(kv_b.q.slice_rows(h * (N + V) + N, V), ctx.data(), o.data() + t * o.ld() + h * V);
       }
-      ops::softmax(p.data(), n);
-      std::fill(ctx.begin(), ctx.end(), 0.0f);
-      for (int64_t j = 0; j < n; ++j) ops::axpy(p[size_t(j)], cache.data() + j * cache.ld(), ctx.data(), C);
-      matvec(kv_b.q.slice_rows(h * (N + V) + N, V), ctx.data(), o.data() + t * o.ld() + h * V);
     }
-  }
+  });
 }
 
+// Heads split over the pool's threads, as mla_attend.
 void CpuBackend::gqa_attend(const GqaShape& s, const Vector& sinks, Tensor q, Tensor k, Tensor v, int64_t pos,
                             Tensor o) {
   const int64_t H = s.n_heads, KV = s.n_kv_heads, hd = s.head_dim, T = q.rows();
   const int64_t group = H / KV;
-  std::vector<float> p;
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t qpos = pos + t;
-    const int64_t start = s.window > 0 ? std::max<int64_t>(0, qpos - s.window + 1) : 0;
-    const int64_t n = qpos - start + 1;
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t kvh = h / group;
-      const float* qv = q.data() + t * q.ld() + h * hd;
-      p.assign(size_t(n + 1), 0.0f);
-      for (int64_t j = 0; j < n; ++j) p[size_t(j)] = ops::dot(qv, k.data() + (start + j) * k.ld() + kvh * hd, hd) * s.scale;
-      // A sink is one extra logit in the softmax whose probability is dropped.
-      if (sinks.host) p[size_t(n)] = sinks.host[h];
-      ops::softmax(p.data(), sinks.host ? n + 1 : n);
-      float* oh = o.data() + t * o.ld() + h * hd;
-      std::fill(oh, oh + hd, 0.0f);
-      for (int64_t j = 0; j < n; ++j) ops::axpy(p[size_t(j)], v.data() + (start + j) * v.ld() + kvh * hd, oh, hd);
+  ThreadPool::global().parallel_for(H, 1, [&](int64_t h0, int64_t h1) {
+    std::vector<float> p;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t qpos = pos + t;
+      const int64_t start = s.window > 0 ? std::max<int64_t>(0, qpos - s.window + 1) : 0;
+      const int64_t n = qpos - start + 1;
+      for (int64_t h = h0; h < h1; ++h) {
+        const int64_t kvh = h / group;
+        const float* qv = q.data() + t * q.ld() + h * hd;
+        p.assign(size_t(n + 1), 0.0f);
+        for (int64_t j = 0; j < n; ++j) p[size_t(j)] = ops::dot(qv, k.data() + (start + j) * k.ld() + kvh * hd, hd) * s.scale;
+        // A sink is one extra logit in the softmax whose probability is dropped.
+        if (sinks.host) p[size_t(n)] = sinks.host[h];
+        ops::softmax(p.data(), sinks.host ? n + 1 : n);
+        float* oh = o.data() + t * o.ld() + h * hd;
+        std::fill(oh, oh + hd, 0.0f);
+        for (int64_t j = 0; j < n; ++j) ops::axpy(p[size_t(j)], v.data() + (start + j) * v.ld() + kvh * hd, oh, hd);
+      }
     }
-  }
+  });
 }
 
 void CpuBackend::short_conv(const Vector& w, int64_t K, Tensor hist, Tensor x) {
