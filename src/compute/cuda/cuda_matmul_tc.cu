@@ -963,7 +963,7 @@ __device__ __forceinline__ void large_tile_db(const QMatrix& W, const float* __r
 // descriptor's leading byte offset), the next 8 rows kBK / 8 blocks on (its stride byte offset).
 // The split writes each activation part at the k slot where the mma.sync kernels' B fragment
 // puts it (pair 2m + h of thread tig: slots 2 tig + e + 8 h of k16 step m; see Tc).
-template <WeightFormat F, int T, bool PRE, int B = 1>
+template <WeightFormat F, int T, bool PRE>
 struct LargeWg {
   using L = Large<F, 1>;
   static constexpr int N = 3 * T;                     // wgmma columns: part p, token t at p T + t
@@ -977,14 +977,10 @@ struct LargeWg {
   static constexpr int stage_bytes = a_bytes + x_bytes;
   static constexpr int parts_bytes = PRE ? 0 : 2 * b_bytes;
   static constexpr int y_bytes = (T / 2) * threads * 4;  // the slice sums so far
-  // B blocks per SM share its 227 KB (1 KB of each block's is the system's).
-  static constexpr int limit = 228 * 1024 / B - 1024;
-  static constexpr int stages = 4 * stage_bytes + parts_bytes + y_bytes <= limit   ? 4
-                                : 3 * stage_bytes + parts_bytes + y_bytes <= limit ? 3
-                                                                                   : 2;
+  static constexpr int stages = 4 * stage_bytes + parts_bytes + y_bytes <= 227 * 1024 ? 4 : 3;
   static constexpr int smem = stages * stage_bytes + parts_bytes + y_bytes;
   static_assert(stage_bytes % 16 == 0, "alignment");
-  static_assert(smem <= limit, "shared memory");
+  static_assert(smem <= 227 * 1024, "shared memory");
 };
 
 // ---- the activations' parts split once per product (pre-split; the warpgroup kernel's input)
@@ -1055,13 +1051,13 @@ __device__ __forceinline__ uint64_t wg_desc(const void* p) {
 
 // PRE: the activations come as their parts (`parts`: the pre-split of the rows X points at), else
 // as f32 values the block splits itself.
-template <WeightFormat F, int T, bool PRE, int B>
+template <WeightFormat F, int T, bool PRE>
 __device__ __forceinline__ void large_tile_wg(const QMatrix& W, const float* __restrict__ X, int64_t n, int64_t ldx,
                                               float* __restrict__ Y, int64_t ldy, bool xvec, int64_t m0, int64_t t0,
                                               const uint8_t* __restrict__ parts, uint8_t* smem) {
   using TC = Tc<F>;
   using L = Large<F, 1>;
-  using D = LargeWg<F, T, PRE, B>;
+  using D = LargeWg<F, T, PRE>;
   constexpr int N = D::N, NT = D::threads, ST = D::stages, ND = N / 2, QN = kBK / TC::KC;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
   const int64_t K = W.cols, M = W.rows;
@@ -1258,12 +1254,12 @@ __device__ __forceinline__ void large_tile_wg(const QMatrix& W, const float* __r
     }
 }
 
-template <WeightFormat F, int T, bool PRE, int B>
-__global__ void __launch_bounds__(256, B)
+template <WeightFormat F, int T, bool PRE>
+__global__ void __launch_bounds__(256, 1)
     large_wg_kernel(QMatrix W, const float* __restrict__ X, int64_t n, int64_t ldx, float* __restrict__ Y, int64_t ldy,
                     bool xvec, const uint8_t* __restrict__ parts) {
   extern __shared__ __align__(16) uint8_t smem[];
-  large_tile_wg<F, T, PRE, B>(W, X, n, ldx, Y, ldy, xvec, int64_t(blockIdx.x) * kBM, int64_t(blockIdx.y) * T, parts, smem);
+  large_tile_wg<F, T, PRE>(W, X, n, ldx, Y, ldy, xvec, int64_t(blockIdx.x) * kBM, int64_t(blockIdx.y) * T, parts, smem);
 }
 
 // PRE: every problem's X is a run of rows of the matrix at x_base (row stride: the problem's ldx),
@@ -1277,7 +1273,7 @@ __global__ void __launch_bounds__(256, 1) grouped_large_wg_kernel(const MatmulPr
   if (m0 >= p.W.rows || t0 >= p.n) return;  // whole block: uniform
   const uint8_t* pp = nullptr;
   if constexpr (PRE) pp = parts + ((p.X - x_base) / p.ldx) * ((p.W.cols + kBK - 1) / kBK) * kPartsRow;
-  large_tile_wg<F, T, PRE, 1>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, m0, t0, pp, smem);
+  large_tile_wg<F, T, PRE>(p.W, p.X, p.n, p.ldx, p.Y, p.ldy, p.xvec, m0, t0, pp, smem);
 }
 
 template <WeightFormat F, int TT, bool DB>
@@ -1438,24 +1434,24 @@ uint8_t* presplit(const float* X, int64_t n, int64_t ldx, int64_t K, cudaStream_
   return static_cast<uint8_t*>(p);
 }
 
-template <WeightFormat F, int T, bool PRE, int B>
+template <WeightFormat F, int T, bool PRE>
 int launch_large_wg_as(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy,
                        const uint8_t* parts, cudaStream_t s) {
-  constexpr int bytes = LargeWg<F, T, PRE, B>::smem;
-  static const int attr = prepare_smem(large_wg_kernel<F, T, PRE, B>, bytes);
+  constexpr int bytes = LargeWg<F, T, PRE>::smem;
+  static const int attr = prepare_smem(large_wg_kernel<F, T, PRE>, bytes);
   if (attr) return attr;
   const dim3 grid(unsigned((W.rows + kBM - 1) / kBM), unsigned((n + T - 1) / T));
-  large_wg_kernel<F, T, PRE, B>
-      <<<grid, LargeWg<F, T, PRE, B>::threads, bytes, s>>>(W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx), parts);
+  large_wg_kernel<F, T, PRE>
+      <<<grid, LargeWg<F, T, PRE>::threads, bytes, s>>>(W, X, n, ldx, Y, ldy, x_aligned(X, n, ldx), parts);
   return 0;
 }
 
-template <WeightFormat F, int T, int B = 1>
+template <WeightFormat F, int T>
 int launch_large_wg(const QMatrix& W, const float* X, int64_t n, int64_t ldx, float* Y, int64_t ldy, bool pre,
                     cudaStream_t s) {
   uint8_t* parts = pre ? presplit<F>(X, n, ldx, W.cols, s) : nullptr;
-  if (!parts) return launch_large_wg_as<F, T, false, 1>(W, X, n, ldx, Y, ldy, nullptr, s);
-  const int e = launch_large_wg_as<F, T, true, B>(W, X, n, ldx, Y, ldy, parts, s);
+  if (!parts) return launch_large_wg_as<F, T, false>(W, X, n, ldx, Y, ldy, nullptr, s);
+  const int e = launch_large_wg_as<F, T, true>(W, X, n, ldx, Y, ldy, parts, s);
   cudaFreeAsync(parts, s);
   return e;
 }
@@ -1525,11 +1521,11 @@ int launch_grouped_large_as(const MatmulProblem* dev, int count, int64_t max_row
 template <WeightFormat F, int T, bool PRE>
 int launch_grouped_large_wg_as(const MatmulProblem* dev, int count, int64_t max_rows, int64_t max_n,
                                const float* x_base, const uint8_t* parts, cudaStream_t s) {
-  constexpr int bytes = LargeWg<F, T, PRE, 1>::smem;
+  constexpr int bytes = LargeWg<F, T, PRE>::smem;
   static const int attr = prepare_smem(grouped_large_wg_kernel<F, T, PRE>, bytes);
   if (attr) return attr;
   const dim3 grid(unsigned((max_rows + kBM - 1) / kBM), unsigned((max_n + T - 1) / T), unsigned(count));
-  grouped_large_wg_kernel<F, T, PRE><<<grid, LargeWg<F, T, PRE, 1>::threads, bytes, s>>>(dev, x_base, parts);
+  grouped_large_wg_kernel<F, T, PRE><<<grid, LargeWg<F, T, PRE>::threads, bytes, s>>>(dev, x_base, parts);
   return 0;
 }
 
