@@ -248,6 +248,16 @@ TEST(SpineStreaming, BitwiseEqualToResident) {
   }
 }
 
+// A golden fixture's checkpoint, expert index and spine layout, and its layer count.
+struct SpineOf {
+  explicit SpineOf(const std::string& dir)
+      : ck(dir), index(Config::load(dir), ck), layout(ck, index.spine()), n(layout.max_layer() + 1) {}
+  const Checkpoint ck;
+  const ExpertIndex index;
+  const SpineLayout layout;
+  const int64_t n;
+};
+
 // A streamed layer reads and drops only pages its own spine bytes fill: a page
 // it shares with another layer, the embedding table or an expert is resident,
 // so no read or drop lands under another layer's compute. Every spine byte is
@@ -256,11 +266,8 @@ TEST(SpineStreaming, BitwiseEqualToResident) {
 TEST(SpineStreaming, AStreamedPageHoldsOnlyItsLayersBytes) {
   for (const char* name : {"kimi_k3_tiny", "deepseek_v3_tiny_fp8", "gpt_oss_tiny"}) {
     SCOPED_TRACE(name);
-    const std::string dir = test::fixture(std::string("golden/") + name);
-    const Checkpoint ck(dir);
-    const ExpertIndex index(Config::load(dir), ck);
-    const SpineLayout layout(ck, index.spine());
-    const int64_t n = layout.max_layer() + 1;
+    const SpineOf spine(test::fixture(std::string("golden/") + name));
+    const auto& [ck, index, layout, n] = spine;
     const TensorView embed = ck.get(index.layout().prefix + "model.embed_tokens.weight");
     const ExpertExtent on_demand{ck.file_index(index.layout().prefix + "model.embed_tokens.weight"),
                                  embed.file_offset, embed.nbytes()};
@@ -319,11 +326,8 @@ TEST(SpineStreaming, ResidentPagesAreAnonymousAndHoldTheFilesBytes) {
   };
   for (const char* name : {"kimi_k3_tiny", "deepseek_v3_tiny_fp8"}) {
     SCOPED_TRACE(name);
-    const std::string dir = test::fixture(std::string("golden/") + name);
-    const Checkpoint ck(dir);
-    const ExpertIndex index(Config::load(dir), ck);
-    const SpineLayout layout(ck, index.spine());
-    const int64_t n = layout.max_layer() + 1;
+    const SpineOf spine(test::fixture(std::string("golden/") + name));
+    const auto& [ck, index, layout, n] = spine;
     const auto ranges = SpineStreamer::ranges_of(layout, n, {});
     const SpineStreamer streamer(ck, layout, n, ~0ull >> 1, {});
     ASSERT_EQ(streamer.stats().streamed_layers, 0);
