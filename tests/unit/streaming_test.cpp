@@ -267,7 +267,12 @@ TEST(SpineStreaming, AStreamedPageHoldsOnlyItsLayersBytes) {
   for (const char* name : {"kimi_k3_tiny", "deepseek_v3_tiny_fp8", "gpt_oss_tiny"}) {
     SCOPED_TRACE(name);
     const SpineOf spine(test::fixture(std::string("golden/") + name));
-    const auto& [ck, index, layout, n] = spine;
+    // Plain references, not a structured binding: clang before 16 cannot
+    // capture a binding in the lambdas below.
+    const Checkpoint& ck = spine.ck;
+    const ExpertIndex& index = spine.index;
+    const SpineLayout& layout = spine.layout;
+    const int64_t n = spine.n;
     const TensorView embed = ck.get(index.layout().prefix + "model.embed_tokens.weight");
     const ExpertExtent on_demand{ck.file_index(index.layout().prefix + "model.embed_tokens.weight"),
                                  embed.file_offset, embed.nbytes()};
@@ -327,7 +332,11 @@ TEST(SpineStreaming, ResidentPagesAreAnonymousAndHoldTheFilesBytes) {
   for (const char* name : {"kimi_k3_tiny", "deepseek_v3_tiny_fp8"}) {
     SCOPED_TRACE(name);
     const SpineOf spine(test::fixture(std::string("golden/") + name));
-    const auto& [ck, index, layout, n] = spine;
+    // Plain references, not a structured binding: clang before 16 cannot
+    // capture a binding in the lambdas below.
+    const Checkpoint& ck = spine.ck;
+    const SpineLayout& layout = spine.layout;
+    const int64_t n = spine.n;
     const auto ranges = SpineStreamer::ranges_of(layout, n, {});
     const SpineStreamer streamer(ck, layout, n, ~0ull >> 1, {});
     ASSERT_EQ(streamer.stats().streamed_layers, 0);
