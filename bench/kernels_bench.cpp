@@ -2,7 +2,10 @@
 // every ISA this CPU runs: 192 x 7168 (in L2 for the 4-bit formats: the decode's
 // compute rate alone), 2048 x 7168 (a Kimi K2 expert projection, mostly in
 // cache) and 32768 x 7168 (streamed from DRAM); and the many-token products
-// (16 and 64 tokens, 2048 x 7168: GFLOP/s, 2 per weight and token). `sluice bench
+// (2048 x 7168: GFLOP/s, 2 per weight and token) at 4 and 8 tokens (what most of
+// a prompt's routed experts get: 512 tokens x 8 of 384 experts is about 11 per
+// expert, skewed by the routing), 16 and 64; and XXH3 (the experts' checksum) per
+// variant. `sluice bench
 // --kernels` is the fuller measurement (DRAM bandwidth, peak GFLOP/s).
 #include <benchmark/benchmark.h>
 
@@ -12,6 +15,7 @@
 #include "kernels/matmul.h"
 #include "kernels/random_qmatrix.h"
 #include "util/thread_pool.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 namespace {
@@ -51,7 +55,22 @@ void BM_Product(benchmark::State& state, WeightFormat fmt, std::string isa, int 
       benchmark::Counter(2e-9 * double(rows) * 7168.0 * double(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// XXH3-64 (the expert checksum) per variant this CPU runs: bytes/s over a
+// buffer in cache (256 KiB) and one streamed from DRAM (256 MiB).
+void BM_Xxh3(benchmark::State& state, std::string variant) {
+  const std::string before = xxh3::active().name;
+  xxh3::select(variant);
+  std::vector<uint8_t> b(size_t(state.range(0)), 1);
+  for (size_t i = 0; i < b.size(); i += 7) b[i] = uint8_t(i);
+  for (auto _ : state) benchmark::DoNotOptimize(xxh3::hash64(b.data(), b.size()));
+  xxh3::select(before);
+  state.SetBytesProcessed(int64_t(state.iterations()) * state.range(0));
+}
+
 void register_all() {
+  for (const xxh3::Impl* impl : xxh3::available())
+    benchmark::RegisterBenchmark(("xxh3/" + std::string(impl->name)).c_str(), BM_Xxh3, std::string(impl->name))
+        ->UseRealTime()->Arg(256 << 10)->Arg(256 << 20);
   for (const auto& isa : kernels::compiled_isas()) {
     if (!kernels::cpu_supports(isa)) continue;
     for (WeightFormat f : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16, WeightFormat::FP8_E4M3_BLOCK,
@@ -67,7 +86,7 @@ void register_all() {
       const std::string p = "product_2048x7168/" + std::string(weight_format_name(f)) + "/" + std::string(isa.name);
       for (int threads : {1, 2})
         benchmark::RegisterBenchmark((p + "/t" + std::to_string(threads)).c_str(), BM_Product, f, std::string(isa.name),
-                                     threads)->UseRealTime()->Arg(16)->Arg(64);
+                                     threads)->UseRealTime()->Arg(4)->Arg(8)->Arg(16)->Arg(64);
     }
   }
 }

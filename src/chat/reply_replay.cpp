@@ -4,9 +4,9 @@
 #include <string_view>
 
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include "util/json_depth.h"
+#include "util/xxh3.h"
 
 namespace sluice::chat {
 
@@ -26,7 +26,7 @@ std::string_view trim_replay(std::string_view s) {
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string hex128(std::string_view data) {
-  const XXH128_hash_t h = XXH3_128bits(data.data(), data.size());
+  const xxh3::Hash128 h = xxh3::hash128(data.data(), data.size());
   return fmt::format("{:016x}{:016x}", h.high64, h.low64);
 }
 
@@ -56,7 +56,7 @@ std::string key_of(const std::vector<std::string>& ids, std::string_view content
     for (const auto& id : ids) k += call_id(id) + ',';
     return k;
   }
-  const XXH64_hash_t h = XXH3_64bits(trim_replay(content).data(), trim_replay(content).size());
+  const uint64_t h = xxh3::hash64(trim_replay(content).data(), trim_replay(content).size());
   return fmt::format("text:{:016x}", h);
 }
 

@@ -1,6 +1,5 @@
 #include "engine/model_identity.h"
 
-#include <xxhash.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -11,17 +10,14 @@
 #include "experts/expert_disk_cache.h"
 #include "kernels/isa.h"
 #include "util/error.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 
 namespace {
 class Hasher {
  public:
-  Hasher() : st_(XXH3_createState()) { XXH3_128bits_reset(st_); }
-  ~Hasher() { XXH3_freeState(st_); }
-  Hasher(const Hasher&) = delete;
-  Hasher& operator=(const Hasher&) = delete;
-  void add(const void* p, size_t n) { XXH3_128bits_update(st_, p, n); }
+  void add(const void* p, size_t n) { st_.update(p, n); }
   void add(const std::string& s) {
     const uint64_t n = s.size();
     add(&n, sizeof(n));
@@ -32,12 +28,12 @@ class Hasher {
     add(&v, sizeof(v));
   }
   std::string hex() const {
-    const XXH128_hash_t h = XXH3_128bits_digest(st_);
+    const xxh3::Hash128 h = st_.digest128();
     return fmt::format("{:016x}{:016x}", h.high64, h.low64);
   }
 
  private:
-  XXH3_state_t* st_;
+  xxh3::State st_;
 };
 
 constexpr uint64_t kLeadBytes = 64 << 10;  // from the start of the tensor data

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,6 +17,7 @@
 #include "io/http_client.h"
 #include "util/error.h"
 #include "util/json_integer.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 
@@ -202,16 +202,12 @@ void punch_expert(const Checkpoint& ckpt, const std::vector<ExpertExtent>& exten
 }
 
 uint64_t hash_local_expert(const Checkpoint& ckpt, const std::vector<ExpertExtent>& extents) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
+  xxh3::State st;
   std::vector<uint8_t> buf;
   for (const auto& x : extents) {
     const std::string& path = ckpt.files()[size_t(x.file)]->path();
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      XXH3_freeState(st);
-      fail("{}: cannot open: {}", path, std::strerror(errno));
-    }
+    if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
     buf.resize(size_t(std::min<uint64_t>(x.length, 8u << 20)));
     for (uint64_t o = 0; o < x.length;) {
       const size_t n = size_t(std::min<uint64_t>(buf.size(), x.length - o));
@@ -219,18 +215,15 @@ uint64_t hash_local_expert(const Checkpoint& ckpt, const std::vector<ExpertExten
       if (r <= 0) {
         const int e = errno;
         ::close(fd);
-        XXH3_freeState(st);
         fail("{}: cannot read bytes {}-{}: {}", path, x.offset + o, x.offset + x.length - 1,
              r == 0 ? "end of file" : std::strerror(e));
       }
-      XXH3_64bits_update(st, buf.data(), size_t(r));
+      st.update(buf.data(), size_t(r));
       o += uint64_t(r);
     }
     ::close(fd);
   }
-  const uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
-  return h;
+  return st.digest64();
 }
 
 }  // namespace sluice

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +14,7 @@
 
 #include "util/error.h"
 #include "util/checked_number.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 
@@ -166,7 +166,7 @@ void RemoteExperts::ensure(const std::vector<std::pair<int32_t, int32_t>>& exper
       Miss& m = miss[jobs[i].m];
       uint64_t want = 0;
       if (!manifest_checksum(m.layer, m.expert, &want)) continue;
-      if (XXH3_64bits(m.bytes.data(), m.bytes.size()) != want) again.insert(jobs[i].m);
+      if (xxh3::hash64(m.bytes.data(), m.bytes.size()) != want) again.insert(jobs[i].m);
     }
     if (again.empty()) break;
     const Miss& bad = miss[*again.begin()];
@@ -206,7 +206,7 @@ void RemoteExperts::ensure(const std::vector<std::pair<int32_t, int32_t>>& exper
     if (::fdatasync(fds_[size_t(f)]) != 0)
       fail("{}: fsync failed: {}", ckpt_.files()[size_t(f)]->path(), std::strerror(errno));
   for (const Miss& m : miss) {
-    cache_.mark(m.layer, m.expert, XXH3_64bits(m.bytes.data(), m.bytes.size()), m.bytes.size());
+    cache_.mark(m.layer, m.expert, xxh3::hash64(m.bytes.data(), m.bytes.size()), m.bytes.size());
     ++stats_.experts_fetched;
     stats_.bytes_fetched += m.bytes.size();
   }

@@ -2,7 +2,6 @@
 
 #include <sys/mman.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +12,7 @@
 
 #include "util/error.h"
 #include "util/trace.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 
@@ -41,8 +41,7 @@ std::vector<ExpertExtent> expert_extents(const Checkpoint& ckpt, const ExpertWei
 }
 
 struct StreamingExperts::SlotHash {
-  XXH3_state_t* state = XXH3_createState();
-  ~SlotHash() { XXH3_freeState(state); }
+  xxh3::State state;
 };
 void StreamingExperts::SlotHashFree::operator()(SlotHash* h) const { delete h; }
 
@@ -330,7 +329,7 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
   else if (opts_.fetcher) slot.verify = opts_.fetcher->checksum(layer, e, &slot.want);
   if (slot.verify) {
     if (!slot.hash) slot.hash.reset(new SlotHash);
-    XXH3_64bits_reset(slot.hash->state);
+    slot.hash->state.reset();
     slot.reads_prefix = 0;
     slot.hashed_piece = 0;
     slot.hashed_in_piece = 0;
@@ -482,7 +481,7 @@ void StreamingExperts::hash_landed(int64_t s) {
     const auto [off, len] = p.payload[slot.hashed_piece];
     const uint64_t a = off + slot.hashed_in_piece, b = std::min(off + len, landed);
     if (b <= a) break;
-    XXH3_64bits_update(slot.hash->state, base + a, b - a);
+    slot.hash->state.update(base + a, b - a);
     hashed += b - a;
     slot.hashed_in_piece += b - a;
     if (slot.hashed_in_piece < len) break;
@@ -506,7 +505,7 @@ void StreamingExperts::finish_slot(int64_t s) {
   if (slot.error == 0 && slot.verify) {
     hash_landed(s);  // every read is done: the rest of the payload
     if (slot.hashed_piece != plan(layer, e).payload.size()) fail("internal: {} not hashed to its end", describe(layer, e));
-    if (XXH3_64bits_digest(slot.hash->state) != slot.want) slot.error = -EBADMSG;
+    if (slot.hash->state.digest64() != slot.want) slot.error = -EBADMSG;
     ++stats_.verified;
   }
   slot.state = SlotState::Ready;

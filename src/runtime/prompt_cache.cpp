@@ -2,7 +2,6 @@
 
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +12,7 @@
 #include "runtime/state_file.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 
@@ -290,7 +290,7 @@ void PromptCache::save(const Session& s) {
       f.used = ++tick_;
       return;
     }
-  const uint64_t h = XXH3_64bits(t.data(), t.size() * sizeof(int32_t));
+  const uint64_t h = xxh3::hash64(t.data(), t.size() * sizeof(int32_t));
   const std::string path = (fs::path(opts_.dir) / fmt::format("{:016x}-{}{}", h, t.size(), kSuffix)).string();
   const auto write = [&] {
     if (opts_.write) opts_.write(path, s.image(), opts_.identity);

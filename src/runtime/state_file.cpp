@@ -1,6 +1,5 @@
 #include "runtime/state_file.h"
 
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
@@ -8,6 +7,7 @@
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 
@@ -104,7 +104,7 @@ std::vector<uint8_t> encode_state(const SessionImage& image, const std::string& 
       w.bytes(t.values.data(), t.values.size() * sizeof(float));
     }
   }
-  w.put<uint64_t>(XXH3_64bits(w.out.data(), w.out.size()));
+  w.put<uint64_t>(xxh3::hash64(w.out.data(), w.out.size()));
   return std::move(w.out);
 }
 
@@ -116,7 +116,7 @@ DecodedState decode_state(std::span<const uint8_t> bytes, const std::string& nam
   const size_t body = bytes.size() - sizeof(uint64_t);
   uint64_t stored;
   std::memcpy(&stored, bytes.data() + body, sizeof(stored));
-  const uint64_t actual = XXH3_64bits(bytes.data(), body);
+  const uint64_t actual = xxh3::hash64(bytes.data(), body);
   if (stored != actual)
     fail("{}: corrupt or truncated state file: XXH3 of its {} bytes is {:016x}, the file says {:016x}", name, body,
          actual, stored);

@@ -9,6 +9,7 @@
 
 
 #include "util/error.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 
@@ -27,14 +28,14 @@ std::vector<ExpertExtent> bytes_outside(const std::vector<ExpertExtent>& extents
   return gaps;
 }
 
-std::string xxh3_add_range(XXH3_state_t* st, int fd, uint64_t offset, uint64_t length, std::vector<uint8_t>& buf,
+std::string xxh3_add_range(xxh3::State& st, int fd, uint64_t offset, uint64_t length, std::vector<uint8_t>& buf,
                            const std::function<void(uint64_t)>& on_bytes) {
   for (uint64_t done = 0; done < length;) {
     const size_t n = size_t(std::min<uint64_t>(buf.size(), length - done));
     const ssize_t got = ::pread(fd, buf.data(), n, off_t(offset + done));
     if (got <= 0)
       return fmt::format("at offset {}: {}", offset + done, got < 0 ? std::strerror(errno) : "end of file");
-    XXH3_64bits_update(st, buf.data(), size_t(got));
+    st.update(buf.data(), size_t(got));
     done += uint64_t(got);
     if (on_bytes) on_bytes(done);
   }
@@ -45,8 +46,7 @@ uint64_t xxh3_of_ranges(const std::string& path, const std::vector<ExpertExtent>
                         const std::function<void(uint64_t)>& on_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
+  xxh3::State st;
   std::vector<uint8_t> buf(8 << 20);
   uint64_t before = 0;
   std::string problem;
@@ -57,8 +57,7 @@ uint64_t xxh3_of_ranges(const std::string& path, const std::vector<ExpertExtent>
     if (!problem.empty()) break;
     before += r.length;
   }
-  const uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
+  const uint64_t h = st.digest64();
   ::close(fd);
   if (!problem.empty()) fail("{}: read {}", path, problem);
   return h;

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include <xxhash.h>
 
 #include "format/extent.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 
@@ -24,7 +24,7 @@ std::vector<ExpertExtent> bytes_outside(const std::vector<ExpertExtent>& extents
 // Adds [offset, offset + length) of the open file `fd` to `st`, reading through
 // `buf`; `on_bytes` (optional) is told the bytes added by this call so far.
 // Returns "" or why a read failed, naming the offset ("at offset N: <error>").
-std::string xxh3_add_range(XXH3_state_t* st, int fd, uint64_t offset, uint64_t length, std::vector<uint8_t>& buf,
+std::string xxh3_add_range(xxh3::State& st, int fd, uint64_t offset, uint64_t length, std::vector<uint8_t>& buf,
                            const std::function<void(uint64_t)>& on_bytes = {});
 
 // XXH3-64 of the concatenated ranges of the file at `path`. `on_bytes` (optional)

@@ -1,7 +1,6 @@
 #include "store/prepare.h"
 
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cmath>
@@ -27,6 +26,7 @@
 #include "util/error.h"
 #include "util/numeric.h"
 #include "util/progress.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 
@@ -379,16 +379,14 @@ PrepareResult prepare(const PrepareOptions& o) {
       e.checksum = it->second;
       ++res.experts_resumed;
     } else {
-      XXH3_state_t* st = XXH3_createState();
-      XXH3_64bits_reset(st);
+      xxh3::State st;
       for (const auto& x : e.extents) {
         const auto& f = ck.files()[size_t(x.file)];
         if (x.offset + x.length > f->file_size())
           fail("{}: expert {} of layer {} extends past the end of the file", f->path(), e.expert, e.layer);
-        XXH3_64bits_update(st, f->map_base() + x.offset, x.length);
+        st.update(f->map_base() + x.offset, x.length);
       }
-      e.checksum = XXH3_64bits_digest(st);
-      XXH3_freeState(st);
+      e.checksum = st.digest64();
       since_save += bytes;
     }
     partial.experts.push_back(e);

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -28,6 +27,7 @@
 #include "io/http_client.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 
@@ -327,11 +327,9 @@ void Puller::verify_full() {
   for (int32_t l = 0; l < index.layers(); ++l)
     for (int32_t e = 0; e < index.experts(l); ++e) {
       if (l >= int32_t(sums.size()) || e >= int32_t(sums[size_t(l)].size())) continue;
-      XXH3_state_t* st = XXH3_createState();
-      XXH3_64bits_reset(st);
-      for (const auto& x : index.extents(l, e)) XXH3_64bits_update(st, ck.files()[size_t(x.file)]->map_base() + x.offset, x.length);
-      const uint64_t h = XXH3_64bits_digest(st);
-      XXH3_freeState(st);
+      xxh3::State st;
+      for (const auto& x : index.extents(l, e)) st.update(ck.files()[size_t(x.file)]->map_base() + x.offset, x.length);
+      const uint64_t h = st.digest64();
       if (h != sums[size_t(l)][size_t(e)])
         fail("{}: expert {} of layer {} does not match the checksum in the repository's {}", dir_, e, l, kManifestFile);
       ++res_.experts_verified;

@@ -11,13 +11,13 @@
 #include <map>
 
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include "experts/expert_disk_cache.h"
 #include "format/manifest.h"
 #include "store/file_checksum.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 
@@ -140,10 +140,10 @@ VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
     for (const auto& x : e.extents) total += x.length;
   Progress bar("verify: experts", total, progress);
   std::vector<uint8_t> buf(8 << 20);
-  XXH3_state_t* st = XXH3_createState();
+  xxh3::State st;
   for (const auto& e : man->experts) {
     ++r.experts;
-    XXH3_64bits_reset(st);
+    st.reset();
     std::string problem;
     for (const auto& x : e.extents) {
       if (x.file < 0 || size_t(x.file) >= fds.size()) {
@@ -164,7 +164,7 @@ VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
       if (!problem.empty()) break;
     }
     if (problem.empty()) {
-      const uint64_t h = XXH3_64bits_digest(st);
+      const uint64_t h = st.digest64();
       if (h != e.checksum) problem = fmt::format("XXH3 {:016x}, the manifest says {:016x}", h, e.checksum);
     }
     if (!problem.empty()) {
@@ -172,7 +172,6 @@ VerifyReport verify_checkpoint(const std::string& dir, bool progress) {
       r.problems.push_back(fmt::format("expert {} of layer {} ({}): {}", e.expert, e.layer, where.empty() ? "?" : where, problem));
     }
   }
-  XXH3_freeState(st);
   bar.finish();
   for (int fd : fds)
     if (fd >= 0) ::close(fd);
