@@ -16,6 +16,7 @@
 #include "chat/chat_codec.h"
 #include "chat/generation_counters.h"
 #include "chat/grammar.h"
+#include "chat/token_mask.h"
 #include "chat/reply_parser.h"
 #include "chat/reply_replay.h"
 #include "chat/generation_request.h"
@@ -71,6 +72,7 @@ class ReplyStream {
   const ChatCodec& codec_;
   std::vector<int32_t> stop_ids_;
   int64_t vocab_;
+  std::shared_ptr<const VocabByBytes> by_bytes_;  // built at the first masked step
   GenerationCounters& counters_;
   EmitFn emit_;
   std::function<bool()> alive_;

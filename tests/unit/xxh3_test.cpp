@@ -34,8 +34,12 @@ TEST(Xxh3, TheVariantsThisCpuRunsAreListedBestFirstWithTheBaselineLast) {
 #if defined(__x86_64__)
   const bool avx2 = __builtin_cpu_supports("avx2"), avx512 = __builtin_cpu_supports("avx512f");
   EXPECT_EQ(v.size(), size_t(1 + avx2 + avx512));
-  if (avx2) EXPECT_STREQ(v[avx512 ? 1 : 0]->name, "avx2");
-  if (avx512) EXPECT_STREQ(v[0]->name, "avx512");
+  if (avx2) {
+    EXPECT_STREQ(v[avx512 ? 1 : 0]->name, "avx2");
+  }
+  if (avx512) {
+    EXPECT_STREQ(v[0]->name, "avx512");
+  }
 #endif
   EXPECT_FALSE(xxh3::select("no-such-variant"));
 }
