@@ -372,8 +372,9 @@ bool json_number_step(const Grammar::Node& n, int64_t& i, int32_t& st, unsigned 
 
 void GrammarCursor::step(const Thread& t0, unsigned char c, std::vector<Thread>& out) const {
   if (t0.empty()) return;  // accepting: nothing more may follow
-  Thread t = t0;
-  Frame& f = t.back();
+  // The top frame decides; the thread is copied only where it takes the byte
+  // (most bytes tried by allows() and the token mask are refused).
+  Frame f = t0.back();
   const Grammar::Node& n = g_->node(f.node);
   int32_t& st = f.st;
   switch (n.kind) {
@@ -397,25 +398,43 @@ void GrammarCursor::step(const Thread& t0, unsigned char c, std::vector<Thread>&
     default:
       return;  // expand() leaves only consuming frames on top
   }
+  Thread t = t0;
+  t.back() = f;
   int64_t steps = 0;
   expand(std::move(t), out, 0, steps);
 }
 
+bool GrammarCursor::step_all(unsigned char c, std::vector<Thread>& next) const {
+  next.clear();
+  for (const auto& t : threads_) step(t, c, next);
+  std::sort(next.begin(), next.end());
+  next.erase(std::unique(next.begin(), next.end()), next.end());
+  return !next.empty();
+}
+
 bool GrammarCursor::feed(std::string_view bytes) {
+  std::vector<Thread> next;
   for (unsigned char c : bytes) {
-    std::vector<Thread> next;
-    for (const auto& t : threads_) step(t, c, next);
-    std::sort(next.begin(), next.end());
-    next.erase(std::unique(next.begin(), next.end()), next.end());
-    threads_ = std::move(next);
+    step_all(c, next);
+    threads_.swap(next);
     if (threads_.empty()) return false;
   }
   return true;
 }
 
+bool GrammarCursor::advance_into(unsigned char c, GrammarCursor& out) const {
+  if (&out == this) fail("internal: GrammarCursor::advance_into into itself");
+  if (!step_all(c, out.threads_)) return false;
+  out.g_ = g_;
+  return true;
+}
+
 bool GrammarCursor::allows(std::string_view bytes) const {
-  GrammarCursor c = *this;
-  return !bytes.empty() && c.feed(bytes);
+  if (bytes.empty()) return false;
+  // The first byte without copying the cursor (most candidates end there).
+  GrammarCursor c(g_, Empty{});
+  if (!advance_into(static_cast<unsigned char>(bytes[0]), c)) return false;
+  return c.feed(bytes.substr(1));
 }
 
 bool GrammarCursor::complete() const {

@@ -57,13 +57,20 @@ class Grammar {
 class GrammarCursor {
  public:
   explicit GrammarCursor(std::shared_ptr<const Grammar> g);
+  // A cursor with no parse (dead): somewhere for advance_into to write.
+  struct Empty {};
+  GrammarCursor(std::shared_ptr<const Grammar> g, Empty) : g_(std::move(g)) {}
   // Feeds bytes; false (and the cursor is then dead) if no parse can continue with them.
   bool feed(std::string_view bytes);
   // Whether these bytes could come next (the cursor is unchanged).
   bool allows(std::string_view bytes) const;
+  // The cursor after byte c, written into `out` (its buffers reused); false, and
+  // `out` holds no parse, if no parse takes c. This cursor is unchanged.
+  bool advance_into(unsigned char c, GrammarCursor& out) const;
   bool complete() const;  // the output so far is a whole sentence of the grammar
   bool can_continue() const;  // some parse takes more bytes
   bool dead() const { return threads_.empty(); }
+  const std::shared_ptr<const Grammar>& grammar() const { return g_; }
 
   struct Frame {
     Grammar::Id node;
@@ -79,6 +86,10 @@ class GrammarCursor {
   // expand() of a Repeat frame on top of t: another item, and the end where enough came.
   void expand_repeat(Thread t, const Grammar::Node& n, std::vector<Thread>& out, int depth, int64_t& steps) const;
   void step(const Thread& t, unsigned char c, std::vector<Thread>& out) const;
+  // Every parse stepped over c into `next` (cleared first), sorted, duplicates
+  // dropped; whether any is left.
+  bool step_all(unsigned char c, std::vector<Thread>& next) const;
+
   std::shared_ptr<const Grammar> g_;
   std::vector<Thread> threads_;  // each ends in a consuming frame, or is empty (accepting)
 };

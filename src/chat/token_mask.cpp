@@ -12,7 +12,10 @@ VocabByBytes::VocabByBytes(const ChatCodec& codec, int64_t vocab) : vocab_(vocab
   std::iota(ids_.begin(), ids_.end(), 0);
   std::stable_sort(ids_.begin(), ids_.end(), [&](int32_t a, int32_t b) { return bytes[size_t(a)] < bytes[size_t(b)]; });
   bytes_.reserve(size_t(vocab));
-  for (int32_t id : ids_) bytes_.push_back(std::move(bytes[size_t(id)]));
+  for (int32_t id : ids_) {
+    max_bytes_ = std::max(max_bytes_, bytes[size_t(id)].size());
+    bytes_.push_back(std::move(bytes[size_t(id)]));
+  }
 }
 
 std::shared_ptr<const VocabByBytes> VocabByBytes::of(const ChatCodec& codec, int64_t vocab) {
@@ -44,21 +47,26 @@ std::shared_ptr<const VocabByBytes> VocabByBytes::of(const ChatCodec& codec, int
 
 std::vector<char> VocabByBytes::allowed(const GrammarCursor& cursor) const {
   std::vector<char> out(static_cast<size_t>(vocab_), 0);
-  if (!cursor.dead()) walk(cursor, 0, bytes_.size(), 0, out);
+  // after[d]: the cursor after a (d + 1)-byte prefix, its buffers reused; reserved
+  // whole so that a deeper level's emplace_back never moves the cursor a caller walks from.
+  std::vector<GrammarCursor> after;
+  after.reserve(max_bytes_ + 1);
+  if (!cursor.dead()) walk(cursor, 0, bytes_.size(), 0, after, out);
   return out;
 }
 
 // Tokens [lo, hi) share their first `depth` bytes, which `c` has taken.
-void VocabByBytes::walk(const GrammarCursor& c, size_t lo, size_t hi, size_t depth, std::vector<char>& out) const {
+void VocabByBytes::walk(const GrammarCursor& c, size_t lo, size_t hi, size_t depth, std::vector<GrammarCursor>& after,
+                        std::vector<char>& out) const {
   size_t i = lo;
   for (; i < hi && bytes_[i].size() == depth; ++i)  // these end here (sorted first)
     if (depth > 0) out[size_t(ids_[i])] = 1;
+  if (i < hi && after.size() <= depth) after.emplace_back(c.grammar(), GrammarCursor::Empty{});
   while (i < hi) {
     const char b = bytes_[i][depth];
     size_t j = i + 1;
     while (j < hi && bytes_[j][depth] == b) ++j;
-    GrammarCursor next = c;
-    if (next.feed(std::string_view(&b, 1))) walk(next, i, j, depth + 1, out);
+    if (c.advance_into(static_cast<unsigned char>(b), after[depth])) walk(after[depth], i, j, depth + 1, after, out);
     i = j;
   }
 }

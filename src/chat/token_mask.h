@@ -32,10 +32,12 @@ class VocabByBytes {
   std::vector<char> allowed(const GrammarCursor& cursor) const;
 
  private:
-  void walk(const GrammarCursor& c, size_t lo, size_t hi, size_t depth, std::vector<char>& out) const;
+  void walk(const GrammarCursor& c, size_t lo, size_t hi, size_t depth, std::vector<GrammarCursor>& after,
+            std::vector<char>& out) const;
   int64_t vocab_;
   std::vector<std::string> bytes_;  // sorted
   std::vector<int32_t> ids_;        // ids_[i]: the token whose bytes are bytes_[i]
+  size_t max_bytes_ = 0;            // the longest token's
 };
 
 }  // namespace sluice::chat
