@@ -30,8 +30,8 @@ TEST(Xxh3, TheVariantsThisCpuRunsAreListedBestFirstWithTheBaselineLast) {
   ASSERT_FALSE(v.empty());
   EXPECT_STREQ(v.back()->name, "baseline");
   EXPECT_EQ(&xxh3::active(), v.front());  // nothing selected another yet
-  __builtin_cpu_init();
 #if defined(__x86_64__)
+  __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2"), avx512 = __builtin_cpu_supports("avx512f");
   EXPECT_EQ(v.size(), size_t(1 + avx2 + avx512));
   if (avx2) {
@@ -40,6 +40,8 @@ TEST(Xxh3, TheVariantsThisCpuRunsAreListedBestFirstWithTheBaselineLast) {
   if (avx512) {
     EXPECT_STREQ(v[0]->name, "avx512");
   }
+#else
+  EXPECT_EQ(v.size(), 1u);  // the wider variants are x86's
 #endif
   EXPECT_FALSE(xxh3::select("no-such-variant"));
 }
