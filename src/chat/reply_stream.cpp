@@ -63,12 +63,12 @@ int32_t ReplyStream::pick(float* row) {
   for (const auto& [id, bias] : req_.logit_bias) row[size_t(id)] += bias;
   picked_ = sampler_.sample(row, vocab_);
   if (grammar_ && !allowed(picked_.token)) {
-    // The whole vocabulary's mask in one walk (chat/token_mask.h), then the stop ids,
-    // which end the reply where the grammar is complete.
+    // The whole vocabulary's mask in one walk (chat/token_mask.h); the stop ids
+    // take allowed()'s rule (the reply ends only where the grammar is complete).
     if (!by_bytes_) by_bytes_ = VocabByBytes::of(codec_, vocab_);
     std::vector<char> mask = by_bytes_->allowed(*grammar_);
     for (int32_t id : stop_ids_)
-      if (id >= 0 && id < vocab_) mask[size_t(id)] = grammar_->complete();
+      if (id >= 0 && id < vocab_) mask[size_t(id)] = allowed(id);
     picked_ = sampler_.sample(row, vocab_, [&mask](int32_t t) { return mask[size_t(t)] != 0; });
   }
   return picked_.token;

@@ -40,11 +40,6 @@ std::vector<ExpertExtent> expert_extents(const Checkpoint& ckpt, const ExpertWei
   return merge_extents(std::move(ex));
 }
 
-struct StreamingExperts::SlotHash {
-  xxh3::State state;
-};
-void StreamingExperts::SlotHashFree::operator()(SlotHash* h) const { delete h; }
-
 StreamingExperts::Plan StreamingExperts::read_plan(const Checkpoint& ckpt, const ExpertWeights& w,
                                                    uint64_t chunk_bytes) {
   Plan p;
@@ -328,8 +323,8 @@ int64_t StreamingExperts::start_load(int32_t layer, int32_t e, bool prefetch, bo
   if (slot.verify) slot.want = opts_.checksums[size_t(layer)][size_t(e)];
   else if (opts_.fetcher) slot.verify = opts_.fetcher->checksum(layer, e, &slot.want);
   if (slot.verify) {
-    if (!slot.hash) slot.hash.reset(new SlotHash);
-    slot.hash->state.reset();
+    if (!slot.hash) slot.hash = std::make_unique<xxh3::State>();
+    slot.hash->reset();
     slot.reads_prefix = 0;
     slot.hashed_piece = 0;
     slot.hashed_in_piece = 0;
@@ -481,7 +476,7 @@ void StreamingExperts::hash_landed(int64_t s) {
     const auto [off, len] = p.payload[slot.hashed_piece];
     const uint64_t a = off + slot.hashed_in_piece, b = std::min(off + len, landed);
     if (b <= a) break;
-    slot.hash->state.update(base + a, b - a);
+    slot.hash->update(base + a, b - a);
     hashed += b - a;
     slot.hashed_in_piece += b - a;
     if (slot.hashed_in_piece < len) break;
@@ -505,7 +500,7 @@ void StreamingExperts::finish_slot(int64_t s) {
   if (slot.error == 0 && slot.verify) {
     hash_landed(s);  // every read is done: the rest of the payload
     if (slot.hashed_piece != plan(layer, e).payload.size()) fail("internal: {} not hashed to its end", describe(layer, e));
-    if (slot.hash->state.digest64() != slot.want) slot.error = -EBADMSG;
+    if (slot.hash->digest64() != slot.want) slot.error = -EBADMSG;
     ++stats_.verified;
   }
   slot.state = SlotState::Ready;

@@ -24,6 +24,7 @@
 #include "format/checkpoint.h"
 #include "format/extent.h"
 #include "io/read_queue.h"
+#include "util/xxh3.h"
 
 namespace sluice {
 
@@ -154,10 +155,6 @@ class StreamingExperts : public ExpertSource {
   // Which expert a slot holds, its pins, uses and eviction order are in
   // slot_table_; a slot's fill (reads in flight, errors, weight views) is here.
   enum class SlotState : uint8_t { Free, Loading, Ready };
-  struct SlotHash;  // an XXH3 streaming state
-  struct SlotHashFree {
-    void operator()(SlotHash* h) const;
-  };
   struct Slot {
     uint64_t key = ~0ull;
     SlotState state = SlotState::Free;
@@ -181,7 +178,7 @@ class StreamingExperts : public ExpertSource {
     size_t reads_prefix = 0;          // reads [0, reads_prefix) are all done
     size_t hashed_piece = 0;          // payload piece being hashed
     uint64_t hashed_in_piece = 0;     // its bytes hashed so far
-    std::unique_ptr<SlotHash, SlotHashFree> hash;
+    std::unique_ptr<xxh3::State> hash;  // made at the slot's first verified load
   };
 
   static uint64_t key_of(int32_t layer, int32_t e) { return expert_key(layer, e); }

@@ -1,7 +1,6 @@
 // The baseline XXH3 (this build's default instruction set: SSE2 on x86-64, NEON
 // on ARM64) and the choice among the variants the CPU runs.
 #define SLUICE_XXH3_NS baseline
-#define SLUICE_XXH3_NAME "baseline"
 #include "util/xxh3_impl-inl.h"
 
 #include <atomic>
@@ -19,7 +18,7 @@ std::vector<const Impl*> available() {
   if (__builtin_cpu_supports("avx512f")) out.push_back(&avx512_impl());
   if (__builtin_cpu_supports("avx2")) out.push_back(&avx2_impl());
 #endif
-  out.push_back(&baseline::impl);
+  out.push_back(&baseline_impl());
   return out;
 }
 

@@ -2,9 +2,4 @@
 // only where the CPU has AVX2).
 #define XXH_VECTOR XXH_AVX2
 #define SLUICE_XXH3_NS avx2
-#define SLUICE_XXH3_NAME "avx2"
 #include "util/xxh3_impl-inl.h"
-
-namespace sluice::xxh3 {
-const Impl& avx2_impl() { return avx2::impl; }
-}  // namespace sluice::xxh3

@@ -8,9 +8,4 @@
 #endif
 #define XXH_VECTOR XXH_AVX512
 #define SLUICE_XXH3_NS avx512
-#define SLUICE_XXH3_NAME "avx512"
 #include "util/xxh3_impl-inl.h"
-
-namespace sluice::xxh3 {
-const Impl& avx512_impl() { return avx512::impl; }
-}  // namespace sluice::xxh3
